@@ -1,0 +1,131 @@
+# otpd: one plain Makefile. `make` builds bin/otpd and bin/otpctl;
+# `make test` installs what is missing, builds and runs every suite;
+# `make run` starts a private redis-server and otpd with configs/dev.json.
+# SAN=1 builds everything with AddressSanitizer and UBSan (into build/san).
+
+CC      ?= cc
+PKGS    := libmicrohttpd libcurl sqlite3 hiredis jansson libsodium
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wcast-qual \
+           -Wformat=2 -Wvla
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -pthread $(WARN) -MMD -MP
+ifeq ($(WERROR),1)
+CFLAGS  += -Werror
+endif
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LDLIBS  += $(PKG_LIBS) -pthread -lm
+
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -O1
+LDFLAGS += -fsanitize=address,undefined
+B       := build/san
+else
+B       := build/rel
+endif
+BIN     := bin
+
+BASE_SRC     := src/base/rc.c src/base/duration.c src/base/phone.c src/base/clock.c src/base/log.c \
+                src/base/config.c
+STORE_SRC    := src/store/store.c
+LEDGER_SRC   := src/ledger/ledger.c
+PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
+                src/provider/twilio.c
+LIMITS_SRC   := src/limits/limits.c
+PACER_SRC    := src/pacer/pacer.c
+OTP_SRC      := src/otp/code.c src/otp/otp.c
+HTTP_SRC     := src/http/http.c
+LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(PACER_SRC) $(OTP_SRC) \
+                $(HTTP_SRC)
+LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
+LUA_H        := $(LUA:.lua=.lua.h)
+
+UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys
+UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
+
+LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o)
+LIB          := $(B)/libotpd.a
+
+.PHONY: all test unit integration run deps lint bench clean fmt
+all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+# Lua scripts are embedded as C strings: one line of Lua, one line of C.
+src/limits/%.lua.h: src/limits/%.lua
+	@{ echo "static const char limits_$*_lua[] ="; \
+	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
+$(B)/src/limits/limits.o: $(LUA_H)
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# bin/ holds one build at a time; the stamp makes a switch of SAN relink.
+MODE := $(BIN)/.mode-$(notdir $(B))
+$(MODE):
+	@mkdir -p $(BIN); rm -f $(BIN)/.mode-*; touch $@
+
+$(BIN)/otpd: $(B)/cmd/otpd/main.o $(LIB) $(MODE)
+	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
+
+$(BIN)/otpctl: $(B)/cmd/otpctl/main.o $(LIB) $(MODE)
+	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
+
+$(BIN)/fake_provider: $(B)/tests/fake_provider/fake_provider.o $(MODE)
+	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
+
+# The ledger's migrations are embedded the same way as the Lua scripts.
+src/ledger/schema.h: $(sort $(wildcard schema/*.sql))
+	@{ echo "static const char *const ledger_migrations[] = {"; for f in $^; do \
+	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $$f; echo "    ,"; done; \
+	   echo "};"; } > $@.tmp && mv $@.tmp $@
+$(B)/src/ledger/ledger.o: src/ledger/schema.h
+
+$(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
+
+# Everything the build and the tests need, from Debian's archive.
+DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
+            libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	  grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+integration: all
+	python3 tests/integration/run.py
+
+test: deps
+	$(MAKE) all unit
+	$(MAKE) integration
+
+run: deps all
+	sh tests/run_dev.sh
+
+bench: deps all
+	python3 bench/run.py
+
+lint:
+	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.h') || \
+	  { echo "banned call found"; exit 1; }
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+	  --suppress=missingIncludeSystem -I src $(LIB_SRC) cmd/otpd/main.c cmd/otpctl/main.c
+
+fmt:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build bin $(LUA_H) src/ledger/schema.h
+
+-include $(shell find build -name '*.d' 2>/dev/null)

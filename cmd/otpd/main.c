@@ -1,0 +1,179 @@
+/*
+ * otpd: flags, wiring and signals. Builds every module from the config,
+ * puts the ledger's unfinished messages back in the queue, serves until
+ * SIGTERM or SIGINT, and reloads the limits on SIGHUP. The only place
+ * that logs fatal errors and exits.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+
+#include "../../src/base/config.h"
+#include "../../src/base/log.h"
+#include "../../src/http/http.h"
+#include "../../src/ledger/ledger.h"
+#include "../../src/limits/limits.h"
+#include "../../src/otp/code.h"
+#include "../../src/otp/otp.h"
+#include "../../src/pacer/pacer.h"
+#include "../../src/provider/provider.h"
+#include "../../src/store/store.h"
+
+/* How long SIGTERM waits for provider calls in flight. */
+#define OTPD_DRAIN_MS 5000
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: otpd -c FILE          run the service\n"
+                    "       otpd --check -c FILE  validate FILE and exit 0, or 1 with every error\n");
+}
+
+/* Everything otpd runs; torn down in reverse order. */
+struct otpd {
+    struct config *cfg;
+    struct code_keys *keys;
+    struct store *store;
+    struct limits *limits;
+    struct ledger *ledger;
+    struct provider *provider;
+    struct pacer *pacer;
+    struct otp *otp;
+    struct http *http;
+};
+
+static void otpd_free(struct otpd *d)
+{
+    http_free(d->http);
+    pacer_stop(d->pacer, OTPD_DRAIN_MS);
+    pacer_free(d->pacer);
+    otp_free(d->otp);
+    provider_free(d->provider);
+    ledger_close(d->ledger);
+    limits_free(d->limits);
+    store_free(d->store);
+    code_keys_free(d->keys);
+    config_free(d->cfg);
+}
+
+/* Builds and starts everything; returns 0, or logs and returns -1. */
+static int otpd_start(struct otpd *d)
+{
+    const struct config *c = d->cfg;
+    struct store_opts so = {c->redis_host, c->redis_port, c->redis_db, c->redis_password, c->redis_timeout_ms,
+                            c->breaker_failures, c->breaker_open_ms};
+    struct otp_deps deps;
+    char err[OTP_ERR_LEN] = "";
+
+    if ((d->keys = code_keys_new(c->secret, c->secret_len)) == NULL) {
+        snprintf(err, sizeof(err), "cannot initialize libsodium");
+        goto fail;
+    }
+    if ((d->store = store_new(&so)) == NULL || (d->limits = limits_new(d->store, c)) == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    if ((d->ledger = ledger_open(c->ledger_path, err)) == NULL || (d->provider = provider_new(c, err)) == NULL ||
+        (d->pacer = pacer_new(c, d->provider, d->ledger, otp_refund, d->limits, err)) == NULL)
+        goto fail;
+    deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger};
+    if ((d->otp = otp_new(&deps)) == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    if (otp_recover(d->otp, err) != OTP_OK || pacer_start(d->pacer, err) != OTP_OK ||
+        (d->http = http_new(c, d->otp, err)) == NULL)
+        goto fail;
+    return 0;
+fail:
+    log_msg(LOG_ERROR, "cannot start: %s", err);
+    return -1;
+}
+
+/* SIGHUP: a valid file replaces the limits and cost rules; a bad one is
+ * logged and changes nothing. Other settings need a restart. */
+static void otpd_reload(struct otpd *d, const char *path)
+{
+    char *errors = NULL;
+    struct config *c = config_load(path, &errors);
+
+    if (c == NULL) {
+        log_msg(LOG_ERROR, "reload refused, the old rules stay:\n%s", errors ? errors : "");
+        free(errors);
+        return;
+    }
+    if (limits_reload(d->limits, c) == OTP_OK)
+        log_msg(LOG_INFO, "reloaded %zu limit rules and %zu cost caps from %s", c->n_rules, c->n_caps, path);
+    else
+        log_msg(LOG_ERROR, "reload failed: out of memory; the old rules stay");
+    config_free(c);
+}
+
+int main(int argc, char **argv)
+{
+    struct otpd d = {0};
+    const char *path = NULL;
+    char *errors = NULL;
+    sigset_t set;
+    int i, check = 0, sig;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+            path = argv[++i];
+        else if (strcmp(argv[i], "--check") == 0)
+            check = 1;
+        else {
+            usage();
+            return EX_USAGE;
+        }
+    }
+    if (path == NULL) {
+        usage();
+        return EX_USAGE;
+    }
+    d.cfg = config_load(path, &errors);
+    if (check) {
+        fputs(errors ? errors : "", stderr);
+        if (d.cfg)
+            printf("%s: ok\n", path);
+        free(errors);
+        config_free(d.cfg);
+        return d.cfg ? 0 : 1;
+    }
+    if (d.cfg == NULL) {
+        fputs(errors ? errors : "", stderr);
+        free(errors);
+        return EX_CONFIG;
+    }
+
+    /* Every thread inherits this mask, so only sigwait below sees them. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (otpd_start(&d) < 0) {
+        otpd_free(&d);
+        return EX_UNAVAILABLE;
+    }
+    log_msg(LOG_INFO, "otpd listening on %s:%d (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host,
+            d.cfg->listen_port, d.provider->ops->name, d.cfg->pacer_rate, d.cfg->n_rules);
+    for (;;) {
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            otpd_reload(&d, path);
+            continue;
+        }
+        break;
+    }
+    log_msg(LOG_INFO, "stopping on signal %d: no new requests, draining provider calls", sig);
+    http_quiesce(d.http);
+    otpd_free(&d);
+    log_msg(LOG_INFO, "stopped");
+    return EX_OK;
+}

@@ -1,0 +1,731 @@
+/*
+ * config: JSON to struct config, with every problem reported, not just the
+ * first. Runs at start-up and on SIGHUP, never on a request path.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "duration.h"
+#include "phone.h"
+
+#define CFG_ERRORS_MAX 65536
+
+/* The parse in progress: the file's name and the errors so far. */
+struct cfg_ctx {
+    const char *file;
+    char *err;
+    size_t err_len;
+    int n_err;
+};
+
+static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    int n;
+
+    x->n_err++;
+    if (x->err == NULL && (x->err = calloc(1, CFG_ERRORS_MAX)) == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    n = snprintf(x->err + x->err_len, CFG_ERRORS_MAX - x->err_len, "%s: %s: %s\n", x->file, path, msg);
+    if (n > 0 && x->err_len + (size_t)n < CFG_ERRORS_MAX)
+        x->err_len += (size_t)n;
+}
+
+/* Joins a parent path and a key or index into buf. */
+static const char *cfg_path(char *buf, size_t cap, const char *parent, const char *key)
+{
+    if (parent[0] == '\0')
+        snprintf(buf, cap, "%s", key);
+    else
+        snprintf(buf, cap, "%s.%s", parent, key);
+    return buf;
+}
+
+/* Reports every key of obj not in allowed (a NULL-terminated list). */
+static void cfg_unknown(struct cfg_ctx *x, json_t *obj, const char *parent, const char *const *allowed)
+{
+    const char *key;
+    json_t *v;
+    char p[256];
+
+    json_object_foreach(obj, key, v) {
+        const char *const *a;
+        for (a = allowed; *a; a++)
+            if (strcmp(*a, key) == 0)
+                break;
+        if (*a == NULL)
+            cfg_error(x, cfg_path(p, sizeof(p), parent, key), "unknown key");
+    }
+}
+
+/* Gets an object member; reports it when required and absent. */
+static json_t *cfg_member(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required)
+{
+    json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    char p[256];
+
+    if (v == NULL && required)
+        cfg_error(x, cfg_path(p, sizeof(p), parent, key), "is required");
+    return v;
+}
+
+/* Copies a string member into out (cap bytes); keeps out when absent. */
+static int cfg_str(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, char *out,
+                   size_t cap)
+{
+    json_t *v = cfg_member(x, obj, parent, key, required);
+    char p[256];
+    size_t n;
+
+    if (v == NULL)
+        return 0;
+    cfg_path(p, sizeof(p), parent, key);
+    if (!json_is_string(v)) {
+        cfg_error(x, p, "must be a string");
+        return 0;
+    }
+    n = json_string_length(v);
+    if (n >= cap || strlen(json_string_value(v)) != n) {
+        cfg_error(x, p, "must be at most %zu bytes with no NUL", cap - 1);
+        return 0;
+    }
+    memcpy(out, json_string_value(v), n + 1);
+    return 1;
+}
+
+/* Reads an integer member within [lo, hi]; keeps *out when absent. */
+static int cfg_int(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, int64_t lo,
+                   int64_t hi, int64_t *out)
+{
+    json_t *v = cfg_member(x, obj, parent, key, required);
+    char p[256];
+
+    if (v == NULL)
+        return 0;
+    cfg_path(p, sizeof(p), parent, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        cfg_error(x, p, "must be an integer from %lld to %lld", (long long)lo, (long long)hi);
+        return 0;
+    }
+    *out = json_integer_value(v);
+    return 1;
+}
+
+static int cfg_int32(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, int lo,
+                     int hi, int *out)
+{
+    int64_t v = *out;
+    int ok = cfg_int(x, obj, parent, key, required, lo, hi, &v);
+
+    *out = (int)v;
+    return ok;
+}
+
+/* Reads a duration string member ("30s"); keeps *out_ms when absent. */
+static int cfg_dur(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+                   int64_t *out_ms)
+{
+    char s[32], p[256];
+
+    if (!cfg_str(x, obj, parent, key, required, s, sizeof(s)))
+        return 0;
+    if (duration_parse(s, out_ms) != OTP_OK) {
+        cfg_error(x, cfg_path(p, sizeof(p), parent, key),
+                  "must be a duration such as \"500ms\", \"30s\", \"10m\", \"2h\" or \"1d\"");
+        return 0;
+    }
+    return 1;
+}
+
+/* Reads the environment variable named by member key; NULL when absent. */
+static char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+                     size_t min_len)
+{
+    char name[128], p[256];
+    const char *v;
+    char *copy;
+
+    if (!cfg_str(x, obj, parent, key, required, name, sizeof(name)))
+        return NULL;
+    cfg_path(p, sizeof(p), parent, key);
+    v = getenv(name);
+    if (v == NULL || v[0] == '\0') {
+        cfg_error(x, p, "environment variable %s is not set", name);
+        return NULL;
+    }
+    if (strlen(v) < min_len) {
+        cfg_error(x, p, "environment variable %s must hold at least %zu bytes", name, min_len);
+        return NULL;
+    }
+    if ((copy = strdup(v)) == NULL)
+        cfg_error(x, p, "out of memory");
+    return copy;
+}
+
+static int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+                    const char *const *names, int *out)
+{
+    char s[64], p[256];
+    int i;
+
+    if (!cfg_str(x, obj, parent, key, required, s, sizeof(s)))
+        return 0;
+    for (i = 0; names[i]; i++)
+        if (strcmp(names[i], s) == 0) {
+            *out = i;
+            return 1;
+        }
+    cfg_error(x, cfg_path(p, sizeof(p), parent, key), "\"%s\" is not one of the allowed values", s);
+    return 0;
+}
+
+static const char *const key_names[] = {"phone", "device", "client_ip", "api_key", "global", NULL};
+static const char *const algo_names[] = {"sliding_log",  "fixed_window",    "token_bucket",
+                                         "resend_delay", "wrong_guess_cap", NULL};
+
+const char *config_key_name(enum cfg_key k)
+{
+    return key_names[k];
+}
+
+const char *config_algo_name(enum cfg_algo a)
+{
+    return algo_names[a];
+}
+
+/* "127.0.0.1:8080" or "[::1]:8080". */
+static void cfg_listen(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    char s[64], *colon;
+    long port;
+
+    if (!cfg_str(x, root, "", "listen", 1, s, sizeof(s)))
+        return;
+    colon = strrchr(s, ':');
+    if (colon == NULL || colon == s) {
+        cfg_error(x, "listen", "must be HOST:PORT");
+        return;
+    }
+    *colon = '\0';
+    errno = 0;
+    port = strtol(colon + 1, NULL, 10);
+    if (port < 1 || port > 65535 || errno) {
+        cfg_error(x, "listen", "port must be from 1 to 65535");
+        return;
+    }
+    if (s[0] == '[' && colon[-1] == ']') {
+        colon[-1] = '\0';
+        snprintf(c->listen_host, sizeof(c->listen_host), "%s", s + 1);
+    } else {
+        snprintf(c->listen_host, sizeof(c->listen_host), "%s", s);
+    }
+    c->listen_port = (int)port;
+}
+
+/* "redis://[:password@]host[:port][/db]" */
+static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
+{
+    const char *p = url, *at, *slash, *colon;
+    char hostport[256];
+    size_t n;
+    long v;
+
+    if (strncmp(p, "redis://", 8) != 0) {
+        cfg_error(x, "redis.url", "must start with redis://");
+        return;
+    }
+    p += 8;
+    at = strchr(p, '@');
+    if (at != NULL) {
+        const char *pw = memchr(p, ':', (size_t)(at - p));
+        if (pw != NULL && at > pw + 1)
+            c->redis_password = strndup(pw + 1, (size_t)(at - pw - 1));
+        p = at + 1;
+    }
+    slash = strchr(p, '/');
+    n = slash ? (size_t)(slash - p) : strlen(p);
+    if (n == 0 || n >= sizeof(hostport)) {
+        cfg_error(x, "redis.url", "has no host");
+        return;
+    }
+    memcpy(hostport, p, n);
+    hostport[n] = '\0';
+    c->redis_port = 6379;
+    colon = strrchr(hostport, ':');
+    if (colon != NULL) {
+        v = strtol(colon + 1, NULL, 10);
+        if (v < 1 || v > 65535) {
+            cfg_error(x, "redis.url", "port must be from 1 to 65535");
+            return;
+        }
+        c->redis_port = (int)v;
+        hostport[colon - hostport] = '\0';
+    }
+    snprintf(c->redis_host, sizeof(c->redis_host), "%s", hostport);
+    if (slash != NULL && slash[1] != '\0') {
+        v = strtol(slash + 1, NULL, 10);
+        if (v < 0 || v > 15) {
+            cfg_error(x, "redis.url", "database must be from 0 to 15");
+            return;
+        }
+        c->redis_db = (int)v;
+    }
+}
+
+static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"url", "timeout_ms", "breaker_failures", "breaker_open", NULL};
+    json_t *r = cfg_member(x, root, "", "redis", 1);
+    char url[CFG_STR_MAX];
+
+    if (r == NULL)
+        return;
+    if (!json_is_object(r)) {
+        cfg_error(x, "redis", "must be an object");
+        return;
+    }
+    cfg_unknown(x, r, "redis", keys);
+    if (cfg_str(x, r, "redis", "url", 1, url, sizeof(url)))
+        cfg_redis_url(x, c, url);
+    cfg_int32(x, r, "redis", "timeout_ms", 0, 1, 10000, &c->redis_timeout_ms);
+    cfg_int32(x, r, "redis", "breaker_failures", 0, 1, 1000, &c->breaker_failures);
+    cfg_dur(x, r, "redis", "breaker_open", 0, &c->breaker_open_ms);
+}
+
+static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"name", "key_env", NULL};
+    json_t *arr = cfg_member(x, root, "", "api_keys", 1), *k;
+    size_t i, j;
+    char p[64];
+
+    if (arr == NULL)
+        return;
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 256) {
+        cfg_error(x, "api_keys", "must be an array of 1 to 256 keys");
+        return;
+    }
+    c->api_keys = calloc(json_array_size(arr), sizeof(*c->api_keys));
+    if (c->api_keys == NULL)
+        return;
+    json_array_foreach(arr, i, k) {
+        struct cfg_api_key *a = &c->api_keys[c->n_api_keys++];
+        snprintf(p, sizeof(p), "api_keys.%zu", i);
+        if (!json_is_object(k)) {
+            cfg_error(x, p, "must be an object");
+            continue;
+        }
+        cfg_unknown(x, k, p, keys);
+        cfg_str(x, k, p, "name", 1, a->name, sizeof(a->name));
+        a->key = cfg_env(x, k, p, "key_env", 1, 16);
+        for (j = 0; j + 1 < c->n_api_keys; j++)
+            if (a->name[0] && strcmp(c->api_keys[j].name, a->name) == 0)
+                cfg_error(x, p, "name \"%s\" is used twice", a->name);
+    }
+}
+
+static void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"length", "ttl", "max_attempts", "template", NULL};
+    json_t *o = cfg_member(x, root, "", "otp", 1);
+
+    if (o == NULL)
+        return;
+    if (!json_is_object(o)) {
+        cfg_error(x, "otp", "must be an object");
+        return;
+    }
+    cfg_unknown(x, o, "otp", keys);
+    cfg_int32(x, o, "otp", "length", 0, 4, 10, &c->otp_length);
+    if (cfg_dur(x, o, "otp", "ttl", 0, &c->otp_ttl_ms) && (c->otp_ttl_ms < 10000 || c->otp_ttl_ms > 3600000))
+        cfg_error(x, "otp.ttl", "must be from 10s to 1h");
+    cfg_int32(x, o, "otp", "max_attempts", 0, 1, 100, &c->otp_max_attempts);
+    if (cfg_str(x, o, "otp", "template", 0, c->otp_template, 321) && strstr(c->otp_template, "{code}") == NULL)
+        cfg_error(x, "otp.template", "must contain {code}");
+}
+
+static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)
+{
+    static const char *const keys[] = {"name", "key", "algorithm", "limit", "window", "burst", "delay",
+                                       "mode", "if_store_down", "local_limit", NULL};
+    static const char *const modes[] = {"enforce", "shadow", NULL};
+    static const char *const down[] = {"fail_closed", "local_fallback", NULL};
+    struct cfg_rule *rule = &c->rules[c->n_rules];
+    int key = -1, algo = -1, mode = 0, fb = 0;
+    size_t i;
+    char q[96];
+
+    if (!json_is_object(r)) {
+        cfg_error(x, p, "must be an object");
+        return;
+    }
+    cfg_unknown(x, r, p, keys);
+    if (cfg_str(x, r, p, "name", 1, rule->name, sizeof(rule->name))) {
+        if (rule->name[0] == '\0' || strspn(rule->name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(rule->name))
+            cfg_error(x, cfg_path(q, sizeof(q), p, "name"), "must be 1 to 32 of a-z, 0-9 and _");
+        for (i = 0; i < c->n_rules; i++)
+            if (strcmp(c->rules[i].name, rule->name) == 0)
+                cfg_error(x, cfg_path(q, sizeof(q), p, "name"), "\"%s\" is used twice", rule->name);
+    }
+    cfg_enum(x, r, p, "key", 1, key_names, &key);
+    cfg_enum(x, r, p, "algorithm", 1, algo_names, &algo);
+    cfg_enum(x, r, p, "mode", 0, modes, &mode);
+    cfg_enum(x, r, p, "if_store_down", 0, down, &fb);
+    rule->key = (enum cfg_key)(key < 0 ? 0 : key);
+    rule->algo = (enum cfg_algo)(algo < 0 ? 0 : algo);
+    rule->shadow = mode == 1;
+    rule->local_fallback = fb == 1;
+    if (algo == CFG_ALGO_RESEND_DELAY) {
+        rule->limit = 1;
+        cfg_dur(x, r, p, "delay", 1, &rule->window_ms);
+        if (json_object_get(r, "limit") || json_object_get(r, "window") || json_object_get(r, "burst"))
+            cfg_error(x, p, "resend_delay takes delay only, not limit, window or burst");
+    } else if (algo >= 0) {
+        cfg_int(x, r, p, "limit", 1, 1, algo == CFG_ALGO_SLIDING_LOG ? 1000 : 1000000000, &rule->limit);
+        cfg_dur(x, r, p, "window", 1, &rule->window_ms);
+        if (json_object_get(r, "delay"))
+            cfg_error(x, cfg_path(q, sizeof(q), p, "delay"), "applies to resend_delay only");
+        rule->burst = rule->limit;
+        if (algo == CFG_ALGO_TOKEN_BUCKET)
+            cfg_int(x, r, p, "burst", 0, 1, 1000000000, &rule->burst);
+        else if (json_object_get(r, "burst"))
+            cfg_error(x, cfg_path(q, sizeof(q), p, "burst"), "applies to token_bucket only");
+    }
+    if ((algo == CFG_ALGO_WRONG_GUESS_CAP || algo == CFG_ALGO_RESEND_DELAY) && key >= 0 && key != CFG_KEY_PHONE)
+        cfg_error(x, cfg_path(q, sizeof(q), p, "key"), "%s rules are keyed on phone", algo_names[algo]);
+    if (rule->local_fallback) {
+        if (key == CFG_KEY_PHONE || algo == CFG_ALGO_WRONG_GUESS_CAP || algo == CFG_ALGO_RESEND_DELAY)
+            cfg_error(x, cfg_path(q, sizeof(q), p, "if_store_down"),
+                      "local_fallback is not allowed for per-phone OTP rules");
+        cfg_int(x, r, p, "local_limit", 1, 1, 1000000000, &rule->local_limit);
+    } else if (json_object_get(r, "local_limit")) {
+        cfg_error(x, cfg_path(q, sizeof(q), p, "local_limit"), "applies with if_store_down: local_fallback only");
+    }
+    c->n_rules++;
+}
+
+static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    json_t *arr = cfg_member(x, root, "", "limits", 0), *r;
+    size_t i, wrong = 0;
+    char p[64];
+
+    if (arr == NULL)
+        return;
+    if (!json_is_array(arr) || json_array_size(arr) > 32) {
+        cfg_error(x, "limits", "must be an array of at most 32 rules");
+        return;
+    }
+    if ((c->rules = calloc(json_array_size(arr) + 1, sizeof(*c->rules))) == NULL)
+        return;
+    json_array_foreach(arr, i, r) {
+        snprintf(p, sizeof(p), "limits.%zu", i);
+        cfg_rule(x, c, r, p);
+        if (json_is_object(r) && c->rules[c->n_rules - 1].algo == CFG_ALGO_WRONG_GUESS_CAP && ++wrong > 1)
+            cfg_error(x, p, "only one wrong_guess_cap rule is allowed");
+    }
+}
+
+static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"currency", "prices", "caps", NULL};
+    static const char *const cap_keys[] = {"window", "max", NULL};
+    json_t *o = cfg_member(x, root, "", "cost", 0), *prices, *caps, *v;
+    const char *prefix;
+    size_t i;
+    char p[96];
+
+    if (o == NULL)
+        return;
+    if (!json_is_object(o)) {
+        cfg_error(x, "cost", "must be an object");
+        return;
+    }
+    cfg_unknown(x, o, "cost", keys);
+    cfg_str(x, o, "cost", "currency", 1, c->currency, sizeof(c->currency));
+    prices = cfg_member(x, o, "cost", "prices", 1);
+    if (prices != NULL && (!json_is_object(prices) || json_object_size(prices) > 1000)) {
+        cfg_error(x, "cost.prices", "must be an object of at most 1000 prefixes");
+    } else if (prices != NULL && (c->prices = calloc(json_object_size(prices) + 1, sizeof(*c->prices)))) {
+        json_object_foreach(prices, prefix, v) {
+            struct cfg_price *pr = &c->prices[c->n_prices];
+            snprintf(p, sizeof(p), "cost.prices.%s", prefix);
+            if (strcmp(prefix, "*") != 0 && (strlen(prefix) > 16 || prefix[0] != '+' ||
+                                             strspn(prefix + 1, "0123456789") != strlen(prefix) - 1)) {
+                cfg_error(x, p, "must be \"*\" or \"+\" and digits");
+                continue;
+            }
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000000) {
+                cfg_error(x, p, "must be an integer price in minor units");
+                continue;
+            }
+            snprintf(pr->prefix, sizeof(pr->prefix), "%s", prefix);
+            pr->price_minor = json_integer_value(v);
+            c->n_prices++;
+        }
+    }
+    caps = cfg_member(x, o, "cost", "caps", 0);
+    if (caps != NULL && (!json_is_array(caps) || json_array_size(caps) > 8)) {
+        cfg_error(x, "cost.caps", "must be an array of at most 8 caps");
+    } else if (caps != NULL && (c->caps = calloc(json_array_size(caps) + 1, sizeof(*c->caps)))) {
+        json_array_foreach(caps, i, v) {
+            struct cfg_cap *cap = &c->caps[c->n_caps++];
+            snprintf(p, sizeof(p), "cost.caps.%zu", i);
+            if (!json_is_object(v)) {
+                cfg_error(x, p, "must be an object");
+                continue;
+            }
+            cfg_unknown(x, v, p, cap_keys);
+            cfg_dur(x, v, p, "window", 1, &cap->window_ms);
+            cfg_int(x, v, p, "max", 1, 0, INT64_MAX / 4, &cap->max_minor);
+        }
+    }
+}
+
+static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"rate", "capacity", "max_inflight", "retry", "timeout", "on_restart_sending",
+                                       NULL};
+    static const char *const retry_keys[] = {"max", "base", NULL};
+    static const char *const sending[] = {"resend", "fail", NULL};
+    json_t *o = cfg_member(x, root, "", "pacer", 0), *r;
+    int pol = 0;
+
+    if (o == NULL)
+        return;
+    if (!json_is_object(o)) {
+        cfg_error(x, "pacer", "must be an object");
+        return;
+    }
+    cfg_unknown(x, o, "pacer", keys);
+    cfg_int32(x, o, "pacer", "rate", 0, 1, 10000, &c->pacer_rate);
+    cfg_int32(x, o, "pacer", "capacity", 0, 1, 1000000, &c->pacer_capacity);
+    cfg_int32(x, o, "pacer", "max_inflight", 0, 1, 1024, &c->pacer_max_inflight);
+    cfg_dur(x, o, "pacer", "timeout", 0, &c->pacer_timeout_ms);
+    if (cfg_enum(x, o, "pacer", "on_restart_sending", 0, sending, &pol))
+        c->pacer_on_restart_sending = (enum cfg_sending)pol;
+    r = cfg_member(x, o, "pacer", "retry", 0);
+    if (r != NULL && !json_is_object(r)) {
+        cfg_error(x, "pacer.retry", "must be an object");
+    } else if (r != NULL) {
+        cfg_unknown(x, r, "pacer.retry", retry_keys);
+        cfg_int32(x, r, "pacer.retry", "max", 0, 0, 20, &c->pacer_retry_max);
+        cfg_dur(x, r, "pacer.retry", "base", 0, &c->pacer_retry_base_ms);
+    }
+}
+
+static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"type",           "url",          "username_env", "password_env", "from",
+                                       "account_sid_env", "auth_token_env", "base_url",  "path", "callback_url", NULL};
+    static const char *const types[] = {"file", "webhook", "kannel", "twilio", NULL};
+    json_t *o = cfg_member(x, root, "", "provider", 1);
+    int type = -1;
+
+    if (o == NULL)
+        return;
+    if (!json_is_object(o)) {
+        cfg_error(x, "provider", "must be an object");
+        return;
+    }
+    cfg_unknown(x, o, "provider", keys);
+    if (!cfg_enum(x, o, "provider", "type", 1, types, &type))
+        return;
+    c->provider = (enum cfg_provider)type;
+    cfg_str(x, o, "provider", "callback_url", 0, c->callback_url, sizeof(c->callback_url));
+    switch (c->provider) {
+    case CFG_PROVIDER_FILE:
+        cfg_str(x, o, "provider", "path", 1, c->provider_path, sizeof(c->provider_path));
+        break;
+    case CFG_PROVIDER_WEBHOOK:
+        cfg_str(x, o, "provider", "url", 1, c->provider_url, sizeof(c->provider_url));
+        break;
+    case CFG_PROVIDER_KANNEL:
+        cfg_str(x, o, "provider", "url", 1, c->provider_url, sizeof(c->provider_url));
+        cfg_str(x, o, "provider", "from", 1, c->provider_from, sizeof(c->provider_from));
+        c->provider_user = cfg_env(x, o, "provider", "username_env", 1, 1);
+        c->provider_pass = cfg_env(x, o, "provider", "password_env", 1, 1);
+        break;
+    case CFG_PROVIDER_TWILIO:
+        cfg_str(x, o, "provider", "from", 1, c->provider_from, sizeof(c->provider_from));
+        cfg_str(x, o, "provider", "base_url", 0, c->provider_base_url, sizeof(c->provider_base_url));
+        c->provider_user = cfg_env(x, o, "provider", "account_sid_env", 1, 1);
+        c->provider_pass = cfg_env(x, o, "provider", "auth_token_env", 1, 1);
+        break;
+    }
+    if (c->provider_url[0] && strncmp(c->provider_url, "http://", 7) && strncmp(c->provider_url, "https://", 8))
+        cfg_error(x, "provider.url", "must be an http:// or https:// URL");
+}
+
+static void cfg_defaults(struct config *c)
+{
+    snprintf(c->listen_host, sizeof(c->listen_host), "127.0.0.1");
+    c->listen_port = 8080;
+    c->http_threads = 4;
+    c->redis_timeout_ms = 50;
+    c->breaker_failures = 5;
+    c->breaker_open_ms = 2000;
+    snprintf(c->ledger_path, sizeof(c->ledger_path), "var/ledger.db");
+    c->otp_length = 6;
+    c->otp_ttl_ms = 5 * 60 * 1000;
+    c->otp_max_attempts = 5;
+    snprintf(c->otp_template, sizeof(c->otp_template), "{code} is your login code. It expires in {minutes} minutes.");
+    c->pacer_rate = 50;
+    c->pacer_capacity = 500;
+    c->pacer_max_inflight = 32;
+    c->pacer_retry_max = 3;
+    c->pacer_retry_base_ms = 500;
+    c->pacer_timeout_ms = 10000;
+    snprintf(c->provider_base_url, sizeof(c->provider_base_url), "https://api.twilio.com");
+}
+
+struct config *config_parse(const char *text, const char *file, char **errors)
+{
+    static const char *const keys[] = {"listen", "http_threads", "redis",  "ledger",   "secret_env", "api_keys",
+                                       "otp",    "limits",       "cost",   "pacer",    "provider",   NULL};
+    struct cfg_ctx x = {file, NULL, 0, 0};
+    struct config *c = NULL;
+    json_error_t jerr;
+    json_t *root = NULL, *ledger;
+    char *secret;
+
+    if (errors)
+        *errors = NULL;
+    root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL || !json_is_object(root)) {
+        char where[64];
+        snprintf(where, sizeof(where), "line %d", root ? 1 : jerr.line);
+        cfg_error(&x, where, "%s", root ? "the top level must be an object" : jerr.text);
+        goto out;
+    }
+    if ((c = calloc(1, sizeof(*c))) == NULL) {
+        cfg_error(&x, "(all)", "out of memory");
+        goto out;
+    }
+    cfg_defaults(c);
+    cfg_unknown(&x, root, "", keys);
+    cfg_listen(&x, c, root);
+    cfg_int32(&x, root, "", "http_threads", 0, 1, 256, &c->http_threads);
+    cfg_redis(&x, c, root);
+    ledger = cfg_member(&x, root, "", "ledger", 1);
+    if (ledger != NULL) {
+        static const char *const lkeys[] = {"path", NULL};
+        cfg_unknown(&x, ledger, "ledger", lkeys);
+        cfg_str(&x, ledger, "ledger", "path", 1, c->ledger_path, sizeof(c->ledger_path));
+    }
+    secret = cfg_env(&x, root, "", "secret_env", 1, 32);
+    if (secret != NULL) {
+        c->secret = (unsigned char *)secret;
+        c->secret_len = strlen(secret);
+    }
+    cfg_api_keys(&x, c, root);
+    cfg_otp(&x, c, root);
+    cfg_limits(&x, c, root);
+    cfg_cost(&x, c, root);
+    cfg_pacer(&x, c, root);
+    cfg_provider(&x, c, root);
+out:
+    json_decref(root);
+    if (x.n_err > 0) {
+        config_free(c);
+        c = NULL;
+        if (errors)
+            *errors = x.err;
+        else
+            free(x.err);
+        if (errors && *errors == NULL)
+            *errors = strdup("config: out of memory\n");
+    }
+    return c;
+}
+
+struct config *config_load(const char *path, char **errors)
+{
+    struct config *c;
+    char *text = NULL;
+    FILE *f;
+    long n;
+
+    if (errors)
+        *errors = NULL;
+    f = fopen(path, "rb");
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > 1 << 20 ||
+        fseek(f, 0, SEEK_SET) != 0 || (text = malloc((size_t)n + 1)) == NULL ||
+        fread(text, 1, (size_t)n, f) != (size_t)n) {
+        if (errors && asprintf(errors, "%s: (file): cannot read (%s)\n", path,
+                               errno ? strerror(errno) : "larger than 1 MiB?") < 0)
+            *errors = NULL;
+        if (f)
+            fclose(f);
+        free(text);
+        return NULL;
+    }
+    fclose(f);
+    text[n] = '\0';
+    c = config_parse(text, path, errors);
+    free(text);
+    return c;
+}
+
+/* Overwrites a secret before freeing it. */
+static void cfg_free_secret(char *s)
+{
+    if (s != NULL) {
+        volatile char *v = s;
+        while (*v)
+            *v++ = 0;
+        free(s);
+    }
+}
+
+void config_free(struct config *c)
+{
+    size_t i;
+
+    if (c == NULL)
+        return;
+    for (i = 0; i < c->n_api_keys; i++)
+        cfg_free_secret(c->api_keys[i].key);
+    free(c->api_keys);
+    cfg_free_secret((char *)c->secret);
+    cfg_free_secret(c->redis_password);
+    cfg_free_secret(c->provider_user);
+    cfg_free_secret(c->provider_pass);
+    free(c->rules);
+    free(c->prices);
+    free(c->caps);
+    free(c);
+}
+
+int64_t config_price(const struct config *c, const char *phone)
+{
+    size_t i, best_len = 0;
+    int64_t best = -1;
+
+    for (i = 0; i < c->n_prices; i++) {
+        const struct cfg_price *p = &c->prices[i];
+        size_t n = strlen(p->prefix);
+        if (strcmp(p->prefix, "*") == 0) {
+            if (best_len == 0)
+                best = p->price_minor;
+        } else if (strncmp(phone, p->prefix, n) == 0 && n > best_len) {
+            best_len = n;
+            best = p->price_minor;
+        }
+    }
+    return best;
+}

@@ -1,0 +1,131 @@
+/*
+ * config: the one JSON file of otpd (DESIGN.md, "Configuration"), loaded and
+ * validated whole at start-up and on SIGHUP. Secrets are read from the
+ * environment variables the file names; they live only in this struct.
+ */
+#ifndef OTPD_CONFIG_H
+#define OTPD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFG_NAME_MAX 33 /* rule and API key names: 32 bytes and NUL */
+#define CFG_STR_MAX 512 /* URLs, paths, templates */
+
+enum cfg_key { CFG_KEY_PHONE, CFG_KEY_DEVICE, CFG_KEY_CLIENT_IP, CFG_KEY_API_KEY, CFG_KEY_GLOBAL };
+#define CFG_KEY_COUNT 5
+
+enum cfg_algo {
+    CFG_ALGO_SLIDING_LOG,
+    CFG_ALGO_FIXED_WINDOW,
+    CFG_ALGO_TOKEN_BUCKET,
+    CFG_ALGO_RESEND_DELAY,
+    CFG_ALGO_WRONG_GUESS_CAP,
+};
+
+enum cfg_provider { CFG_PROVIDER_FILE, CFG_PROVIDER_WEBHOOK, CFG_PROVIDER_KANNEL, CFG_PROVIDER_TWILIO };
+
+/* What to do with messages found in 'sending' after a crash. */
+enum cfg_sending { CFG_SENDING_RESEND, CFG_SENDING_FAIL };
+
+struct cfg_api_key {
+    char name[CFG_NAME_MAX];
+    char *key; /* the secret value, from the environment */
+};
+
+struct cfg_rule {
+    char name[CFG_NAME_MAX];
+    enum cfg_key key;
+    enum cfg_algo algo;
+    int64_t limit;     /* events per window; 1 for resend_delay */
+    int64_t window_ms; /* window, or the delay for resend_delay */
+    int64_t burst;     /* token_bucket only: events at once; defaults to limit */
+    int shadow;        /* 1: count and log would-be refusals, block nothing */
+    int local_fallback;     /* 1: when Redis is down, enforce local_limit here */
+    int64_t local_limit;    /* this instance's share of limit, per window */
+};
+
+struct cfg_price {
+    char prefix[17]; /* "+91", or "*" for every other destination */
+    int64_t price_minor;
+};
+
+struct cfg_cap {
+    int64_t window_ms; /* fixed window aligned to Unix time */
+    int64_t max_minor;
+};
+
+struct config {
+    char listen_host[64];
+    int listen_port;
+    int http_threads;
+
+    char redis_host[256];
+    int redis_port;
+    int redis_db;
+    char *redis_password; /* NULL when none */
+    int redis_timeout_ms;
+    int breaker_failures;     /* consecutive failures that open the breaker */
+    int64_t breaker_open_ms;  /* how long it stays open before a probe */
+
+    char ledger_path[CFG_STR_MAX];
+
+    unsigned char *secret; /* from secret_env, at least 32 bytes */
+    size_t secret_len;
+
+    struct cfg_api_key *api_keys;
+    size_t n_api_keys;
+
+    int otp_length;        /* digits, 4 to 10 */
+    int64_t otp_ttl_ms;
+    int otp_max_attempts;
+    char otp_template[CFG_STR_MAX];
+
+    struct cfg_rule *rules;
+    size_t n_rules;
+
+    char currency[8];
+    struct cfg_price *prices;
+    size_t n_prices;
+    struct cfg_cap *caps;
+    size_t n_caps;
+
+    int pacer_rate;          /* sends per second, 1 to 10000 */
+    int pacer_capacity;      /* queued messages */
+    int pacer_max_inflight;  /* provider calls at once */
+    int pacer_retry_max;     /* retries after the first attempt */
+    int64_t pacer_retry_base_ms;
+    int64_t pacer_timeout_ms; /* one provider call */
+    enum cfg_sending pacer_on_restart_sending;
+
+    enum cfg_provider provider;
+    char provider_url[CFG_STR_MAX];     /* kannel, webhook */
+    char provider_base_url[CFG_STR_MAX]; /* twilio */
+    char provider_path[CFG_STR_MAX];    /* file */
+    char provider_from[64];
+    char *provider_user;  /* kannel username or twilio account SID */
+    char *provider_pass;  /* kannel password or twilio auth token */
+    char callback_url[CFG_STR_MAX]; /* otpd's own base URL for delivery reports; "" = none */
+};
+
+/*
+ * Loads and validates path. Returns a config the caller frees with
+ * config_free, or NULL; then *errors (if errors is not NULL) is a malloc'd
+ * text, one "FILE: path.to.key: what is wrong" line per problem, that the
+ * caller frees.
+ */
+struct config *config_load(const char *path, char **errors);
+
+/* Same as config_load, from a string; file is only used in messages. */
+struct config *config_parse(const char *text, const char *file, char **errors);
+
+void config_free(struct config *c);
+
+/* The price of one SMS to phone: the longest matching prefix, else "*",
+ * else -1 when no price applies (no cost block). */
+int64_t config_price(const struct config *c, const char *phone);
+
+const char *config_key_name(enum cfg_key k);
+const char *config_algo_name(enum cfg_algo a);
+
+#endif

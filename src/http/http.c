@@ -1,0 +1,580 @@
+/*
+ * http: every API request passes here, on one of `http_threads` workers.
+ * Each request gets a small state with a body buffer capped at
+ * HTTP_BODY_MAX; nothing else is allocated until the body is complete.
+ */
+#include "http.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "../base/log.h"
+#include "../base/phone.h"
+
+enum http_route {
+    ROUTE_ISSUE,
+    ROUTE_VERIFY,
+    ROUTE_STATUS,
+    ROUTE_HEALTH,
+    ROUTE_READY,
+    ROUTE_METRICS,
+    ROUTE_DLR_KANNEL,
+    ROUTE_DLR_TWILIO,
+    ROUTE_NONE, /* 404 */
+};
+
+struct http {
+    const struct config *cfg;
+    struct otp *otp;
+    struct MHD_Daemon *d;
+};
+
+/* One request in progress. */
+struct http_req {
+    enum http_route route;
+    const char *allow; /* set when the method is wrong: 405 with Allow */
+    int too_big;
+    size_t len;
+    char body[HTTP_BODY_MAX + 1];
+};
+
+static const char *http_title(int status)
+{
+    switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    }
+    return "Error";
+}
+
+/* Queues a response whose body (malloc'd, taken; NULL allowed) is sent as is. */
+static enum MHD_Result http_reply(struct MHD_Connection *con, unsigned status, const char *ctype, char *body,
+                                  const struct otp_answer *a, const char *allow)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ok;
+    char v[160];
+
+    if (body == NULL)
+        return MHD_NO; /* out of memory: drop the connection */
+    r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (a != NULL && a->retry_after_s > 0 && (status == 429 || status == 503)) {
+        snprintf(v, sizeof(v), "%lld", (long long)a->retry_after_s);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    }
+    if (a != NULL && a->header.name[0] && a->rc != OTP_ECOST) {
+        const struct limits_header *h = &a->header;
+        snprintf(v, sizeof(v), "\"%s\";q=%lld;w=%lld", h->name, (long long)h->quota, (long long)h->window_s);
+        MHD_add_response_header(r, "RateLimit-Policy", v);
+        snprintf(v, sizeof(v), "\"%s\";r=%lld;t=%lld", h->name, (long long)h->remaining, (long long)h->reset_s);
+        MHD_add_response_header(r, "RateLimit", v);
+    }
+    ok = MHD_queue_response(con, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* jansson allocates with malloc (no json_set_alloc_funcs), so its text is
+ * ours to free. */
+static enum MHD_Result http_json(struct MHD_Connection *con, unsigned status, json_t *j, const struct otp_answer *a)
+{
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+    json_decref(j);
+    return http_reply(con, status, "application/json", body, a, NULL);
+}
+
+/* An RFC 9457 problem with our stable code in "error". */
+static enum MHD_Result http_problem(struct MHD_Connection *con, unsigned status, const char *error,
+                                    const char *detail, const struct otp_answer *a, const char *allow)
+{
+    json_t *j = json_object();
+    char type[96], *body;
+
+    snprintf(type, sizeof(type), "urn:otpd:problem:%s", error);
+    json_object_set_new(j, "type", json_string(type));
+    json_object_set_new(j, "title", json_string(http_title((int)status)));
+    json_object_set_new(j, "status", json_integer(status));
+    json_object_set_new(j, "detail", json_string(detail));
+    json_object_set_new(j, "error", json_string(error));
+    if (a != NULL && a->reason[0])
+        json_object_set_new(j, "reason", json_string(a->reason));
+    if (a != NULL && a->retry_after_s > 0)
+        json_object_set_new(j, "retry_after", json_integer(a->retry_after_s));
+    if (a != NULL && a->rc == OTP_EBADCODE)
+        json_object_set_new(j, "attempts_left", json_integer(a->attempts_left));
+    body = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return http_reply(con, status, "application/problem+json", body, a, allow);
+}
+
+/* The HTTP status of an otp answer's error. */
+static unsigned http_status_of(enum otp_rc rc)
+{
+    switch (rc) {
+    case OTP_OK: return 200;
+    case OTP_EINVAL: return 400;
+    case OTP_ENOTFOUND: return 404;
+    case OTP_EBADCODE: return 422;
+    case OTP_ELIMITED:
+    case OTP_ELOCKED: return 429;
+    default: return 503;
+    }
+}
+
+/* Compares a presented key with each configured one in constant time;
+ * returns the matching key's name or NULL. */
+static const char *http_auth(struct http *h, struct MHD_Connection *con)
+{
+    const char *hdr = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *name = NULL, *key;
+    size_t i, n, j;
+
+    if (hdr == NULL || strncmp(hdr, "Bearer ", 7) != 0 || hdr[7] == '\0')
+        return NULL;
+    key = hdr + 7;
+    n = strlen(key);
+    for (i = 0; i < h->cfg->n_api_keys; i++) {
+        const char *want = h->cfg->api_keys[i].key;
+        size_t m = strlen(want);
+        unsigned char diff = n != m;
+        for (j = 0; j < m; j++)
+            diff |= (unsigned char)(want[j] ^ key[j % n]);
+        if (diff == 0)
+            name = h->cfg->api_keys[i].name;
+    }
+    return name;
+}
+
+static int http_is_json(struct MHD_Connection *con)
+{
+    const char *ct = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    size_t n = strlen("application/json");
+
+    return ct != NULL && strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' ||
+                                                                           ct[n] == ' ');
+}
+
+/* Reads the request's JSON object, allowing only the named string fields.
+ * Returns NULL and fills detail when the body is not acceptable. */
+static json_t *http_body(const struct http_req *rq, const char *const *fields, char *detail, size_t cap)
+{
+    json_error_t e;
+    json_t *j = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &e), *v;
+    const char *key;
+
+    if (j == NULL) {
+        snprintf(detail, cap, "body is not JSON: %.100s", e.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        snprintf(detail, cap, "body must be a JSON object");
+        goto bad;
+    }
+    json_object_foreach(j, key, v) {
+        const char *const *f;
+        for (f = fields; *f && strcmp(*f, key) != 0; f++)
+            ;
+        if (*f == NULL) {
+            snprintf(detail, cap, "unknown field \"%.40s\"", key);
+            goto bad;
+        }
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+            snprintf(detail, cap, "%.40s must be a string", key);
+            goto bad;
+        }
+    }
+    return j;
+bad:
+    json_decref(j);
+    return NULL;
+}
+
+static const char *http_field(json_t *j, const char *name)
+{
+    return json_string_value(json_object_get(j, name));
+}
+
+/* 1 when s is 1 to max printable ASCII bytes. */
+static int http_printable(const char *s, size_t max)
+{
+    size_t n = 0;
+
+    for (; s[n]; n++)
+        if ((unsigned char)s[n] < 0x20 || (unsigned char)s[n] > 0x7e)
+            return 0;
+    return n >= 1 && n <= max;
+}
+
+/* Checks the fields issue and verify share. Returns an error code or NULL. */
+static const char *http_check_common(json_t *j, char *detail, size_t cap)
+{
+    const char *phone = http_field(j, "phone"), *dev = http_field(j, "device_id");
+
+    if (phone == NULL) {
+        snprintf(detail, cap, "phone is required");
+        return "invalid_request";
+    }
+    if (!phone_valid(phone)) {
+        snprintf(detail, cap, "phone must be E.164: + and 7 to 15 digits");
+        return "invalid_phone";
+    }
+    if (dev != NULL && !http_printable(dev, 128)) {
+        snprintf(detail, cap, "device_id must be 1 to 128 printable ASCII bytes");
+        return "invalid_request";
+    }
+    return NULL;
+}
+
+static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, struct http_req *rq,
+                                  const char *api_key)
+{
+    static const char *const fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
+    struct otp_issue_req ir = {0};
+    struct otp_answer a;
+    const char *error, *purpose;
+    char detail[160];
+    json_t *j = http_body(rq, fields, detail, sizeof(detail)), *out;
+    enum MHD_Result ok;
+
+    if (j == NULL)
+        return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
+    if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
+        json_decref(j);
+        return http_problem(con, 400, error, detail, NULL, NULL);
+    }
+    purpose = http_field(j, "purpose");
+    if (purpose != NULL && !http_printable(purpose, 32)) {
+        json_decref(j);
+        return http_problem(con, 400, "invalid_request", "purpose must be 1 to 32 printable ASCII bytes", NULL,
+                            NULL);
+    }
+    ir.api_key = api_key;
+    ir.phone = http_field(j, "phone");
+    ir.device_id = http_field(j, "device_id");
+    ir.client_ip = http_field(j, "client_ip");
+    otp_issue(h->otp, &ir, &a);
+    json_decref(j);
+    if (a.rc != OTP_OK)
+        return http_problem(con, http_status_of(a.rc), a.error, a.detail, &a, NULL);
+    out = json_pack("{s:s, s:I, s:I}", "id", a.id, "expires_in", (json_int_t)a.expires_in_s, "resend_after",
+                    (json_int_t)a.resend_after_s);
+    ok = http_json(con, 202, out, &a);
+    return ok;
+}
+
+static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, struct http_req *rq,
+                                   const char *api_key)
+{
+    static const char *const fields[] = {"phone", "code", "device_id", "client_ip", NULL};
+    struct otp_answer a;
+    const char *error, *code, *ip;
+    char detail[160], ipkey[LIMITS_IP_KEY_MAX];
+    json_t *j = http_body(rq, fields, detail, sizeof(detail));
+
+    if (j == NULL)
+        return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
+    if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
+        json_decref(j);
+        return http_problem(con, 400, error, detail, NULL, NULL);
+    }
+    code = http_field(j, "code");
+    ip = http_field(j, "client_ip");
+    if (code == NULL || (ip != NULL && limits_ip_key(ip, ipkey, sizeof(ipkey)) != OTP_OK)) {
+        json_decref(j);
+        return http_problem(con, 400, "invalid_request",
+                            code == NULL ? "code is required" : "client_ip is not an IPv4 or IPv6 address", NULL,
+                            NULL);
+    }
+    otp_verify(h->otp, api_key, http_field(j, "phone"), code, &a);
+    json_decref(j);
+    if (a.rc != OTP_OK)
+        return http_problem(con, http_status_of(a.rc), a.error, a.detail, &a, NULL);
+    return http_json(con, 200, json_pack("{s:b}", "verified", 1), &a);
+}
+
+static enum MHD_Result http_status(struct http *h, struct MHD_Connection *con, const char *url,
+                                   const char *api_key)
+{
+    const char *id = url + strlen("/v1/otp/");
+    char state[16];
+
+    if (strlen(id) != CODE_ID_LEN || strspn(id, "0123456789abcdef") != CODE_ID_LEN ||
+        otp_status(h->otp, api_key, id, state) != OTP_OK)
+        return http_problem(con, 404, "not_found", "no such message for this API key", NULL, NULL);
+    return http_json(con, 200, json_pack("{s:s, s:s}", "id", id, "status", state), NULL);
+}
+
+static enum MHD_Result http_ready(struct http *h, struct MHD_Connection *con)
+{
+    char why[OTP_ERR_LEN + 32];
+    int ready = otp_ready(h->otp, why, sizeof(why));
+
+    return http_json(con, ready ? 200 : 503,
+                     json_pack("{s:s, s:s}", "status", ready ? "ready" : "not_ready", "detail", why), NULL);
+}
+
+/* Decodes %XX and '+' of a form value in place. */
+static void http_form_decode(char *s)
+{
+    char *o = s;
+
+    for (; *s; s++) {
+        if (*s == '+') {
+            *o++ = ' ';
+        } else if (*s == '%' && s[1] && s[2]) {
+            char hex[3] = {s[1], s[2], 0};
+            *o++ = (char)strtol(hex, NULL, 16);
+            s += 2;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+/* Finds name's value in a form body; copies at most cap - 1 bytes. */
+static int http_form_get(const char *body, const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    const char *p = body;
+
+    while (p && *p) {
+        const char *end = strchr(p, '&');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > n && strncmp(p, name, n) == 0 && p[n] == '=') {
+            snprintf(out, cap, "%.*s", (int)(len - n - 1), p + n + 1);
+            http_form_decode(out);
+            return 1;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Kannel: GET /v1/dlr/kannel?id=&tag=&status=N; Twilio: POST
+ * /v1/dlr/twilio?id=&tag= with MessageStatus in the form body. */
+static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, struct http_req *rq)
+{
+    const char *id = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "id");
+    const char *tag = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "tag");
+    char status[32] = "", detail[64];
+    int delivered = -1;
+
+    if (rq->route == ROUTE_DLR_KANNEL) {
+        const char *s = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "status");
+        long v = s ? strtol(s, NULL, 10) : 0;
+        if (v == 1)
+            delivered = 1;
+        else if (v == 2 || v == 16)
+            delivered = 0;
+        snprintf(detail, sizeof(detail), "kannel dlr %ld", v);
+    } else {
+        rq->body[rq->len] = '\0';
+        http_form_get(rq->body, "MessageStatus", status, sizeof(status));
+        if (strcmp(status, "delivered") == 0)
+            delivered = 1;
+        else if (strcmp(status, "undelivered") == 0 || strcmp(status, "failed") == 0)
+            delivered = 0;
+        snprintf(detail, sizeof(detail), "twilio %s", status);
+    }
+    if (id == NULL || tag == NULL || otp_delivery(h->otp, id, tag, delivered, detail) != OTP_OK)
+        return http_problem(con, 404, "not_found", "unknown message", NULL, NULL);
+    return http_json(con, 200, json_pack("{s:b}", "ok", 1), NULL);
+}
+
+/* Picks the route for url and method; sets rq->allow for a wrong method. */
+static void http_route(struct http_req *rq, const char *url, const char *method)
+{
+    int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
+    struct {
+        const char *path;
+        int prefix;
+        enum http_route route;
+        const char *allow;
+    } table[] = {
+        {"/v1/otp", 0, ROUTE_ISSUE, "POST"},          {"/v1/otp/verify", 0, ROUTE_VERIFY, "POST"},
+        {"/healthz", 0, ROUTE_HEALTH, "GET, HEAD"},   {"/readyz", 0, ROUTE_READY, "GET, HEAD"},
+        {"/metrics", 0, ROUTE_METRICS, "GET, HEAD"},  {"/v1/dlr/kannel", 0, ROUTE_DLR_KANNEL, "GET, HEAD"},
+        {"/v1/dlr/twilio", 0, ROUTE_DLR_TWILIO, "POST"}, {"/v1/otp/", 1, ROUTE_STATUS, "GET, HEAD"},
+    };
+    size_t i;
+
+    rq->route = ROUTE_NONE;
+    for (i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        int match = table[i].prefix ? strncmp(url, table[i].path, strlen(table[i].path)) == 0 &&
+                                          url[strlen(table[i].path)] != '\0' && !strchr(url + 8, '/')
+                                    : strcmp(url, table[i].path) == 0;
+        if (!match)
+            continue;
+        rq->route = table[i].route;
+        if (strcmp(table[i].allow, "POST") == 0 ? !post : !get)
+            rq->allow = table[i].allow;
+        return;
+    }
+}
+
+static int http_route_posts(enum http_route r)
+{
+    return r == ROUTE_ISSUE || r == ROUTE_VERIFY || r == ROUTE_DLR_TWILIO;
+}
+
+static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
+                                   const char *version, const char *upload_data, size_t *upload_data_size,
+                                   void **con_cls)
+{
+    struct http *h = cls;
+    struct http_req *rq = *con_cls;
+    const char *api_key;
+
+    (void)version;
+    if (rq == NULL) {
+        const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if ((rq = calloc(1, sizeof(*rq))) == NULL)
+            return MHD_NO;
+        *con_cls = rq;
+        http_route(rq, url, method);
+        if (rq->route == ROUTE_NONE)
+            return http_problem(con, 404, "not_found", "no such route", NULL, NULL);
+        if (rq->allow)
+            return http_problem(con, 405, "method_not_allowed", "method not allowed here", NULL, rq->allow);
+        if (http_route_posts(rq->route)) {
+            if (cl != NULL && strtoll(cl, NULL, 10) > HTTP_BODY_MAX)
+                return http_problem(con, 413, "payload_too_large", "the body is larger than 4 KiB", NULL, NULL);
+            if (rq->route != ROUTE_DLR_TWILIO && !http_is_json(con))
+                return http_problem(con, 415, "unsupported_media_type", "the body must be application/json",
+                                    NULL, NULL);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        if (rq->len + *upload_data_size > HTTP_BODY_MAX) {
+            rq->too_big = 1;
+        } else {
+            memcpy(rq->body + rq->len, upload_data, *upload_data_size);
+            rq->len += *upload_data_size;
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (rq->too_big)
+        return http_problem(con, 413, "payload_too_large", "the body is larger than 4 KiB", NULL, NULL);
+    switch (rq->route) {
+    case ROUTE_HEALTH:
+        return http_json(con, 200, json_pack("{s:s}", "status", "ok"), NULL);
+    case ROUTE_READY:
+        return http_ready(h, con);
+    case ROUTE_METRICS:
+        return http_reply(con, 200, "text/plain; version=0.0.4", otp_metrics(h->otp), NULL, NULL);
+    case ROUTE_DLR_KANNEL:
+    case ROUTE_DLR_TWILIO:
+        return http_dlr(h, con, rq);
+    default:
+        break;
+    }
+    if ((api_key = http_auth(h, con)) == NULL)
+        return http_problem(con, 401, "unauthorized", "a valid Authorization: Bearer key is required", NULL, NULL);
+    if (rq->route == ROUTE_STATUS)
+        return http_status(h, con, url, api_key);
+    if (rq->route == ROUTE_ISSUE)
+        return http_issue(h, con, rq, api_key);
+    return http_verify(h, con, rq, api_key);
+}
+
+static void http_done(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)cls, (void)con, (void)toe;
+    free(*con_cls);
+    *con_cls = NULL;
+}
+
+/* As many connections as the descriptor limit allows, up to 10,000. */
+static unsigned http_connection_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 512)
+        return 256;
+    return rl.rlim_cur - 256 > 10000 ? 10000 : (unsigned)(rl.rlim_cur - 256);
+}
+
+struct http *http_new(const struct config *c, struct otp *o, char *err)
+{
+    struct http *h = calloc(1, sizeof(*h));
+    struct addrinfo hints = {0}, *ai = NULL;
+    char port[8];
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY | MHD_USE_ITC;
+
+    if (h == NULL) {
+        snprintf(err, OTP_ERR_LEN, "http: out of memory");
+        return NULL;
+    }
+    h->cfg = c;
+    h->otp = o;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    snprintf(port, sizeof(port), "%d", c->listen_port);
+    if (getaddrinfo(c->listen_host, port, &hints, &ai) != 0 || ai == NULL) {
+        snprintf(err, OTP_ERR_LEN, "http: cannot resolve %s", c->listen_host);
+        free(h);
+        return NULL;
+    }
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, http_handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
+                            http_connection_limit(), MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                            MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (h->d == NULL) {
+        snprintf(err, OTP_ERR_LEN, "http: cannot listen on %s:%d", c->listen_host, c->listen_port);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void http_quiesce(struct http *h)
+{
+    if (h && h->d) {
+        MHD_socket s = MHD_quiesce_daemon(h->d);
+        if (s != MHD_INVALID_SOCKET)
+            close(s);
+    }
+}
+
+void http_free(struct http *h)
+{
+    if (h == NULL)
+        return;
+    if (h->d)
+        MHD_stop_daemon(h->d);
+    free(h);
+}

@@ -1,0 +1,27 @@
+/*
+ * http: the REST API of DESIGN.md ("HTTP contract"), on libmicrohttpd's
+ * internal thread pool. Authentication, body caps, JSON in and out,
+ * problem+json errors and rate-limit headers live here; decisions are the
+ * otp module's. The only home of microhttpd.h.
+ */
+#ifndef OTPD_HTTP_H
+#define OTPD_HTTP_H
+
+#include "../base/config.h"
+#include "../otp/otp.h"
+
+#define HTTP_BODY_MAX 4096
+
+struct http;
+
+/* Binds c's listen address and starts serving with o (both borrowed,
+ * outliving the server). NULL with detail in err. */
+struct http *http_new(const struct config *c, struct otp *o, char *err);
+
+/* Stops accepting new connections; requests in progress finish. */
+void http_quiesce(struct http *h);
+
+/* Stops the server (waiting for its threads) and frees it. */
+void http_free(struct http *h);
+
+#endif

@@ -1,0 +1,585 @@
+/*
+ * ledger: about three writes per accepted message and one per refusal, so
+ * thousands a second at peak. The writer takes every submission queued
+ * since its last commit and commits them in one transaction: fsync cost is
+ * shared by the whole batch, and a request waits at most one commit plus
+ * the one in progress.
+ */
+#include "ledger.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "schema.h"
+
+#define LEDGER_ARGS 12
+#define LEDGER_BATCH_MAX 1024
+
+enum ledger_kind { LK_REQUEST, LK_VER_NEW, LK_VER_UPDATE, LK_MSG_NEW, LK_MSG_STATE, LK_SEND, LK_COUNT };
+
+/* Each kind runs one or two statements, bound by parameter number. */
+static const char *const ledger_sql[LK_COUNT][2] = {
+    [LK_REQUEST] = {"INSERT INTO requests (ts_ms, kind, api_key, phone, device_id, client_ip, decision, rule, "
+                    "shadow, verification_id, message_id, http_status) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                    NULL},
+    [LK_VER_NEW] = {"INSERT OR IGNORE INTO verifications (id, phone, api_key, created_ms, expires_ms) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5)",
+                    NULL},
+    [LK_VER_UPDATE] = {"UPDATE verifications SET status = ?2, wrong = wrong + ?3, "
+                       "ended_ms = CASE WHEN ?2 = 'pending' THEN ended_ms ELSE ?4 END WHERE id = ?1",
+                       NULL},
+    [LK_MSG_NEW] = {"INSERT INTO messages (id, verification_id, api_key, phone, state, created_ms, expires_ms, "
+                    "updated_ms, price_minor, cost_ms) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?5, ?7, ?8)",
+                    "INSERT INTO message_events (message_id, ts_ms, state) VALUES (?1, ?5, 'queued')"},
+    [LK_MSG_STATE] = {"UPDATE messages SET state = ?2, updated_ms = ?7, provider_id = COALESCE(?4, provider_id), "
+                      "detail = COALESCE(?5, detail), attempts = CASE WHEN ?6 < 0 THEN attempts ELSE ?6 END "
+                      "WHERE id = ?1 AND instr(',' || ?3 || ',', ',' || state || ',') > 0",
+                      "INSERT INTO message_events (message_id, ts_ms, state, detail) "
+                      "SELECT ?1, ?7, ?2, ?5 WHERE changes() > 0"},
+    [LK_SEND] = {"INSERT INTO sends (ts_ms, message_id, attempt, provider, http_status, latency_ms, outcome, "
+                 "provider_id, error, cost_minor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 NULL},
+};
+
+/* One bound value: text (NULL allowed) or integer. */
+struct ledger_arg {
+    int is_text;
+    int64_t i;
+    char *s;
+};
+
+struct ledger_op {
+    struct ledger_op *next;
+    uint64_t seq;
+    enum ledger_kind kind;
+    int n;
+    struct ledger_arg a[LEDGER_ARGS];
+};
+
+struct ledger {
+    sqlite3 *wdb; /* the writer thread's */
+    sqlite3 *rdb; /* readers', under rmu */
+    pthread_mutex_t rmu;
+    sqlite3_stmt *stmt[LK_COUNT][2];
+    pthread_t writer;
+    int started;
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t wake;  /* the writer waits for work */
+    pthread_cond_t done;  /* syncers wait for commits */
+    struct ledger_op *head, *tail;
+    uint64_t next_seq;      /* last seq handed out */
+    uint64_t committed_seq; /* every seq up to this is settled */
+    uint64_t fail_lo, fail_hi; /* the last batch that failed to commit */
+    int stop;
+    struct ledger_stats stats;
+};
+
+static void op_free(struct ledger_op *op)
+{
+    int i;
+
+    for (i = 0; i < op->n; i++)
+        free(op->a[i].s);
+    free(op);
+}
+
+static void op_text(struct ledger_op *op, const char *s)
+{
+    struct ledger_arg *a = &op->a[op->n++];
+
+    a->is_text = 1;
+    if (s != NULL && (a->s = strdup(s)) == NULL)
+        a->is_text = -1; /* out of memory: noticed in ledger_submit */
+}
+
+static void op_int(struct ledger_op *op, int64_t v)
+{
+    op->a[op->n].is_text = 0;
+    op->a[op->n++].i = v;
+}
+
+static struct ledger_op *op_new(enum ledger_kind kind)
+{
+    struct ledger_op *op = calloc(1, sizeof(*op));
+
+    if (op != NULL)
+        op->kind = kind;
+    return op;
+}
+
+/* Queues op for the writer (taking it); NULL op means allocation failed. */
+static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op *op, uint64_t *seq)
+{
+    int i;
+
+    if (op == NULL)
+        return OTP_ENOMEM;
+    for (i = 0; i < op->n; i++)
+        if (op->a[i].is_text < 0) {
+            op_free(op);
+            return OTP_ENOMEM;
+        }
+    pthread_mutex_lock(&l->mu);
+    op->seq = ++l->next_seq;
+    if (l->tail)
+        l->tail->next = op;
+    else
+        l->head = op;
+    l->tail = op;
+    l->stats.queue_depth++;
+    if (seq)
+        *seq = op->seq;
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
+    return OTP_OK;
+}
+
+/* Runs op's statements; returns the first SQLite error code, or SQLITE_OK. */
+static int ledger_exec(struct ledger *l, const struct ledger_op *op)
+{
+    int s, i, rc = SQLITE_OK;
+
+    for (s = 0; s < 2 && rc == SQLITE_OK; s++) {
+        sqlite3_stmt *st = l->stmt[op->kind][s];
+        int nparam;
+        if (st == NULL)
+            break;
+        nparam = sqlite3_bind_parameter_count(st);
+        for (i = 0; i < op->n && i < nparam; i++) {
+            const struct ledger_arg *a = &op->a[i];
+            if (a->is_text && a->s)
+                sqlite3_bind_text(st, i + 1, a->s, -1, SQLITE_STATIC);
+            else if (a->is_text)
+                sqlite3_bind_null(st, i + 1);
+            else
+                sqlite3_bind_int64(st, i + 1, a->i);
+        }
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    }
+    return rc;
+}
+
+/* Commits one batch; returns 0, or -1 when it was rolled back. */
+static int ledger_commit(struct ledger *l, struct ledger_op *batch)
+{
+    struct ledger_op *op;
+    int rc = sqlite3_exec(l->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+
+    for (op = batch; op && rc == SQLITE_OK; op = op->next) {
+        rc = ledger_exec(l, op);
+        /* A row that breaks a constraint is one bad row, not a bad batch. */
+        if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+            l->stats.failures++;
+            rc = SQLITE_OK;
+        }
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(l->wdb, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_exec(l->wdb, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static void *ledger_writer(void *arg)
+{
+    struct ledger *l = arg;
+
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        struct ledger_op *batch, *op, *last;
+        uint64_t n = 0;
+        int failed;
+        while (l->head == NULL && !l->stop)
+            pthread_cond_wait(&l->wake, &l->mu);
+        if (l->head == NULL)
+            break;
+        batch = last = l->head;
+        for (n = 1; last->next && n < LEDGER_BATCH_MAX; n++)
+            last = last->next;
+        l->head = last->next;
+        if (l->head == NULL)
+            l->tail = NULL;
+        last->next = NULL;
+        pthread_mutex_unlock(&l->mu);
+
+        failed = ledger_commit(l, batch) < 0;
+
+        pthread_mutex_lock(&l->mu);
+        l->stats.queue_depth -= n;
+        l->stats.commits++;
+        l->stats.rows += n;
+        if (failed) {
+            l->stats.failures++;
+            l->fail_lo = batch->seq;
+            l->fail_hi = last->seq;
+        }
+        l->committed_seq = last->seq;
+        pthread_cond_broadcast(&l->done);
+        pthread_mutex_unlock(&l->mu);
+        while ((op = batch) != NULL) {
+            batch = op->next;
+            op_free(op);
+        }
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static sqlite3 *ledger_db(const char *path, char *err)
+{
+    sqlite3 *db = NULL;
+
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK ||
+        sqlite3_busy_timeout(db, 5000) != SQLITE_OK ||
+        sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON",
+                     NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, OTP_ERR_LEN, "ledger %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+/* Applies the migrations the file has not seen, each in its transaction. */
+static int ledger_migrate(sqlite3 *db, char *err)
+{
+    sqlite3_stmt *st = NULL;
+    int version = 0, n = (int)(sizeof(ledger_migrations) / sizeof(ledger_migrations[0])), i;
+    char *msg = NULL, pragma[64];
+
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version > n) {
+        snprintf(err, OTP_ERR_LEN, "ledger: schema version %d is newer than this otpd (%d)", version, n);
+        return -1;
+    }
+    for (i = version; i < n; i++) {
+        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", i + 1);
+        if (sqlite3_exec(db, "BEGIN", NULL, NULL, &msg) != SQLITE_OK ||
+            sqlite3_exec(db, ledger_migrations[i], NULL, NULL, &msg) != SQLITE_OK ||
+            sqlite3_exec(db, pragma, NULL, NULL, &msg) != SQLITE_OK ||
+            sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+            snprintf(err, OTP_ERR_LEN, "ledger: migration %d: %s", i + 1, msg ? msg : "failed");
+            sqlite3_free(msg);
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+struct ledger *ledger_open(const char *path, char *err)
+{
+    struct ledger *l = calloc(1, sizeof(*l));
+    int k, s;
+
+    if (l == NULL) {
+        snprintf(err, OTP_ERR_LEN, "ledger: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->rmu, NULL);
+    pthread_cond_init(&l->wake, NULL);
+    pthread_cond_init(&l->done, NULL);
+    if ((l->wdb = ledger_db(path, err)) == NULL || ledger_migrate(l->wdb, err) < 0 ||
+        (l->rdb = ledger_db(path, err)) == NULL)
+        goto fail;
+    for (k = 0; k < LK_COUNT; k++)
+        for (s = 0; s < 2 && ledger_sql[k][s]; s++)
+            if (sqlite3_prepare_v3(l->wdb, ledger_sql[k][s], -1, SQLITE_PREPARE_PERSISTENT, &l->stmt[k][s], NULL) !=
+                SQLITE_OK) {
+                snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->wdb));
+                goto fail;
+            }
+    if (pthread_create(&l->writer, NULL, ledger_writer, l) != 0) {
+        snprintf(err, OTP_ERR_LEN, "ledger: cannot start the writer");
+        goto fail;
+    }
+    l->started = 1;
+    return l;
+fail:
+    ledger_close(l);
+    return NULL;
+}
+
+void ledger_close(struct ledger *l)
+{
+    int k, s;
+
+    if (l == NULL)
+        return;
+    if (l->started) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = 1;
+        pthread_cond_signal(&l->wake);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->writer, NULL);
+    }
+    for (k = 0; k < LK_COUNT; k++)
+        for (s = 0; s < 2; s++)
+            sqlite3_finalize(l->stmt[k][s]);
+    sqlite3_close(l->rdb);
+    sqlite3_close(l->wdb);
+    pthread_cond_destroy(&l->wake);
+    pthread_cond_destroy(&l->done);
+    pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->rmu);
+    free(l);
+}
+
+enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r, uint64_t *seq)
+{
+    struct ledger_op *op = op_new(LK_REQUEST);
+
+    if (op != NULL) {
+        op_int(op, r->ts_ms);
+        op_text(op, r->kind);
+        op_text(op, r->api_key);
+        op_text(op, r->phone);
+        op_text(op, r->device_id);
+        op_text(op, r->client_ip);
+        op_text(op, r->decision);
+        op_text(op, r->rule);
+        op_text(op, r->shadow);
+        op_text(op, r->verification_id);
+        op_text(op, r->message_id);
+        op_int(op, r->http_status);
+    }
+    return ledger_submit(l, op, seq);
+}
+
+enum otp_rc ledger_verification_new(struct ledger *l, const char *id, const char *phone, const char *api_key,
+                                    int64_t created_ms, int64_t expires_ms)
+{
+    struct ledger_op *op = op_new(LK_VER_NEW);
+
+    if (op != NULL) {
+        op_text(op, id);
+        op_text(op, phone);
+        op_text(op, api_key);
+        op_int(op, created_ms);
+        op_int(op, expires_ms);
+    }
+    return ledger_submit(l, op, NULL);
+}
+
+enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const char *status, int wrong_delta,
+                                       int64_t ts_ms)
+{
+    struct ledger_op *op = op_new(LK_VER_UPDATE);
+
+    if (op != NULL) {
+        op_text(op, id);
+        op_text(op, status);
+        op_int(op, wrong_delta);
+        op_int(op, ts_ms);
+    }
+    return ledger_submit(l, op, NULL);
+}
+
+enum otp_rc ledger_message_new(struct ledger *l, const struct ledger_message *m, uint64_t *seq)
+{
+    struct ledger_op *op = op_new(LK_MSG_NEW);
+
+    if (op != NULL) {
+        op_text(op, m->id);
+        op_text(op, m->verification_id);
+        op_text(op, m->api_key);
+        op_text(op, m->phone);
+        op_int(op, m->created_ms);
+        op_int(op, m->expires_ms);
+        op_int(op, m->price_minor);
+        op_int(op, m->cost_ms);
+    }
+    return ledger_submit(l, op, seq);
+}
+
+enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
+                                 const char *provider_id, const char *detail, int attempts, int64_t ts_ms)
+{
+    struct ledger_op *op = op_new(LK_MSG_STATE);
+
+    if (op != NULL) {
+        op_text(op, id);
+        op_text(op, state);
+        op_text(op, from);
+        op_text(op, provider_id);
+        op_text(op, detail);
+        op_int(op, attempts);
+        op_int(op, ts_ms);
+    }
+    return ledger_submit(l, op, NULL);
+}
+
+enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s)
+{
+    struct ledger_op *op = op_new(LK_SEND);
+
+    if (op != NULL) {
+        op_int(op, s->ts_ms);
+        op_text(op, s->message_id);
+        op_int(op, s->attempt);
+        op_text(op, s->provider);
+        if (s->http_status > 0)
+            op_int(op, s->http_status);
+        else
+            op_text(op, NULL);
+        op_int(op, s->latency_ms);
+        op_text(op, s->outcome);
+        op_text(op, s->provider_id);
+        op_text(op, s->error);
+        op_int(op, s->cost_minor);
+    }
+    return ledger_submit(l, op, NULL);
+}
+
+enum otp_rc ledger_sync(struct ledger *l, uint64_t seq)
+{
+    enum otp_rc rc;
+
+    pthread_mutex_lock(&l->mu);
+    while (l->committed_seq < seq)
+        pthread_cond_wait(&l->done, &l->mu);
+    rc = seq >= l->fail_lo && seq <= l->fail_hi ? OTP_EIO : OTP_OK;
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+enum otp_rc ledger_message_get(struct ledger *l, const char *id, const char *api_key, char *state)
+{
+    sqlite3_stmt *st = NULL;
+    enum otp_rc rc = OTP_ENOTFOUND;
+
+    pthread_mutex_lock(&l->rmu);
+    if (sqlite3_prepare_v2(l->rdb, "SELECT state FROM messages WHERE id = ?1 AND api_key = ?2", -1, &st, NULL) !=
+        SQLITE_OK) {
+        rc = OTP_EIO;
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, api_key, -1, SQLITE_STATIC);
+    switch (sqlite3_step(st)) {
+    case SQLITE_ROW:
+        snprintf(state, 16, "%s", (const char *)sqlite3_column_text(st, 0));
+        rc = OTP_OK;
+        break;
+    case SQLITE_DONE:
+        break;
+    default:
+        rc = OTP_EIO;
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&l->rmu);
+    return rc;
+}
+
+enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct ledger_message *m), void *ctx,
+                           char *err)
+{
+    static const char sql[] = "SELECT seq, id, verification_id, api_key, phone, state, created_ms, expires_ms, "
+                              "attempts, price_minor, cost_ms FROM messages "
+                              "WHERE state IN ('queued', 'sending') ORDER BY seq";
+    sqlite3_stmt *st = NULL;
+    enum otp_rc rc = OTP_OK;
+    int step;
+
+    pthread_mutex_lock(&l->rmu);
+    if (sqlite3_prepare_v2(l->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
+        rc = OTP_EIO;
+        goto out;
+    }
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        struct ledger_message m = {
+            .seq = sqlite3_column_int64(st, 0),
+            .id = (const char *)sqlite3_column_text(st, 1),
+            .verification_id = (const char *)sqlite3_column_text(st, 2),
+            .api_key = (const char *)sqlite3_column_text(st, 3),
+            .phone = (const char *)sqlite3_column_text(st, 4),
+            .state = (const char *)sqlite3_column_text(st, 5),
+            .created_ms = sqlite3_column_int64(st, 6),
+            .expires_ms = sqlite3_column_int64(st, 7),
+            .attempts = sqlite3_column_int(st, 8),
+            .price_minor = sqlite3_column_int64(st, 9),
+            .cost_ms = sqlite3_column_int64(st, 10),
+        };
+        fn(ctx, &m);
+    }
+    if (step != SQLITE_DONE) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
+        rc = OTP_EIO;
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&l->rmu);
+    return rc;
+}
+
+enum otp_rc ledger_recent(struct ledger *l, const char *table, const char *phone, int n,
+                          void (*fn)(void *ctx, int ncols, const char *const *names, const char *const *values),
+                          void *ctx, char *err)
+{
+    static const char *const tables[] = {"requests", "messages", "sends", "verifications", "message_events", NULL};
+    const char *names[32], *values[32];
+    sqlite3_stmt *st = NULL;
+    enum otp_rc rc = OTP_OK;
+    char sql[256];
+    int i, cols, step, has_phone;
+
+    for (i = 0; tables[i] && strcmp(tables[i], table) != 0; i++)
+        ;
+    if (tables[i] == NULL) {
+        snprintf(err, OTP_ERR_LEN, "ledger: no table %s", table);
+        return OTP_EINVAL;
+    }
+    has_phone = strcmp(table, "sends") != 0 && strcmp(table, "message_events") != 0;
+    snprintf(sql, sizeof(sql), "SELECT * FROM %s %s ORDER BY rowid DESC LIMIT ?2", table,
+             phone && has_phone ? "WHERE phone = ?1" : "");
+    pthread_mutex_lock(&l->rmu);
+    if (sqlite3_prepare_v2(l->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
+        rc = OTP_EIO;
+        goto out;
+    }
+    if (phone && has_phone)
+        sqlite3_bind_text(st, 1, phone, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, n);
+    cols = sqlite3_column_count(st) < 32 ? sqlite3_column_count(st) : 32;
+    for (i = 0; i < cols; i++)
+        names[i] = sqlite3_column_name(st, i);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        for (i = 0; i < cols; i++)
+            values[i] = (const char *)sqlite3_column_text(st, i);
+        fn(ctx, cols, names, values);
+    }
+    if (step != SQLITE_DONE) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
+        rc = OTP_EIO;
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&l->rmu);
+    return rc;
+}
+
+void ledger_stats(struct ledger *l, struct ledger_stats *out)
+{
+    pthread_mutex_lock(&l->mu);
+    *out = l->stats;
+    pthread_mutex_unlock(&l->mu);
+}

@@ -1,0 +1,116 @@
+/*
+ * ledger: the SQLite audit ledger and the durable copy of the pacer queue.
+ * One writer thread commits whatever has been submitted since its last
+ * commit in one transaction (group commit); callers that must not answer
+ * before their rows are durable wait with ledger_sync. Reads use their own
+ * connection (WAL lets them run beside the writer). The only home of sqlite3.
+ */
+#ifndef OTPD_LEDGER_H
+#define OTPD_LEDGER_H
+
+#include <stdint.h>
+
+#include "../base/rc.h"
+
+struct ledger;
+
+/* One issue or verify request and what was decided. Strings may be NULL. */
+struct ledger_request {
+    int64_t ts_ms;
+    const char *kind; /* "issue" or "verify" */
+    const char *api_key;
+    const char *phone;
+    const char *device_id;
+    const char *client_ip;
+    const char *decision; /* an error code of the contract, or "accepted"/"verified" */
+    const char *rule;
+    const char *shadow;
+    const char *verification_id;
+    const char *message_id;
+    int http_status;
+};
+
+/* A message as queued; also what ledger_pending hands back. */
+struct ledger_message {
+    int64_t seq; /* filled by ledger_pending */
+    const char *id;
+    const char *verification_id;
+    const char *api_key;
+    const char *phone;
+    const char *state; /* for ledger_pending: "queued" or "sending" */
+    int64_t created_ms;
+    int64_t expires_ms;
+    int attempts;
+    int64_t price_minor;
+    int64_t cost_ms;
+};
+
+/* One provider call. */
+struct ledger_send {
+    int64_t ts_ms;
+    const char *message_id;
+    int attempt;
+    const char *provider;
+    long http_status; /* 0: no answer */
+    int64_t latency_ms;
+    const char *outcome; /* "sent", "transient" or "permanent" */
+    const char *provider_id;
+    const char *error;
+    int64_t cost_minor;
+};
+
+/* Opens (creating) path, applies the migrations in schema/, starts the
+ * writer. Returns NULL with detail in err. The caller frees with
+ * ledger_close, which commits everything submitted first. */
+struct ledger *ledger_open(const char *path, char *err);
+void ledger_close(struct ledger *l);
+
+/* Submissions copy their arguments and return at once. They fail only when
+ * out of memory. Each returns the submission's sequence number in *seq
+ * when seq is not NULL. */
+enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r, uint64_t *seq);
+enum otp_rc ledger_verification_new(struct ledger *l, const char *id, const char *phone, const char *api_key,
+                                    int64_t created_ms, int64_t expires_ms);
+/* status: "pending" (a wrong guess), "verified" or "exhausted". */
+enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const char *status, int wrong_delta,
+                                       int64_t ts_ms);
+enum otp_rc ledger_message_new(struct ledger *l, const struct ledger_message *m, uint64_t *seq);
+/*
+ * Moves message id to state, if its state is one of from (a comma list such
+ * as "queued,sending"); records the event either way. provider_id and
+ * detail may be NULL (kept); attempts < 0 keeps the count.
+ */
+enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
+                                 const char *provider_id, const char *detail, int attempts, int64_t ts_ms);
+enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s);
+
+/* Blocks until every submission up to seq is committed. Returns OTP_EIO if
+ * the transaction that held seq failed. */
+enum otp_rc ledger_sync(struct ledger *l, uint64_t seq);
+
+/* The state of message id if api_key issued it (state: 16 bytes). */
+enum otp_rc ledger_message_get(struct ledger *l, const char *id, const char *api_key, char *state);
+
+/* Calls fn for each message in 'queued' or 'sending', oldest first. Runs
+ * on the caller's thread at start-up, before any new message. */
+enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct ledger_message *m), void *ctx,
+                           char *err);
+
+/*
+ * Calls fn with the newest n rows of table ("requests", "messages",
+ * "sends", "verifications" or "message_events"), newest first, optionally
+ * only those of phone (where the table has a phone). For the operator CLI.
+ * Values are text or NULL and live until fn returns.
+ */
+enum otp_rc ledger_recent(struct ledger *l, const char *table, const char *phone, int n,
+                          void (*fn)(void *ctx, int ncols, const char *const *names, const char *const *values),
+                          void *ctx, char *err);
+
+/* Counters for /metrics. */
+struct ledger_stats {
+    uint64_t commits, rows, failures;
+    uint64_t queue_depth;
+};
+void ledger_stats(struct ledger *l, struct ledger_stats *out);
+
+#endif

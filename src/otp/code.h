@@ -1,0 +1,47 @@
+/*
+ * code: the cryptography of one-time codes (DESIGN.md, "Codes"). A code is
+ * never stored: it is derived from the server secret and the verification
+ * id. Redis holds only a keyed hash of it. The only home of libsodium.
+ */
+#ifndef OTPD_CODE_H
+#define OTPD_CODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/rc.h"
+
+#define CODE_ID_LEN 32   /* hex characters of a 128-bit id */
+#define CODE_HASH_LEN 32 /* hex characters of a 128-bit keyed hash */
+#define CODE_MAX_DIGITS 10
+
+/* Keys derived from the secret; opaque outside code.c. */
+struct code_keys;
+
+/* Initializes libsodium and derives the keys. Returns NULL on failure.
+ * The caller frees with code_keys_free, which wipes them. */
+struct code_keys *code_keys_new(const unsigned char *secret, size_t secret_len);
+void code_keys_free(struct code_keys *k);
+
+/* Writes a fresh random 128-bit id as 32 lower-case hex characters and NUL
+ * into out (CODE_ID_LEN + 1 bytes). */
+void code_new_id(char *out);
+
+/* Derives the code of verification id: digits decimal digits and NUL into
+ * out (digits + 1 bytes). Unbiased: HMAC-SHA256 output with rejection. */
+void code_derive(const struct code_keys *k, const char *id, int digits, char *out);
+
+/* The keyed hash of code for phone, as CODE_HASH_LEN hex and NUL in out.
+ * Used at issue (of the derived code) and at verify (of the guess). */
+void code_hash(const struct code_keys *k, const char *phone, const char *code, char *out);
+
+/* A tag authenticating a message id in delivery-report URLs (hex, NUL,
+ * CODE_HASH_LEN + 1 bytes). code_tag_ok compares in constant time. */
+void code_tag(const struct code_keys *k, const char *msg_id, char *out);
+int code_tag_ok(const struct code_keys *k, const char *msg_id, const char *tag);
+
+/* Fills out (cap bytes) from tmpl, replacing {code} and {minutes}. Returns
+ * OTP_EINVAL when the result does not fit. */
+enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,523 @@
+/*
+ * otp: one call per API request, on the HTTP worker threads. Each issue
+ * costs one Redis round trip and, when accepted, one ledger commit (shared
+ * with whatever else commits in that batch); each verify one Redis round
+ * trip. Refusals are recorded without waiting.
+ */
+#include "otp.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/clock.h"
+#include "../base/log.h"
+
+#define OTP_SHADOW_RULES 32
+
+/* Decisions counted for /metrics, by the contract's code. */
+static const char *const decisions[] = {"accepted",    "verified",     "invalid_request", "rate_limited",
+                                        "locked",      "cost_cap",     "queue_full",      "store_unavailable",
+                                        "invalid_code", "no_active_code", "ledger_unavailable", NULL};
+#define OTP_DECISIONS 11
+
+struct otp {
+    struct otp_deps d;
+    pthread_mutex_t mu; /* guards the counters */
+    uint64_t issue[OTP_DECISIONS];
+    uint64_t verify[OTP_DECISIONS];
+    char shadow_name[OTP_SHADOW_RULES][CFG_NAME_MAX];
+    uint64_t shadow_count[OTP_SHADOW_RULES];
+    uint64_t deliveries[2]; /* failed, delivered */
+};
+
+struct otp *otp_new(const struct otp_deps *d)
+{
+    struct otp *o = calloc(1, sizeof(*o));
+
+    if (o == NULL)
+        return NULL;
+    o->d = *d;
+    pthread_mutex_init(&o->mu, NULL);
+    return o;
+}
+
+void otp_free(struct otp *o)
+{
+    if (o == NULL)
+        return;
+    pthread_mutex_destroy(&o->mu);
+    free(o);
+}
+
+static void count(struct otp *o, uint64_t *table, const char *decision)
+{
+    int i;
+
+    for (i = 0; decisions[i]; i++)
+        if (strcmp(decisions[i], decision) == 0) {
+            pthread_mutex_lock(&o->mu);
+            table[i]++;
+            pthread_mutex_unlock(&o->mu);
+            return;
+        }
+}
+
+/* Counts and logs each shadow rule in a comma-separated list. */
+static void count_shadow(struct otp *o, const char *list, const char *phone_kind)
+{
+    char copy[256], *save = NULL, *name;
+    int i;
+
+    snprintf(copy, sizeof(copy), "%s", list);
+    for (name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        log_msg(LOG_INFO, "shadow rule would refuse rule=%s op=%s", name, phone_kind);
+        pthread_mutex_lock(&o->mu);
+        for (i = 0; i < OTP_SHADOW_RULES; i++) {
+            if (o->shadow_name[i][0] == '\0')
+                snprintf(o->shadow_name[i], sizeof(o->shadow_name[i]), "%s", name);
+            if (strcmp(o->shadow_name[i], name) == 0) {
+                o->shadow_count[i]++;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&o->mu);
+    }
+}
+
+static int64_t ceil_s(int64_t ms)
+{
+    return ms <= 0 ? 0 : (ms + 999) / 1000;
+}
+
+static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, const char *fmt, ...)
+{
+    va_list ap;
+
+    out->rc = rc;
+    snprintf(out->error, sizeof(out->error), "%s", error);
+    va_start(ap, fmt);
+    vsnprintf(out->detail, sizeof(out->detail), fmt, ap);
+    va_end(ap);
+}
+
+/* The message text for verification vid, expiring in expires_in_ms. */
+static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms, char *text, size_t cap)
+{
+    char code[CODE_MAX_DIGITS + 1];
+    enum otp_rc rc;
+
+    code_derive(o->d.keys, vid, o->d.cfg->otp_length, code);
+    rc = code_render(o->d.cfg->otp_template, code, (int)((expires_in_ms + 59999) / 60000), text, cap);
+    memset(code, 0, sizeof(code));
+    return rc;
+}
+
+/* Fills a pacer message for message id of verification vid. */
+static enum otp_rc build_msg(struct otp *o, struct pacer_msg *m, const char *id, const char *vid,
+                             const char *phone, int64_t expires_ms, int64_t now_ms)
+{
+    char tag[CODE_HASH_LEN + 1];
+
+    memset(m, 0, sizeof(*m));
+    snprintf(m->id, sizeof(m->id), "%s", id);
+    snprintf(m->to, sizeof(m->to), "%s", phone);
+    m->expires_ms = expires_ms;
+    code_tag(o->d.keys, id, tag);
+    snprintf(m->dlr_query, sizeof(m->dlr_query), "id=%s&tag=%s", id, tag);
+    return render(o, vid, expires_ms - now_ms, m->text, sizeof(m->text));
+}
+
+static void record(struct otp *o, const struct otp_issue_req *rq, const char *kind, const char *decision,
+                   const char *rule, const char *shadow, const char *vid, const char *mid, int status,
+                   uint64_t *seq)
+{
+    struct ledger_request r = {
+        .ts_ms = clock_wall_ms(),
+        .kind = kind,
+        .api_key = rq->api_key,
+        .phone = rq->phone,
+        .device_id = rq->device_id,
+        .client_ip = rq->client_ip,
+        .decision = decision,
+        .rule = rule && rule[0] ? rule : NULL,
+        .shadow = shadow && shadow[0] ? shadow : NULL,
+        .verification_id = vid && vid[0] ? vid : NULL,
+        .message_id = mid && mid[0] ? mid : NULL,
+        .http_status = status,
+    };
+
+    if (ledger_request(o->d.ledger, &r, seq) != OTP_OK)
+        log_msg(LOG_ERROR, "ledger: cannot record a %s request (out of memory)", kind);
+}
+
+void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer *out)
+{
+    const struct config *c = o->d.cfg;
+    char ip_key[LIMITS_IP_KEY_MAX], vid[CODE_ID_LEN + 1], vhash[CODE_HASH_LEN + 1];
+    char code[CODE_MAX_DIGITS + 1], err[OTP_ERR_LEN] = "";
+    struct limits_request lr = {0};
+    struct limits_issue li;
+    struct pacer_msg m;
+    uint64_t seq = 0;
+    int status = 202;
+
+    memset(out, 0, sizeof(*out));
+    memset(&li, 0, sizeof(li));
+    if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
+        answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
+        return;
+    }
+    if (pacer_reserve(o->d.pacer, &out->retry_after_s) != OTP_OK) {
+        answer(out, OTP_EFULL, "queue_full", "the send queue is full");
+        status = 503;
+        goto refused;
+    }
+    code_new_id(vid);
+    code_derive(o->d.keys, vid, c->otp_length, code);
+    code_hash(o->d.keys, rq->phone, code, vhash);
+    memset(code, 0, sizeof(code));
+    lr.phone = rq->phone;
+    lr.device_id = rq->device_id;
+    lr.ip_key = rq->client_ip ? ip_key : NULL;
+    lr.api_key = rq->api_key;
+    lr.vid = vid;
+    lr.vhash = vhash;
+    lr.ttl_ms = c->otp_ttl_ms;
+    lr.max_attempts = c->otp_max_attempts;
+    if (limits_issue(o->d.limits, &lr, &li, err) != OTP_OK) {
+        pacer_release(o->d.pacer);
+        log_msg(LOG_WARN, "issue refused, store unavailable: %s", err);
+        answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
+        out->retry_after_s = 1;
+        status = 503;
+        goto refused;
+    }
+    out->header = li.header;
+    if (li.shadow[0])
+        count_shadow(o, li.shadow, "issue");
+    if (li.rc != OTP_OK) {
+        pacer_release(o->d.pacer);
+        out->retry_after_s = ceil_s(li.retry_ms) > 0 ? ceil_s(li.retry_ms) : 1;
+        snprintf(out->reason, sizeof(out->reason), "%s", li.reason);
+        if (li.rc == OTP_ECOST) {
+            answer(out, OTP_ECOST, "cost_cap", "the SMS budget is spent for now");
+            status = 503;
+        } else if (li.rc == OTP_ELOCKED) {
+            answer(out, OTP_ELOCKED, "locked", "too many wrong codes for this phone");
+            status = 429;
+        } else {
+            answer(out, OTP_ELIMITED, "rate_limited", "limit %s reached", li.reason);
+            status = 429;
+        }
+        goto refused;
+    }
+
+    /* Accepted: the message row is committed before the 202. */
+    code_new_id(out->id);
+    if (build_msg(o, &m, out->id, li.vid, rq->phone, li.now_ms + li.expires_in_ms, li.now_ms) != OTP_OK) {
+        pacer_release(o->d.pacer);
+        answer(out, OTP_EINVAL, "invalid_request", "otp.template renders too long");
+        status = 500;
+        goto refused;
+    }
+    m.price_minor = li.price_minor;
+    m.cost_ms = li.now_ms;
+    if (li.is_new)
+        ledger_verification_new(o->d.ledger, li.vid, rq->phone, rq->api_key, li.now_ms,
+                                li.now_ms + li.expires_in_ms);
+    {
+        struct ledger_message lm = {0, out->id, li.vid, rq->api_key, rq->phone, "queued", li.now_ms,
+                                    li.now_ms + li.expires_in_ms, 0, li.price_minor, li.now_ms};
+        ledger_message_new(o->d.ledger, &lm, NULL);
+    }
+    record(o, rq, "issue", "accepted", NULL, li.shadow, li.vid, out->id, 202, &seq);
+    if (ledger_sync(o->d.ledger, seq) != OTP_OK) {
+        pacer_release(o->d.pacer);
+        log_msg(LOG_ERROR, "ledger commit failed; issue refused");
+        answer(out, OTP_EIO, "ledger_unavailable", "the audit ledger cannot commit");
+        out->retry_after_s = 1;
+        memset(&m, 0, sizeof(m));
+        count(o, o->issue, out->error);
+        return;
+    }
+    pacer_push(o->d.pacer, &m);
+    memset(&m, 0, sizeof(m));
+    out->rc = OTP_OK;
+    out->expires_in_s = li.expires_in_ms / 1000;
+    out->resend_after_s = ceil_s(li.resend_after_ms);
+    count(o, o->issue, "accepted");
+    return;
+
+refused:
+    record(o, rq, "issue", out->error, out->reason, li.shadow[0] && out->rc != OTP_EFULL ? li.shadow : NULL,
+           NULL, NULL, status, NULL);
+    count(o, o->issue, out->error);
+}
+
+static int all_digits(const char *s, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return s[n] == '\0';
+}
+
+void otp_verify(struct otp *o, const char *api_key, const char *phone, const char *guess, struct otp_answer *out)
+{
+    const struct config *c = o->d.cfg;
+    struct otp_issue_req rq = {api_key, phone, NULL, NULL};
+    char hash[CODE_HASH_LEN + 1], err[OTP_ERR_LEN] = "";
+    struct limits_verify lv;
+    int status;
+
+    memset(out, 0, sizeof(*out));
+    if (strlen(guess) != (size_t)c->otp_length || !all_digits(guess, (size_t)c->otp_length)) {
+        answer(out, OTP_EINVAL, "invalid_request", "code must be %d digits", c->otp_length);
+        return;
+    }
+    code_hash(o->d.keys, phone, guess, hash);
+    if (limits_verify(o->d.limits, phone, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
+        log_msg(LOG_WARN, "verify refused, store unavailable: %s", err);
+        answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
+        out->retry_after_s = 1;
+        status = 503;
+        goto done;
+    }
+    out->header = lv.header;
+    out->attempts_left = lv.attempts_left;
+    if (lv.shadow_lock)
+        count_shadow(o, "wrong_guess_cap", "verify");
+    switch (lv.rc) {
+    case OTP_OK:
+        answer(out, OTP_OK, "verified", "verified");
+        ledger_verification_update(o->d.ledger, lv.vid, "verified", 0, clock_wall_ms());
+        status = 200;
+        break;
+    case OTP_EBADCODE:
+        answer(out, OTP_EBADCODE, "invalid_code", "the code is wrong");
+        ledger_verification_update(o->d.ledger, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1,
+                                   clock_wall_ms());
+        status = 422;
+        break;
+    case OTP_ELOCKED:
+        answer(out, OTP_ELOCKED, "locked", "too many wrong codes for this phone");
+        snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
+        out->retry_after_s = ceil_s(lv.retry_ms) > 0 ? ceil_s(lv.retry_ms) : 1;
+        if (lv.vid[0])
+            ledger_verification_update(o->d.ledger, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1,
+                                       clock_wall_ms());
+        status = 429;
+        break;
+    default:
+        answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone");
+        status = 404;
+        break;
+    }
+    record(o, &rq, "verify", out->error, out->reason, NULL, lv.vid, NULL, status, NULL);
+done:
+    if (status == 503)
+        record(o, &rq, "verify", out->error, NULL, NULL, NULL, NULL, status, NULL);
+    count(o, o->verify, out->error);
+}
+
+enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state)
+{
+    return ledger_message_get(o->d.ledger, id, api_key, state);
+}
+
+enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int delivered, const char *detail)
+{
+    if (!code_tag_ok(o->d.keys, id, tag))
+        return OTP_ENOTFOUND;
+    if (delivered < 0)
+        return OTP_OK;
+    ledger_message_state(o->d.ledger, id, delivered ? "delivered" : "failed",
+                         delivered ? "sending,sent,failed" : "sending,sent", NULL, detail, -1, clock_wall_ms());
+    pthread_mutex_lock(&o->mu);
+    o->deliveries[delivered ? 1 : 0]++;
+    pthread_mutex_unlock(&o->mu);
+    return OTP_OK;
+}
+
+void otp_refund(void *ctx, int64_t price_minor, int64_t cost_ms)
+{
+    struct limits *l = ctx;
+    char err[OTP_ERR_LEN];
+
+    if (limits_refund(l, price_minor, cost_ms, err) != OTP_OK)
+        log_msg(LOG_WARN, "cost refund of %lld failed: %s", (long long)price_minor, err);
+}
+
+struct recover_ctx {
+    struct otp *o;
+    int64_t now_ms;
+    int restored, expired, failed;
+};
+
+static void recover_one(void *arg, const struct ledger_message *lm)
+{
+    struct recover_ctx *x = arg;
+    struct otp *o = x->o;
+    struct pacer_msg m;
+    const char *why = NULL, *state = "failed";
+
+    if (strcmp(lm->state, "sending") == 0 && o->d.cfg->pacer_on_restart_sending == CFG_SENDING_FAIL)
+        why = "otpd stopped while sending (on_restart_sending: fail)";
+    else if (lm->expires_ms <= x->now_ms)
+        why = "the code expired while otpd was down", state = "expired";
+    else if (build_msg(o, &m, lm->id, lm->verification_id, lm->phone, lm->expires_ms, x->now_ms) != OTP_OK)
+        why = "cannot render the message";
+    if (why != NULL) {
+        ledger_message_state(o->d.ledger, lm->id, state, "queued,sending", NULL, why, -1, x->now_ms);
+        otp_refund(o->d.limits, lm->price_minor, lm->cost_ms);
+        if (strcmp(state, "expired") == 0)
+            x->expired++;
+        else
+            x->failed++;
+        return;
+    }
+    m.price_minor = lm->price_minor;
+    m.cost_ms = lm->cost_ms;
+    m.attempts = lm->attempts;
+    pacer_restore(o->d.pacer, &m);
+    memset(&m, 0, sizeof(m));
+    x->restored++;
+}
+
+enum otp_rc otp_recover(struct otp *o, char *err)
+{
+    struct recover_ctx x = {o, clock_wall_ms(), 0, 0, 0};
+    enum otp_rc rc = ledger_pending(o->d.ledger, recover_one, &x, err);
+
+    if (rc == OTP_OK && (x.restored || x.expired || x.failed))
+        log_msg(LOG_INFO, "recovered the queue: %d queued again, %d expired, %d failed", x.restored, x.expired,
+                x.failed);
+    return rc;
+}
+
+int otp_ready(struct otp *o, char *why, size_t cap)
+{
+    char err[OTP_ERR_LEN];
+
+    if (store_breaker_open(o->d.store)) {
+        snprintf(why, cap, "redis circuit breaker open");
+        return 0;
+    }
+    if (store_ping(o->d.store, err) != OTP_OK) {
+        snprintf(why, cap, "redis: %s", err);
+        return 0;
+    }
+    snprintf(why, cap, "ok");
+    return 1;
+}
+
+/* A growing text buffer for the metrics page. */
+struct text {
+    char *s;
+    size_t len, cap;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    for (;;) {
+        size_t room = t->cap - t->len;
+        va_start(ap, fmt);
+        n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (t->s && (size_t)n < room) {
+            t->len += (size_t)n;
+            return;
+        }
+        {
+            size_t cap = (t->cap + (size_t)n + 1) * 2;
+            char *s = realloc(t->s, cap);
+            if (s == NULL)
+                return;
+            t->s = s;
+            t->cap = cap;
+        }
+    }
+}
+
+char *otp_metrics(struct otp *o)
+{
+    struct text t = {0};
+    struct store_stats ss;
+    struct pacer_stats ps;
+    struct ledger_stats ls;
+    int i;
+
+    store_stats(o->d.store, &ss);
+    pacer_stats(o->d.pacer, &ps);
+    ledger_stats(o->d.ledger, &ls);
+    put(&t, "# HELP otpd_requests_total API decisions by operation and outcome.\n"
+            "# TYPE otpd_requests_total counter\n");
+    pthread_mutex_lock(&o->mu);
+    for (i = 0; decisions[i]; i++) {
+        put(&t, "otpd_requests_total{op=\"issue\",decision=\"%s\"} %llu\n", decisions[i],
+            (unsigned long long)o->issue[i]);
+        put(&t, "otpd_requests_total{op=\"verify\",decision=\"%s\"} %llu\n", decisions[i],
+            (unsigned long long)o->verify[i]);
+    }
+    put(&t, "# HELP otpd_shadow_refusals_total Refusals a shadow rule would have made.\n"
+            "# TYPE otpd_shadow_refusals_total counter\n");
+    for (i = 0; i < OTP_SHADOW_RULES && o->shadow_name[i][0]; i++)
+        put(&t, "otpd_shadow_refusals_total{rule=\"%s\"} %llu\n", o->shadow_name[i],
+            (unsigned long long)o->shadow_count[i]);
+    put(&t, "# HELP otpd_delivery_reports_total Delivery reports by result.\n"
+            "# TYPE otpd_delivery_reports_total counter\n"
+            "otpd_delivery_reports_total{result=\"delivered\"} %llu\n"
+            "otpd_delivery_reports_total{result=\"failed\"} %llu\n",
+        (unsigned long long)o->deliveries[1], (unsigned long long)o->deliveries[0]);
+    pthread_mutex_unlock(&o->mu);
+    put(&t, "# HELP otpd_store_calls_total Redis calls.\n# TYPE otpd_store_calls_total counter\n"
+            "otpd_store_calls_total %llu\n"
+            "# HELP otpd_store_failures_total Redis calls that failed or timed out.\n"
+            "# TYPE otpd_store_failures_total counter\notpd_store_failures_total %llu\n"
+            "# HELP otpd_store_breaker_rejects_total Calls refused at once by the open breaker.\n"
+            "# TYPE otpd_store_breaker_rejects_total counter\notpd_store_breaker_rejects_total %llu\n"
+            "# HELP otpd_store_breaker_open 1 while the Redis circuit breaker is open.\n"
+            "# TYPE otpd_store_breaker_open gauge\notpd_store_breaker_open %d\n",
+        (unsigned long long)ss.calls, (unsigned long long)ss.failures, (unsigned long long)ss.breaker_rejects,
+        store_breaker_open(o->d.store));
+    put(&t, "# HELP otpd_queue_depth Messages waiting in the pacer queue.\n# TYPE otpd_queue_depth gauge\n"
+            "otpd_queue_depth %llu\n"
+            "# HELP otpd_provider_inflight Provider calls in flight.\n# TYPE otpd_provider_inflight gauge\n"
+            "otpd_provider_inflight %llu\n"
+            "# HELP otpd_messages_total Messages that ended, by state.\n# TYPE otpd_messages_total counter\n"
+            "otpd_messages_total{state=\"sent\"} %llu\notpd_messages_total{state=\"failed\"} %llu\n"
+            "otpd_messages_total{state=\"expired\"} %llu\n"
+            "# HELP otpd_provider_calls_total Provider calls that did not succeed, by kind.\n"
+            "# TYPE otpd_provider_calls_total counter\n"
+            "otpd_provider_calls_total{outcome=\"transient\"} %llu\n"
+            "otpd_provider_calls_total{outcome=\"permanent\"} %llu\n"
+            "# HELP otpd_provider_permanent_failures_total Alert: the provider refused for good "
+            "(bad credentials?).\n# TYPE otpd_provider_permanent_failures_total counter\n"
+            "otpd_provider_permanent_failures_total %llu\n",
+        (unsigned long long)ps.depth, (unsigned long long)ps.inflight, (unsigned long long)ps.sent,
+        (unsigned long long)ps.failed, (unsigned long long)ps.expired, (unsigned long long)ps.transient,
+        (unsigned long long)ps.permanent, (unsigned long long)ps.permanent);
+    put(&t, "# HELP otpd_ledger_commits_total Ledger transactions committed.\n"
+            "# TYPE otpd_ledger_commits_total counter\notpd_ledger_commits_total %llu\n"
+            "# HELP otpd_ledger_rows_total Ledger writes committed.\n"
+            "# TYPE otpd_ledger_rows_total counter\notpd_ledger_rows_total %llu\n"
+            "# HELP otpd_ledger_failures_total Ledger writes or commits that failed.\n"
+            "# TYPE otpd_ledger_failures_total counter\notpd_ledger_failures_total %llu\n",
+        (unsigned long long)ls.commits, (unsigned long long)ls.rows, (unsigned long long)ls.failures);
+    return t.s;
+}

@@ -1,0 +1,85 @@
+/*
+ * otp: the service's two operations, issue and verify (DESIGN.md, "One
+ * request, issue path" and "Verify path"), plus message status, delivery
+ * reports, crash recovery and the metrics text. It ties codes, limits,
+ * the pacer and the ledger together; it knows nothing of HTTP.
+ */
+#ifndef OTPD_OTP_H
+#define OTPD_OTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/config.h"
+#include "../base/rc.h"
+#include "../ledger/ledger.h"
+#include "../limits/limits.h"
+#include "../pacer/pacer.h"
+#include "code.h"
+
+struct otp;
+
+/* What the service is built from; all borrowed and outliving it. cfg is
+ * the start-up config (otp settings, provider callbacks). */
+struct otp_deps {
+    const struct config *cfg;
+    const struct code_keys *keys;
+    struct store *store;
+    struct limits *limits;
+    struct pacer *pacer;
+    struct ledger *ledger;
+};
+
+struct otp_issue_req {
+    const char *api_key;   /* the caller's configured name */
+    const char *phone;     /* E.164, checked by the caller */
+    const char *device_id; /* NULL when absent */
+    const char *client_ip; /* NULL when absent; checked here */
+};
+
+/* The answer to an issue or a verify. */
+struct otp_answer {
+    enum otp_rc rc;
+    char error[32];            /* the contract's machine code when rc != OTP_OK */
+    char id[CODE_ID_LEN + 1];  /* issue: the message id */
+    int64_t expires_in_s;      /* issue */
+    int64_t resend_after_s;    /* issue */
+    int attempts_left;         /* verify: for invalid_code */
+    int64_t retry_after_s;     /* for 429 and 503; 0 when none */
+    char reason[CFG_NAME_MAX]; /* the refusing rule */
+    struct limits_header header;
+    char detail[160];          /* for people; no code, no secret */
+};
+
+struct otp *otp_new(const struct otp_deps *d);
+void otp_free(struct otp *o);
+
+/* Decides one issue; blocks for one Redis call and one ledger commit. */
+void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer *out);
+
+/* Decides one guess; blocks for one Redis call. */
+void otp_verify(struct otp *o, const char *api_key, const char *phone, const char *guess, struct otp_answer *out);
+
+/* The state of message id (state: 16 bytes) if api_key issued it. */
+enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);
+
+/* A delivery report for message id, authenticated by tag: delivered is 1
+ * for delivered, 0 for failed, -1 for an intermediate report (nothing to
+ * record). OTP_ENOTFOUND for a bad tag. */
+enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int delivered, const char *detail);
+
+/* Puts the ledger's unfinished messages back in the queue, in order; run
+ * once at start-up before the pacer and HTTP start. */
+enum otp_rc otp_recover(struct otp *o, char *err);
+
+/* 1 when Redis answers, the breaker is closed and the queue has room. */
+int otp_ready(struct otp *o, char *why, size_t cap);
+
+/* The pacer's refund hook (a pacer_refund_fn): ctx is the struct limits.
+ * Gives back a message's cost reservation; logs when Redis is down. */
+void otp_refund(void *ctx, int64_t price_minor, int64_t cost_ms);
+
+/* Writes the Prometheus text of every counter into a malloc'd string. */
+char *otp_metrics(struct otp *o);
+
+#endif

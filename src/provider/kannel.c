@@ -1,0 +1,96 @@
+/*
+ * kannel: Kannel's sendsms HTTP interface (a GET with the credentials and
+ * the message in the query). "0: Accepted for delivery" (202) is sent.
+ * With a callback URL, Kannel calls back with delivery reports (dlr-url).
+ * The URL holds the password: it goes to the transfer and nowhere else.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "provider.h"
+
+/* Delivery reports asked for: delivered (1), undelivered (2), SMSC reject (16). */
+#define KANNEL_DLR_MASK "19"
+
+struct kannel {
+    char url[CFG_STR_MAX];
+    char from[64];
+    char *user;
+    char *pass;
+    char callback[CFG_STR_MAX]; /* otpd's base URL, "" for no reports */
+};
+
+/* Appends "&name=" and the encoded value; -1 on overflow. */
+static int kannel_param(char *url, size_t cap, const char *name, const char *value)
+{
+    size_t n = strlen(url);
+
+    if (snprintf(url + n, cap - n, "%s%s=", strchr(url, '?') ? "&" : "?", name) >= (int)(cap - n))
+        return -1;
+    return provider_urlencode(url, cap, value);
+}
+
+static int kannel_ascii(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s >= 0x80)
+            return 0;
+    return 1;
+}
+
+static enum otp_rc kannel_prepare(void *self, const struct sms *m, struct provider_http *req, int *done,
+                                  struct provider_result *res)
+{
+    struct kannel *k = self;
+    char dlr[1024];
+    int bad;
+
+    (void)res;
+    *done = 0;
+    snprintf(req->url, sizeof(req->url), "%s", k->url);
+    bad = kannel_param(req->url, sizeof(req->url), "username", k->user) ||
+          kannel_param(req->url, sizeof(req->url), "password", k->pass) ||
+          kannel_param(req->url, sizeof(req->url), "from", k->from) ||
+          kannel_param(req->url, sizeof(req->url), "to", m->to) ||
+          kannel_param(req->url, sizeof(req->url), "text", m->text);
+    if (!bad && !kannel_ascii(m->text))
+        bad = kannel_param(req->url, sizeof(req->url), "charset", "UTF-8") ||
+              kannel_param(req->url, sizeof(req->url), "coding", "2");
+    if (!bad && k->callback[0] && m->dlr_query) {
+        snprintf(dlr, sizeof(dlr), "%s/v1/dlr/kannel?%s&status=%%d", k->callback, m->dlr_query);
+        bad = kannel_param(req->url, sizeof(req->url), "dlr-mask", KANNEL_DLR_MASK) ||
+              kannel_param(req->url, sizeof(req->url), "dlr-url", dlr);
+    }
+    req->post = 0;
+    return bad ? OTP_EINVAL : OTP_OK;
+}
+
+static void kannel_classify(void *self, long status, const char *body, size_t len, struct provider_result *res)
+{
+    (void)self;
+    provider_classify_status(status, res);
+    if (res->outcome != PROVIDER_SENT && len > 0)
+        snprintf(res->error, sizeof(res->error), "HTTP %ld: %.*s", status, (int)(len > 100 ? 100 : len), body);
+}
+
+static void kannel_free(void *self)
+{
+    free(self);
+}
+
+static const struct provider_ops kannel_ops = {"kannel", kannel_prepare, kannel_classify, kannel_free};
+
+struct provider *provider_kannel_new(const struct config *c, char *err)
+{
+    struct kannel *k = calloc(1, sizeof(*k));
+
+    if (k != NULL) {
+        snprintf(k->url, sizeof(k->url), "%s", c->provider_url);
+        snprintf(k->from, sizeof(k->from), "%s", c->provider_from);
+        snprintf(k->callback, sizeof(k->callback), "%s", c->callback_url);
+        k->user = c->provider_user;
+        k->pass = c->provider_pass;
+    }
+    return provider_wrap(&kannel_ops, k, err);
+}

@@ -1,0 +1,87 @@
+/*
+ * provider: one small interface in front of every SMS provider, like
+ * Redis's rio. An HTTP adapter describes the request (provider_http) and
+ * classifies the answer; the pacer owns the transfer. The file adapter
+ * delivers at once. Credentials live in the adapter and never in a log:
+ * a provider_http's fields are for the transfer only.
+ */
+#ifndef OTPD_PROVIDER_H
+#define OTPD_PROVIDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/config.h"
+#include "../base/rc.h"
+
+#define PROVIDER_URL_MAX 4096
+#define PROVIDER_BODY_MAX 4096
+#define PROVIDER_ID_MAX 64
+#define PROVIDER_ERR_MAX 160
+
+/* One SMS to send. */
+struct sms {
+    const char *id;        /* our message id */
+    const char *to;        /* E.164 */
+    const char *text;
+    const char *dlr_query; /* "id=..&tag=.." for delivery-report URLs, or NULL */
+};
+
+/* An HTTP request for the pacer to run. */
+struct provider_http {
+    char url[PROVIDER_URL_MAX];
+    char body[PROVIDER_BODY_MAX]; /* "" with post == 0 for a GET */
+    int post;
+    const char *content_type;     /* static */
+    const char *user;             /* basic auth, or NULL; owned by the adapter */
+    const char *pass;
+};
+
+enum provider_outcome { PROVIDER_SENT, PROVIDER_TRANSIENT, PROVIDER_PERMANENT };
+
+struct provider_result {
+    enum provider_outcome outcome;
+    char provider_id[PROVIDER_ID_MAX]; /* the provider's message id, "" when none */
+    char error[PROVIDER_ERR_MAX];      /* a short, secret-free reason */
+    int64_t retry_after_ms;            /* from a Retry-After header; 0 when none */
+};
+
+struct provider_ops {
+    const char *name;
+    /* Describes the request for m in *req and returns OTP_OK; or, for an
+     * adapter without HTTP, delivers m, sets *done = 1 and fills *res. */
+    enum otp_rc (*prepare)(void *self, const struct sms *m, struct provider_http *req, int *done,
+                           struct provider_result *res);
+    /* Classifies an answer; status 0 means no answer (transport error). */
+    void (*classify)(void *self, long status, const char *body, size_t len, struct provider_result *res);
+    void (*free)(void *self);
+};
+
+struct provider {
+    const struct provider_ops *ops;
+    void *self;
+};
+
+/* Builds the adapter the config names. Returns NULL with detail in err.
+ * The caller frees with provider_free. Called by one thread at a time. */
+struct provider *provider_new(const struct config *c, char *err);
+void provider_free(struct provider *p);
+
+/* The classification every HTTP adapter shares: 2xx sent; 408, 429, 5xx
+ * and no answer transient; other 4xx permanent. */
+void provider_classify_status(long status, struct provider_result *res);
+
+/* Appends s percent-encoded (RFC 3986 unreserved kept) to out; returns -1
+ * when out (cap bytes, NUL-terminated) would overflow. */
+int provider_urlencode(char *out, size_t cap, const char *s);
+
+/* Adapter constructors, each in its own file. */
+struct provider *provider_file_new(const struct config *c, char *err);
+struct provider *provider_webhook_new(const struct config *c, char *err);
+struct provider *provider_kannel_new(const struct config *c, char *err);
+struct provider *provider_twilio_new(const struct config *c, char *err);
+
+/* Wraps self and ops; frees self with ops->free when out of memory. */
+struct provider *provider_wrap(const struct provider_ops *ops, void *self, char *err);
+
+#endif

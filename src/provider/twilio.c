@@ -1,0 +1,94 @@
+/*
+ * twilio: the Messages API, a form POST with basic auth (account SID and
+ * auth token). 201 with a JSON body carrying "sid" is sent. With a callback
+ * URL, Twilio posts status callbacks to it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "provider.h"
+
+struct twilio {
+    char base[CFG_STR_MAX];
+    char from[64];
+    char *sid;
+    char *token;
+    char callback[CFG_STR_MAX];
+};
+
+/* Appends "name=value" (encoded) to a form body; -1 on overflow. */
+static int twilio_field(char *body, size_t cap, const char *name, const char *value)
+{
+    size_t n = strlen(body);
+
+    if (snprintf(body + n, cap - n, "%s%s=", n ? "&" : "", name) >= (int)(cap - n))
+        return -1;
+    return provider_urlencode(body, cap, value);
+}
+
+static enum otp_rc twilio_prepare(void *self, const struct sms *m, struct provider_http *req, int *done,
+                                  struct provider_result *res)
+{
+    struct twilio *t = self;
+    char cb[1024];
+    int bad;
+
+    (void)res;
+    *done = 0;
+    req->body[0] = '\0';
+    snprintf(req->url, sizeof(req->url), "%s/2010-04-01/Accounts/", t->base);
+    bad = provider_urlencode(req->url, sizeof(req->url), t->sid) ||
+          strlen(req->url) + 14 >= sizeof(req->url);
+    if (!bad)
+        memcpy(req->url + strlen(req->url), "/Messages.json", 15);
+    bad = bad || twilio_field(req->body, sizeof(req->body), "To", m->to) ||
+          twilio_field(req->body, sizeof(req->body), "From", t->from) ||
+          twilio_field(req->body, sizeof(req->body), "Body", m->text);
+    if (!bad && t->callback[0] && m->dlr_query) {
+        snprintf(cb, sizeof(cb), "%s/v1/dlr/twilio?%s", t->callback, m->dlr_query);
+        bad = twilio_field(req->body, sizeof(req->body), "StatusCallback", cb);
+    }
+    req->post = 1;
+    req->content_type = "application/x-www-form-urlencoded";
+    req->user = t->sid;
+    req->pass = t->token;
+    return bad ? OTP_EINVAL : OTP_OK;
+}
+
+static void twilio_classify(void *self, long status, const char *body, size_t len, struct provider_result *res)
+{
+    json_t *j = json_loadb(body, len, 0, NULL);
+
+    (void)self;
+    provider_classify_status(status, res);
+    if (j != NULL && res->outcome == PROVIDER_SENT && json_is_string(json_object_get(j, "sid")))
+        snprintf(res->provider_id, sizeof(res->provider_id), "%s", json_string_value(json_object_get(j, "sid")));
+    if (j != NULL && res->outcome != PROVIDER_SENT && json_is_integer(json_object_get(j, "code")))
+        snprintf(res->error, sizeof(res->error), "HTTP %ld: twilio error %lld", status,
+                 (long long)json_integer_value(json_object_get(j, "code")));
+    json_decref(j);
+}
+
+static void twilio_free(void *self)
+{
+    free(self);
+}
+
+static const struct provider_ops twilio_ops = {"twilio", twilio_prepare, twilio_classify, twilio_free};
+
+struct provider *provider_twilio_new(const struct config *c, char *err)
+{
+    struct twilio *t = calloc(1, sizeof(*t));
+
+    if (t != NULL) {
+        snprintf(t->base, sizeof(t->base), "%s", c->provider_base_url);
+        snprintf(t->from, sizeof(t->from), "%s", c->provider_from);
+        snprintf(t->callback, sizeof(t->callback), "%s", c->callback_url);
+        t->sid = c->provider_user;
+        t->token = c->provider_pass;
+    }
+    return provider_wrap(&twilio_ops, t, err);
+}

@@ -1,0 +1,349 @@
+/*
+ * store: Redis calls for every issue and verify request, so a hot path: one
+ * EVALSHA per request, on a pooled connection, under a mutex held only to
+ * take or give back a connection. A broken connection is dropped, never
+ * reused; the pool refills by connecting again.
+ */
+#include "store.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "../base/clock.h"
+
+#define STORE_POOL_MAX 64
+#define STORE_SCRIPTS_MAX 8
+#define STORE_ARGS_MAX 400
+
+struct store_script {
+    const char *src;
+    char sha[41]; /* "" until loaded once */
+};
+
+struct store {
+    struct store_opts o;
+    char *host;
+    char *password;
+    pthread_mutex_t mu; /* guards everything below */
+    redisContext *idle[STORE_POOL_MAX];
+    size_t n_idle;
+    struct store_script scripts[STORE_SCRIPTS_MAX];
+    int n_scripts;
+    int failures;          /* consecutive */
+    uint64_t open_until_ns; /* breaker open while now < this; 0 when closed */
+    int probing;           /* 1 while the one half-open probe runs */
+    struct store_stats stats;
+};
+
+struct store *store_new(const struct store_opts *o)
+{
+    struct store *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return NULL;
+    s->o = *o;
+    s->host = strdup(o->host);
+    s->password = o->password ? strdup(o->password) : NULL;
+    if (s->host == NULL || (o->password && s->password == NULL)) {
+        store_free(s);
+        return NULL;
+    }
+    s->o.host = s->host;
+    s->o.password = s->password;
+    pthread_mutex_init(&s->mu, NULL);
+    return s;
+}
+
+void store_free(struct store *s)
+{
+    size_t i;
+
+    if (s == NULL)
+        return;
+    for (i = 0; i < s->n_idle; i++)
+        redisFree(s->idle[i]);
+    pthread_mutex_destroy(&s->mu);
+    free(s->host);
+    free(s->password);
+    free(s);
+}
+
+int store_script(struct store *s, const char *src)
+{
+    if (s->n_scripts == STORE_SCRIPTS_MAX)
+        return -1;
+    s->scripts[s->n_scripts].src = src;
+    return s->n_scripts++;
+}
+
+/* Runs one command; on a reply of type error copies it to err and returns
+ * the reply anyway (the connection is fine). NULL means the connection is
+ * broken and must be dropped. */
+static redisReply *store_cmd(redisContext *c, int argc, const char **argv, const size_t *lens, char *err)
+{
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+
+    if (r == NULL)
+        snprintf(err, OTP_ERR_LEN, "redis: %s", c->errstr[0] ? c->errstr : "no reply");
+    else if (r->type == REDIS_REPLY_ERROR)
+        snprintf(err, OTP_ERR_LEN, "redis: %.*s", (int)(r->len > 200 ? 200 : r->len), r->str);
+    return r;
+}
+
+/* One command expecting no error reply; 0 on success. */
+static int store_simple(redisContext *c, int argc, const char **argv, char *err)
+{
+    redisReply *r = store_cmd(c, argc, argv, NULL, err);
+    int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static redisContext *store_connect(struct store *s, char *err)
+{
+    struct timeval tv = {s->o.timeout_ms / 1000, (s->o.timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout(s->o.host, s->o.port, tv);
+    char db[16];
+
+    if (c == NULL || c->err) {
+        snprintf(err, OTP_ERR_LEN, "redis connect %s:%d: %s", s->o.host, s->o.port, c ? c->errstr : "no memory");
+        goto fail;
+    }
+    if (redisSetTimeout(c, tv) != REDIS_OK) {
+        snprintf(err, OTP_ERR_LEN, "redis: cannot set timeout");
+        goto fail;
+    }
+    if (s->o.password) {
+        const char *argv[] = {"AUTH", s->o.password};
+        if (store_simple(c, 2, argv, err) < 0)
+            goto fail;
+    }
+    if (s->o.db) {
+        const char *argv[] = {"SELECT", db};
+        snprintf(db, sizeof(db), "%d", s->o.db);
+        if (store_simple(c, 2, argv, err) < 0)
+            goto fail;
+    }
+    return c;
+fail:
+    if (c)
+        redisFree(c);
+    return NULL;
+}
+
+/* Gives back c and updates the breaker: c returns to the pool unless it is
+ * broken (c->err set); NULL stands for a connection that never was. */
+static void store_release(struct store *s, redisContext *c, int ok)
+{
+    pthread_mutex_lock(&s->mu);
+    if (ok) {
+        s->failures = 0;
+        s->open_until_ns = 0;
+        s->probing = 0;
+    } else {
+        s->stats.failures++;
+        s->failures++;
+        if (s->probing || (s->open_until_ns == 0 && s->failures >= s->o.breaker_failures)) {
+            s->open_until_ns = clock_mono_ns() + (uint64_t)s->o.breaker_open_ms * 1000000u;
+            s->probing = 0;
+            s->stats.breaker_opens++;
+        }
+    }
+    if (c != NULL && c->err == 0 && s->n_idle < STORE_POOL_MAX) {
+        s->idle[s->n_idle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (c != NULL)
+        redisFree(c);
+}
+
+/* Takes a connection, or refuses fast while the breaker is open. */
+static redisContext *store_acquire(struct store *s, char *err)
+{
+    redisContext *c = NULL;
+    uint64_t now = clock_mono_ns();
+    int refuse = 0;
+
+    pthread_mutex_lock(&s->mu);
+    s->stats.calls++;
+    if (s->open_until_ns != 0) {
+        if (now < s->open_until_ns || s->probing)
+            refuse = 1;
+        else
+            s->probing = 1; /* half-open: this call is the probe */
+    }
+    if (refuse)
+        s->stats.breaker_rejects++;
+    else if (s->n_idle > 0)
+        c = s->idle[--s->n_idle];
+    pthread_mutex_unlock(&s->mu);
+    if (refuse) {
+        snprintf(err, OTP_ERR_LEN, "redis: circuit breaker open");
+        return NULL;
+    }
+    if (c == NULL && (c = store_connect(s, err)) == NULL)
+        store_release(s, NULL, 0);
+    return c;
+}
+
+/* Copies a script's reply into our own type. */
+static struct store_reply *store_copy(const redisReply *r)
+{
+    struct store_reply *out = calloc(1, sizeof(*out));
+    const redisReply *const *elems = (const redisReply *const *)r->element;
+    size_t i, n = r->type == REDIS_REPLY_ARRAY ? r->elements : 1;
+
+    if (r->type != REDIS_REPLY_ARRAY)
+        elems = &r;
+    if (out == NULL || (out->ints = calloc(n + 1, sizeof(*out->ints))) == NULL ||
+        (out->strs = calloc(n + 1, sizeof(*out->strs))) == NULL)
+        goto fail;
+    out->n = n;
+    for (i = 0; i < n; i++) {
+        const redisReply *e = elems[i];
+        if (e->type == REDIS_REPLY_INTEGER)
+            out->ints[i] = e->integer;
+        else if ((e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) &&
+                 (out->strs[i] = strndup(e->str, e->len)) == NULL)
+            goto fail;
+    }
+    return out;
+fail:
+    store_reply_free(out);
+    return NULL;
+}
+
+void store_reply_free(struct store_reply *r)
+{
+    size_t i;
+
+    if (r == NULL)
+        return;
+    for (i = 0; r->strs && i < r->n; i++)
+        free(r->strs[i]);
+    free(r->strs);
+    free(r->ints);
+    free(r);
+}
+
+/* SCRIPT LOAD of script h on c; records its SHA. 0 on success. */
+static int store_load(struct store *s, redisContext *c, int h, char *err)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", s->scripts[h].src};
+    redisReply *r = store_cmd(c, 3, argv, NULL, err);
+    int rc = -1;
+
+    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40) {
+        pthread_mutex_lock(&s->mu);
+        memcpy(s->scripts[h].sha, r->str, 41);
+        pthread_mutex_unlock(&s->mu);
+        rc = 0;
+    }
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+/* Copies script h's SHA into sha ("" when not loaded yet). */
+static void store_sha(struct store *s, int h, char *sha)
+{
+    pthread_mutex_lock(&s->mu);
+    memcpy(sha, s->scripts[h].sha, 41);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* EVALSHA argv (argv[1] is filled here) on c, loading the script first when
+ * its SHA is unknown and once more on NOSCRIPT. NULL when nothing came back:
+ * then c->err tells whether the connection is broken. */
+static redisReply *store_evalsha(struct store *s, redisContext *c, int h, int argc, const char **argv, char *err)
+{
+    char sha[41];
+    redisReply *r;
+    int loaded = 0;
+
+    store_sha(s, h, sha);
+    if (sha[0] == '\0') {
+        if (store_load(s, c, h, err) < 0)
+            return NULL;
+        store_sha(s, h, sha);
+        loaded = 1;
+    }
+    argv[1] = sha;
+    r = store_cmd(c, argc, argv, NULL, err);
+    if (r != NULL && !loaded && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(r);
+        if (store_load(s, c, h, err) < 0)
+            return NULL;
+        store_sha(s, h, sha);
+        r = store_cmd(c, argc, argv, NULL, err);
+    }
+    return r;
+}
+
+enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char *const *args,
+                       struct store_reply **out, char *err)
+{
+    const char *argv[STORE_ARGS_MAX + 3];
+    char nk[16];
+    redisContext *c;
+    redisReply *r;
+    int ok;
+
+    *out = NULL;
+    if (h < 0 || h >= s->n_scripts || nargs > STORE_ARGS_MAX) {
+        snprintf(err, OTP_ERR_LEN, "store: bad script call");
+        return OTP_EINVAL;
+    }
+    if ((c = store_acquire(s, err)) == NULL)
+        return OTP_ESTORE;
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[2] = nk;
+    memcpy(argv + 3, args, (size_t)nargs * sizeof(*args));
+    r = store_evalsha(s, c, h, nargs + 3, argv, err);
+    ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    if (ok && (*out = store_copy(r)) == NULL)
+        snprintf(err, OTP_ERR_LEN, "store: out of memory");
+    if (r)
+        freeReplyObject(r);
+    store_release(s, c, ok);
+    return *out != NULL ? OTP_OK : OTP_ESTORE;
+}
+
+enum otp_rc store_ping(struct store *s, char *err)
+{
+    const char *argv[] = {"PING"};
+    redisContext *c = store_acquire(s, err);
+    int ok;
+
+    if (c == NULL)
+        return OTP_ESTORE;
+    ok = store_simple(c, 1, argv, err) == 0;
+    store_release(s, c, ok);
+    return ok ? OTP_OK : OTP_ESTORE;
+}
+
+int store_breaker_open(struct store *s)
+{
+    int open;
+
+    pthread_mutex_lock(&s->mu);
+    open = s->open_until_ns != 0;
+    pthread_mutex_unlock(&s->mu);
+    return open;
+}
+
+void store_stats(struct store *s, struct store_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}

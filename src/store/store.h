@@ -1,0 +1,68 @@
+/*
+ * store: otpd's only door to Redis. A small pool of connections (one per
+ * thread that needs one at a time), a tight timeout on connect, read and
+ * write, scripts run by EVALSHA with one reload on NOSCRIPT, and a circuit
+ * breaker so a dead or hung Redis costs callers nothing but a fast 503.
+ * The only home of hiredis.
+ */
+#ifndef OTPD_STORE_H
+#define OTPD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/rc.h"
+
+struct store;
+
+struct store_opts {
+    const char *host;
+    int port;
+    int db;
+    const char *password; /* NULL for none */
+    int timeout_ms;       /* connect, read and write */
+    int breaker_failures; /* consecutive failures that open the breaker */
+    int64_t breaker_open_ms;
+};
+
+/* A script reply, copied out of hiredis. Integers and strings only, or an
+ * array of them (nested arrays are not needed by our scripts). */
+struct store_reply {
+    size_t n;           /* elements */
+    long long *ints;    /* ints[i] when strs[i] is NULL */
+    char **strs;        /* NUL-terminated strings, or NULL */
+};
+
+/* Returns a store that connects lazily, or NULL when out of memory. Never
+ * blocks. The caller frees with store_free. */
+struct store *store_new(const struct store_opts *o);
+void store_free(struct store *s);
+
+/* Registers a Lua script; returns its handle (0, 1, ...). Not thread-safe:
+ * call before the store is shared. src must outlive the store. */
+int store_script(struct store *s, const char *src);
+
+/*
+ * Runs script h with keys then args (nkeys of the nargs strings are keys).
+ * On OTP_OK *out is a reply the caller frees with store_reply_free. Blocks
+ * at most about two timeouts; returns OTP_ESTORE at once when the breaker
+ * is open, and OTP_ESTORE with detail in err on any Redis failure.
+ */
+enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char *const *args,
+                       struct store_reply **out, char *err);
+
+void store_reply_free(struct store_reply *r);
+
+/* PING through the pool; OTP_OK when Redis answers in time. */
+enum otp_rc store_ping(struct store *s, char *err);
+
+/* 1 while the breaker is open (failing fast), else 0. */
+int store_breaker_open(struct store *s);
+
+/* Counters for /metrics. */
+struct store_stats {
+    uint64_t calls, failures, breaker_rejects, breaker_opens;
+};
+void store_stats(struct store *s, struct store_stats *out);
+
+#endif
