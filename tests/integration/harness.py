@@ -1,0 +1,355 @@
+"""Black-box harness for otpd's integration tests.
+
+Starts real processes on free loopback ports: redis-server, the fake SMS
+provider (bin/fake_provider) and bin/otpd with a config written per test.
+Talks to otpd over HTTP and reads its SQLite ledger afterwards. Standard
+library only.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "bin")
+SECRET = "integration-secret-0123456789abcdef0123456789"
+API_KEY = "key-login-web-0123456789"
+OTHER_KEY = "key-login-app-0123456789"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, timeout=10.0, step=0.02, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Redis:
+    """A private redis-server on a free port."""
+
+    def __init__(self, workdir):
+        self.dir = workdir
+        self.port = free_port()
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+             "--save", "", "--appendonly", "no", "--logfile", os.path.join(self.dir, "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self.ping, what="redis")
+        return self
+
+    def ping(self):
+        try:
+            return self.cmd("PING") == "PONG"
+        except OSError:
+            return False
+
+    def cmd(self, *args, timeout=2.0):
+        """One RESP command; returns the decoded reply."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            out = b"*%d\r\n" % len(args)
+            for a in args:
+                a = str(a).encode()
+                out += b"$%d\r\n%s\r\n" % (len(a), a)
+            s.sendall(out)
+            f = s.makefile("rb")
+            return self._read(f)
+
+    def _read(self, f):
+        line = f.readline()
+        if not line:
+            raise OSError("redis closed the connection")
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = f.read(n + 2)[:-2]
+            return data.decode(errors="replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read(f) for _ in range(n)]
+        raise OSError("bad RESP reply %r" % line)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self):
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self):
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+
+class FakeProvider:
+    """bin/fake_provider: a real HTTP server with failure injection."""
+
+    def __init__(self, workdir):
+        self.dir = workdir
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        self.proc = subprocess.Popen([os.path.join(BIN, "fake_provider"), "--port", "0"],
+                                     stdout=subprocess.PIPE, stderr=open(os.path.join(self.dir, "fake.log"), "wb"))
+        line = self.proc.stdout.readline().decode()
+        m = re.match(r"ready (\d+)", line)
+        if not m:
+            raise RuntimeError("fake provider did not start: %r" % line)
+        self.port = int(m.group(1))
+        return self
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def _call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read() or b"null")
+
+    def control(self, **kw):
+        return self._call("POST", "/_control", kw)
+
+    def reset(self):
+        return self._call("POST", "/_reset", {})
+
+    def requests(self):
+        return self._call("GET", "/_requests")
+
+    def messages(self):
+        """Webhook bodies received, oldest first."""
+        out = []
+        for r in self.requests():
+            try:
+                out.append(json.loads(r["body"]))
+            except (ValueError, KeyError, TypeError):
+                pass
+        return out
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def base_config(redis_port, provider_url, ledger, listen_port, **over):
+    """The test config: short windows, webhook provider. over replaces top-level keys."""
+    cfg = {
+        "listen": "127.0.0.1:%d" % listen_port,
+        "http_threads": 4,
+        "redis": {"url": "redis://127.0.0.1:%d/0" % redis_port, "timeout_ms": 50,
+                  "breaker_failures": 3, "breaker_open": "1s"},
+        "ledger": {"path": ledger},
+        "secret_env": "OTPD_SECRET",
+        "api_keys": [{"name": "login-web", "key_env": "OTPD_KEY_LOGIN_WEB"},
+                     {"name": "login-app", "key_env": "OTPD_KEY_LOGIN_APP"}],
+        "otp": {"length": 6, "ttl": "5m", "max_attempts": 3,
+                "template": "{code} is your login code. It expires in {minutes} minutes."},
+        "limits": [],
+        "pacer": {"rate": 200, "capacity": 100, "max_inflight": 16, "retry": {"max": 2, "base": "100ms"},
+                  "timeout": "2s"},
+        "provider": {"type": "webhook", "url": provider_url + "/sms"},
+    }
+    cfg.update(over)
+    return cfg
+
+
+class Otpd:
+    """bin/otpd with a config dict, as a child process."""
+
+    def __init__(self, workdir, config, env=None):
+        self.dir = workdir
+        self.config = config
+        self.port = int(config["listen"].rsplit(":", 1)[1])
+        self.conf_path = os.path.join(workdir, "otpd.json")
+        self.log_path = os.path.join(workdir, "otpd.log")
+        self.env = dict(os.environ, OTPD_SECRET=SECRET, OTPD_KEY_LOGIN_WEB=API_KEY, OTPD_KEY_LOGIN_APP=OTHER_KEY,
+                        ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=66",
+                        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67")
+        self.env.update(env or {})
+        self.proc = None
+
+    def write_config(self, config=None):
+        if config is not None:
+            self.config = config
+        with open(self.conf_path, "w") as f:
+            json.dump(self.config, f, indent=1)
+
+    def start(self, wait=True):
+        self.write_config()
+        self.proc = subprocess.Popen([os.path.join(BIN, "otpd"), "-c", self.conf_path], env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=open(self.log_path, "ab"))
+        if wait:
+            wait_until(self.healthy, what="otpd /healthz")
+        return self
+
+    def healthy(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("otpd exited with %s:\n%s" % (self.proc.returncode, self.log()))
+        try:
+            return self.call("GET", "/healthz", auth=None)[0] == 200
+        except OSError:
+            return False
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def call(self, method, path, body=None, auth=API_KEY, headers=None, raw=None, timeout=10):
+        """Returns (status, headers dict with lower-case names, parsed JSON or text)."""
+        h = dict(headers or {})
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        if auth:
+            h["Authorization"] = "Bearer " + auth
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=data, method=method,
+                                     headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                status, hdrs, text = r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            status, hdrs, text = e.code, e.headers, e.read()
+        hdrs = {k.lower(): v for k, v in hdrs.items()}
+        ctype = hdrs.get("content-type", "")
+        payload = json.loads(text) if "json" in ctype and text else text.decode(errors="replace")
+        return status, hdrs, payload
+
+    def issue(self, phone, auth=API_KEY, **fields):
+        return self.call("POST", "/v1/otp", dict(phone=phone, **fields), auth=auth)
+
+    def verify(self, phone, code, auth=API_KEY, **fields):
+        return self.call("POST", "/v1/otp/verify", dict(phone=phone, code=code, **fields), auth=auth)
+
+    def kill(self, sig):
+        os.kill(self.proc.pid, sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Stops otpd; returns its exit code. A sanitizer report fails the test."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("otpd did not stop within %ss" % timeout)
+        return self.proc.returncode
+
+    def sanitizer_report(self):
+        log = self.log()
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if marker in log:
+                return log[log.index(marker) - 200 if log.index(marker) > 200 else 0:][:4000]
+        return None
+
+    def db(self):
+        con = sqlite3.connect(self.config["ledger"]["path"], timeout=5)
+        con.row_factory = sqlite3.Row
+        return con
+
+    def rows(self, sql, *args):
+        con = self.db()
+        try:
+            return [dict(r) for r in con.execute(sql, args)]
+        finally:
+            con.close()
+
+
+CODE_RE = re.compile(r"\b(\d{4,10})\b")
+
+
+def code_of(text):
+    m = CODE_RE.search(text)
+    return m.group(1) if m else None
+
+
+class OtpdTest(unittest.TestCase):
+    """Per test: a fresh redis, fake provider and otpd; torn down after."""
+
+    # Subclasses may change the config through this hook.
+    def configure(self, cfg):
+        return cfg
+
+    limits = []
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="otpd-it-")
+        self.redis = Redis(self.tmp).start()
+        self.fake = FakeProvider(self.tmp).start()
+        cfg = base_config(self.redis.port, self.fake.url, os.path.join(self.tmp, "ledger.db"), free_port(),
+                          limits=[dict(r) for r in self.limits])
+        self.otpd = Otpd(self.tmp, self.configure(cfg))
+        self.otpd.start()
+
+    def tearDown(self):
+        report = None
+        try:
+            if self.otpd.proc and self.otpd.proc.poll() is None:
+                rc = self.otpd.stop()
+                report = self.otpd.sanitizer_report()
+                if report is None and rc not in (0,):
+                    report = "otpd exited with %s on SIGTERM:\n%s" % (rc, self.otpd.log()[-3000:])
+            else:
+                report = self.otpd.sanitizer_report()
+        finally:
+            self.fake.stop()
+            self.redis.stop()
+            if report is None and not os.environ.get("OTPD_KEEP"):
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        if report:
+            self.fail("otpd reported a problem (files kept in %s):\n%s" % (self.tmp, report))
+
+    # Helpers shared by the suites.
+    def wait_messages(self, n, timeout=10):
+        return wait_until(lambda: (lambda m: m if len(m) >= n else None)(self.fake.messages()), timeout,
+                          what="%d messages at the provider" % n)
+
+    def issue_and_code(self, phone, **fields):
+        before = len(self.fake.messages())
+        st, h, body = self.otpd.issue(phone, **fields)
+        self.assertEqual(st, 202, body)
+        msgs = self.wait_messages(before + 1)
+        mine = [m for m in msgs if m["id"] == body["id"]]
+        self.assertEqual(len(mine), 1)
+        return body, code_of(mine[0]["text"])
