@@ -1,0 +1,303 @@
+"""The pacer and the providers: pacing measured from the provider's own
+arrival times, the bulkhead, queue admission, TTL expiry, retries, crash
+recovery, and the Kannel and Twilio adapters against the fake provider."""
+import concurrent.futures
+import signal
+import time
+import urllib.parse
+
+from harness import OtpdTest, Otpd, wait_until
+
+
+def phones(n, start=0):
+    return ["+9198%08d" % (start + i) for i in range(n)]
+
+
+def issue_all(otpd, nums, workers=8):
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(lambda p: otpd.issue(p), nums))
+
+
+def arrivals(fake):
+    return sorted(r["t_us"] / 1e6 for r in fake.requests())
+
+
+def worst_window(ts, width=1.0):
+    """The most arrivals in any window [t, t + width)."""
+    best, j = 0, 0
+    for i in range(len(ts)):
+        while ts[i] - ts[j] >= width:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+class PacerTest(OtpdTest):
+    pacer = {"rate": 50, "capacity": 500, "max_inflight": 16, "retry": {"max": 2, "base": "100ms"},
+             "timeout": "2s"}
+    ttl = "5m"
+
+    def configure(self, cfg):
+        cfg["pacer"] = dict(self.pacer)
+        cfg["otp"]["ttl"] = self.ttl
+        return cfg
+
+    def sends(self, mid):
+        return self.otpd.rows("SELECT * FROM sends WHERE message_id = ? ORDER BY id", mid)
+
+    def state(self, mid):
+        rows = self.otpd.rows("SELECT state FROM messages WHERE id = ?", mid)
+        return rows[0]["state"] if rows else None
+
+    def wait_state(self, mid, state, timeout=10):
+        wait_until(lambda: self.state(mid) == state, timeout, what="message %s %s" % (mid, state))
+
+
+class PacingTest(PacerTest):
+    def test_rate_50_exact(self):
+        n = 150
+        res = issue_all(self.otpd, phones(n))
+        self.assertEqual([r[0] for r in res], [202] * n)
+        self.wait_messages(n, timeout=20)
+        ts = arrivals(self.fake)
+        self.assertLessEqual(worst_window(ts), 50)
+        rate = (n - 1) / (ts[-1] - ts[0])
+        self.assertLess(abs(rate - 50) / 50, 0.03, "achieved %.2f/s" % rate)
+
+    def test_slow_provider_does_not_lower_the_rate(self):
+        self.otpd.stop()
+        self.fake.control(latency_ms=300)
+        cfg = self.otpd.config
+        cfg["pacer"]["rate"] = 20
+        self.otpd = Otpd(self.tmp, cfg)
+        self.otpd.start()
+        n = 60
+        res = issue_all(self.otpd, phones(n))
+        self.assertEqual([r[0] for r in res], [202] * n)
+        self.wait_messages(n, timeout=20)
+        ts = arrivals(self.fake)
+        rate = (n - 1) / (ts[-1] - ts[0])
+        self.assertLess(abs(rate - 20) / 20, 0.03, "achieved %.2f/s with a 300 ms provider" % rate)
+        self.assertLessEqual(worst_window(ts), 20)
+
+
+class BulkheadTest(PacerTest):
+    pacer = dict(PacerTest.pacer, max_inflight=2)
+
+    def test_at_most_max_inflight(self):
+        self.fake.control(latency_ms=400)
+        n = 8
+        self.assertEqual([r[0] for r in issue_all(self.otpd, phones(n))], [202] * n)
+        self.wait_messages(n, timeout=20)
+        ts = arrivals(self.fake)
+        # With two calls of 400 ms at once, any three arrivals span a call.
+        for i in range(len(ts) - 2):
+            self.assertGreaterEqual(ts[i + 2] - ts[i], 0.38, ts)
+        # And the waiting did not turn into a burst later.
+        self.assertLessEqual(worst_window(ts, 0.39), 2)
+
+
+class QueueTest(PacerTest):
+    pacer = dict(PacerTest.pacer, rate=1, capacity=3, max_inflight=1)
+    limits = [{"name": "phone_hour", "key": "phone", "algorithm": "sliding_log", "limit": 2, "window": "1h"}]
+
+    def test_full_queue_answers_503_and_charges_nothing(self):
+        self.fake.control(hang=True)  # the first call hangs: the bulkhead holds the rest
+        res = [self.otpd.issue(p) for p in phones(4)]
+        self.assertEqual([r[0] for r in res], [202] * 4)  # one in flight, three queued
+        st, h, p = self.otpd.issue("+14155550100")
+        self.assertEqual((st, p["error"]), (503, "queue_full"))
+        self.assertEqual(h["retry-after"], "3")  # ceil(depth 3 / rate 1)
+        self.assertEqual(p["retry_after"], 3)
+        self.assertNotIn("ratelimit", h)
+        # The refused request took no quota: two issues still pass once there is room.
+        self.fake.control(hang=False)
+        self.otpd.stop(signal.SIGKILL)
+        self.otpd = Otpd(self.tmp, self.otpd.config)
+        self.otpd.start()
+        wait_until(lambda: len(self.fake.messages()) >= 5, 20, what="the queue to drain")
+        self.assertEqual(self.otpd.issue("+14155550100")[0], 202)
+        self.assertEqual(self.otpd.issue("+14155550100")[0], 202)
+        self.assertEqual(self.otpd.issue("+14155550100")[0], 429)
+        rows = self.otpd.rows("SELECT decision, http_status FROM requests WHERE phone = '+14155550100' ORDER BY id")
+        self.assertEqual([r["decision"] for r in rows], ["queue_full", "accepted", "accepted", "rate_limited"])
+
+
+class ExpiryTest(PacerTest):
+    pacer = dict(PacerTest.pacer, rate=1, capacity=50)
+    ttl = "10s"
+
+    def test_expired_codes_are_never_sent(self):
+        n = 14
+        ids = [r[2]["id"] for r in issue_all(self.otpd, phones(n))]
+        wait_until(lambda: all(self.state(i) in ("sent", "expired") for i in ids), 25, what="every message to end")
+        states = {i: self.state(i) for i in ids}
+        sent = [i for i in ids if states[i] == "sent"]
+        expired = [i for i in ids if states[i] == "expired"]
+        self.assertGreaterEqual(len(expired), 2)
+        self.assertLessEqual(len(sent), 11)
+        at_provider = {m["id"] for m in self.fake.messages()}
+        self.assertEqual(at_provider, set(sent))
+        for i in expired:
+            self.assertEqual(self.sends(i), [])
+
+
+class RetryTest(PacerTest):
+    def test_transient_then_sent(self):
+        self.fake.control(statuses=[500, 503, 0])
+        body = self.otpd.issue("+919800000001")[2]
+        self.wait_state(body["id"], "sent")
+        self.assertEqual([(s["outcome"], s["http_status"]) for s in self.sends(body["id"])],
+                         [("transient", 500), ("transient", 503), ("sent", 200)])
+        events = [e["state"] for e in self.otpd.rows("SELECT state FROM message_events WHERE message_id = ? "
+                                                      "ORDER BY id", body["id"])]
+        self.assertEqual(events, ["queued", "sending", "queued", "sending", "queued", "sending", "sent"])
+        ts = arrivals(self.fake)
+        self.assertGreaterEqual(ts[1] - ts[0], 0.1)  # backoff base
+        self.assertGreaterEqual(ts[2] - ts[1], 0.2)  # doubled
+
+    def test_retries_exhausted(self):
+        self.fake.control(status=500)
+        body = self.otpd.issue("+919800000001")[2]
+        self.wait_state(body["id"], "failed")
+        self.assertEqual(len(self.sends(body["id"])), 3)  # the first try and retry.max = 2
+
+    def test_429_retry_after_is_honoured(self):
+        self.fake.control(statuses=[429], retry_after=1)
+        body = self.otpd.issue("+919800000001")[2]
+        self.wait_state(body["id"], "sent")
+        ts = arrivals(self.fake)
+        self.assertGreaterEqual(ts[1] - ts[0], 0.95)
+
+    def test_hang_times_out_and_retries(self):
+        self.otpd.stop()
+        cfg = self.otpd.config
+        cfg["pacer"]["timeout"] = "500ms"
+        self.otpd = Otpd(self.tmp, cfg)
+        self.otpd.start()
+        self.fake.control(hang=True)
+        body = self.otpd.issue("+919800000001")[2]
+        wait_until(lambda: len(self.sends(body["id"])) >= 1, 5, what="the timed-out call")
+        self.fake.control(hang=False)
+        self.wait_state(body["id"], "sent")
+        first = self.sends(body["id"])[0]
+        self.assertEqual(first["outcome"], "transient")
+        self.assertIsNone(first["http_status"])
+
+    def test_permanent_failure_alerts(self):
+        self.fake.control(status=401)
+        body = self.otpd.issue("+919800000001")[2]
+        self.wait_state(body["id"], "failed")
+        self.assertEqual(len(self.sends(body["id"])), 1)
+        self.assertEqual(self.sends(body["id"])[0]["outcome"], "permanent")
+        text = self.otpd.call("GET", "/metrics", auth=None)[2]
+        self.assertIn("otpd_provider_permanent_failures_total 1", text)
+
+
+class RefundTest(PacerTest):
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["cost"] = {"currency": "INR", "prices": {"+91": 20, "*": 500}, "caps": [{"window": "1d", "max": 20}]}
+        return cfg
+
+    def test_failed_message_gives_its_cost_back(self):
+        self.fake.control(status=403)
+        body = self.otpd.issue("+919800000001")[2]
+        self.assertEqual(self.otpd.issue("+919800000002")[2]["error"], "cost_cap")
+        self.wait_state(body["id"], "failed")
+        self.fake.control(status=0)
+        wait_until(lambda: self.otpd.issue("+919800000003")[0] == 202, 5, what="the refund")
+
+
+class CrashTest(PacerTest):
+    pacer = dict(PacerTest.pacer, rate=10, capacity=200, max_inflight=4)
+
+    def test_sigkill_with_a_full_queue_loses_nothing(self):
+        n = 50
+        res = issue_all(self.otpd, phones(n))
+        ids = [r[2]["id"] for r in res]
+        self.otpd.stop(signal.SIGKILL)
+        sent_before = len(self.fake.requests())
+        self.assertLess(sent_before, n - 10)
+        self.otpd = Otpd(self.tmp, self.otpd.config)
+        self.otpd.start()
+        wait_until(lambda: all(self.state(i) == "sent" for i in ids), 20, what="every message sent")
+        got = [m["id"] for m in self.fake.messages()]
+        self.assertEqual(set(got), set(ids))
+        self.assertLessEqual(len(got) - n, self.pacer["max_inflight"], "duplicates after the restart")
+        # Order: what was queued is sent in acceptance order after the restart.
+        seqs = {r["id"]: r["seq"] for r in self.otpd.rows("SELECT id, seq FROM messages")}
+        after = [seqs[i] for i in got[sent_before:]]
+        self.assertEqual(after, sorted(after))
+
+    def test_sigterm_persists_the_queue(self):
+        ids = [r[2]["id"] for r in issue_all(self.otpd, phones(30))]
+        self.assertEqual(self.otpd.stop(signal.SIGTERM), 0)
+        self.assertTrue(any(self.state(i) == "queued" for i in ids))
+        self.otpd = Otpd(self.tmp, self.otpd.config)
+        self.otpd.start()
+        wait_until(lambda: all(self.state(i) == "sent" for i in ids), 20, what="every message sent")
+        self.assertEqual(len(self.fake.messages()), 30)
+
+
+class KannelAdapterTest(PacerTest):
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["provider"] = {"type": "kannel", "url": self.fake.url + "/cgi-bin/sendsms", "from": "OTPD",
+                           "username_env": "KANNEL_USER", "password_env": "KANNEL_PASS",
+                           "callback_url": "http://" + cfg["listen"]}
+        return cfg
+
+    def setUp(self):
+        import os
+        os.environ["KANNEL_USER"], os.environ["KANNEL_PASS"] = "kuser", "kpass-secret"
+        super().setUp()
+
+    def test_sendsms_and_delivery_report(self):
+        body = self.otpd.issue("+919812345678")[2]
+        self.wait_state(body["id"], "sent")
+        req = self.fake.requests()[0]
+        self.assertEqual((req["method"], req["provider"]), ("GET", "kannel"))
+        args = req["args"]
+        self.assertEqual((args["username"], args["password"], args["from"], args["to"]),
+                         ("kuser", "kpass-secret", "OTPD", "+919812345678"))
+        self.assertRegex(args["text"], r"^\d{6} is your login code")
+        dlr = urllib.parse.urlsplit(args["dlr-url"].replace("%d", "1"))
+        path = dlr.path + "?" + dlr.query
+        self.assertEqual(self.otpd.call("GET", path.replace("tag=", "tag=0"), auth=None)[0], 404)
+        self.assertEqual(self.otpd.call("GET", path, auth=None)[0], 200)
+        self.wait_state(body["id"], "delivered")
+        self.assertNotIn("kpass-secret", self.otpd.log())
+
+
+class TwilioAdapterTest(PacerTest):
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["provider"] = {"type": "twilio", "base_url": self.fake.url, "from": "+15005550006",
+                           "account_sid_env": "TWILIO_SID", "auth_token_env": "TWILIO_TOKEN",
+                           "callback_url": "http://" + cfg["listen"]}
+        return cfg
+
+    def setUp(self):
+        import os
+        os.environ["TWILIO_SID"], os.environ["TWILIO_TOKEN"] = "AC123", "twilio-token-secret"
+        super().setUp()
+
+    def test_messages_api_and_status_callback(self):
+        import base64
+        body = self.otpd.issue("+14155550100")[2]
+        self.wait_state(body["id"], "sent")
+        req = self.fake.requests()[0]
+        self.assertEqual((req["method"], req["provider"], req["path"]),
+                         ("POST", "twilio", "/2010-04-01/Accounts/AC123/Messages.json"))
+        self.assertEqual(req["authorization"], "Basic " + base64.b64encode(b"AC123:twilio-token-secret").decode())
+        form = req["form"]
+        self.assertEqual((form["To"], form["From"]), ("+14155550100", "+15005550006"))
+        msg = self.otpd.rows("SELECT provider_id FROM messages")[0]
+        self.assertRegex(msg["provider_id"], r"^SM[0-9a-f]{32}$")
+        cb = urllib.parse.urlsplit(form["StatusCallback"])
+        st, _, _ = self.otpd.call("POST", cb.path + "?" + cb.query, raw=b"MessageSid=x&MessageStatus=delivered",
+                                  auth=None, headers={"Content-Type": "application/x-www-form-urlencoded"})
+        self.assertEqual(st, 200)
+        self.wait_state(body["id"], "delivered")
+        self.assertNotIn("twilio-token-secret", self.otpd.log())
