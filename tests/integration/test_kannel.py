@@ -1,0 +1,64 @@
+"""End to end through a real Kannel: otpd -> bearerbox/smsbox (Debian's
+kannel) -> fakesmsc, and Kannel's delivery reports back to otpd."""
+import os
+import shutil
+import sys
+import tempfile
+
+from harness import OtpdTest, Otpd, code_of, wait_until
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kannel"))
+import kannel  # noqa: E402
+
+
+class KannelEndToEndTest(OtpdTest):
+    def setUp(self):
+        self.kdir = tempfile.mkdtemp(prefix="otpd-kannel-")
+        self.kannel = kannel.Kannel(self.kdir, user="otpd", password="kannel-pass-secret")
+        self.kannel.start()
+        os.environ["KANNEL_USER"], os.environ["KANNEL_PASS"] = "otpd", "kannel-pass-secret"
+        super().setUp()
+
+    def configure(self, cfg):
+        cfg["provider"] = {"type": "kannel", "url": self.kannel.sendsms_url, "from": "OTPD",
+                           "username_env": "KANNEL_USER", "password_env": "KANNEL_PASS",
+                           "callback_url": "http://" + cfg["listen"]}
+        return cfg
+
+    def tearDown(self):
+        try:
+            super().tearDown()
+        finally:
+            self.kannel.stop()
+            if not os.environ.get("OTPD_KEEP"):
+                shutil.rmtree(self.kdir, ignore_errors=True)
+
+    def test_code_arrives_at_the_smsc_and_verifies(self):
+        phone = "+919812345678"
+        st, _, body = self.otpd.issue(phone)
+        self.assertEqual(st, 202, body)
+        msgs = self.kannel.wait_received(1, timeout=15)
+        self.assertEqual(msgs[0]["receiver"], phone)
+        self.assertEqual(msgs[0]["sender"], "OTPD")
+        code = code_of(msgs[0]["text"])
+        self.assertRegex(msgs[0]["text"], r"^\d{6} is your login code\. It expires in 5 minutes\.$")
+        # Kannel's fake SMSC reports delivery through the dlr-url otpd passed.
+        wait_until(lambda: self.otpd.rows("SELECT state FROM messages")[0]["state"] == "delivered", 15,
+                   what="the delivery report")
+        self.assertEqual(self.otpd.verify(phone, code)[:1], (200,))
+        sends = self.otpd.rows("SELECT http_status, outcome FROM sends")
+        self.assertEqual(sends, [{"http_status": 202, "outcome": "sent"}])
+        self.assertNotIn("kannel-pass-secret", self.otpd.log())
+
+    def test_wrong_credentials_fail_permanently(self):
+        self.otpd.stop()
+        os.environ["KANNEL_PASS"] = "wrong-password"
+        self.otpd = Otpd(self.tmp, self.otpd.config)
+        self.otpd.start()
+        st, _, body = self.otpd.issue("+919812345679")
+        self.assertEqual(st, 202)
+        wait_until(lambda: self.otpd.rows("SELECT state FROM messages")[0]["state"] == "failed", 10,
+                   what="the permanent failure")
+        self.assertEqual(self.otpd.rows("SELECT http_status, outcome FROM sends"),
+                         [{"http_status": 403, "outcome": "permanent"}])
+        self.assertEqual(self.kannel.received(), [])
