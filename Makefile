@@ -101,7 +101,7 @@ deps:
 	fi
 
 unit: $(UNIT_BINS)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+	@failed=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t || failed=1; done; exit $$failed
 
 integration: all
 	python3 tests/integration/run.py

@@ -207,42 +207,63 @@ const char *config_algo_name(enum cfg_algo a)
     return algo_names[a];
 }
 
+/* Parses "PORT" fully into 1..65535; -1 otherwise. */
+static long cfg_port(const char *s)
+{
+    char *end;
+    long port;
+
+    errno = 0;
+    port = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || port < 1 || port > 65535)
+        return -1;
+    return port;
+}
+
+/* Splits "host:port" or "[v6]:port" in place; NULL when malformed. */
+static char *cfg_hostport(char *s, long *port)
+{
+    char *colon = strrchr(s, ':');
+
+    if (s[0] == '[') {
+        char *close = strchr(s, ']');
+        if (close == NULL || close[1] != ':')
+            return NULL;
+        *close = '\0';
+        colon = close + 1;
+        s++;
+    } else if (colon == NULL || strchr(s, ':') != colon) {
+        return NULL; /* no port, or an IPv6 address without brackets */
+    }
+    *colon = '\0';
+    if ((*port = cfg_port(colon + 1)) < 0)
+        return NULL;
+    return s;
+}
+
 /* "127.0.0.1:8080" or "[::1]:8080". */
 static void cfg_listen(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    char s[64], *colon;
+    char s[64], *host;
     long port;
 
     if (!cfg_str(x, root, "", "listen", 1, s, sizeof(s)))
         return;
-    colon = strrchr(s, ':');
-    if (colon == NULL || colon == s) {
-        cfg_error(x, "listen", "must be HOST:PORT");
+    if ((host = cfg_hostport(s, &port)) == NULL || host[0] == '\0') {
+        cfg_error(x, "listen", "must be HOST:PORT, IPv6 as [ADDR]:PORT; port must be from 1 to 65535");
         return;
     }
-    *colon = '\0';
-    errno = 0;
-    port = strtol(colon + 1, NULL, 10);
-    if (port < 1 || port > 65535 || errno) {
-        cfg_error(x, "listen", "port must be from 1 to 65535");
-        return;
-    }
-    if (s[0] == '[' && colon[-1] == ']') {
-        colon[-1] = '\0';
-        snprintf(c->listen_host, sizeof(c->listen_host), "%s", s + 1);
-    } else {
-        snprintf(c->listen_host, sizeof(c->listen_host), "%s", s);
-    }
+    snprintf(c->listen_host, sizeof(c->listen_host), "%s", host);
     c->listen_port = (int)port;
 }
 
 /* "redis://[:password@]host[:port][/db]" */
 static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
 {
-    const char *p = url, *at, *slash, *colon;
-    char hostport[256];
+    const char *p = url, *at, *slash;
+    char hostport[256], *host = hostport, *end;
+    long port = 6379, db = 0;
     size_t n;
-    long v;
 
     if (strncmp(p, "redis://", 8) != 0) {
         cfg_error(x, "redis.url", "must start with redis://");
@@ -258,32 +279,31 @@ static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
     }
     slash = strchr(p, '/');
     n = slash ? (size_t)(slash - p) : strlen(p);
-    if (n == 0 || n >= sizeof(hostport)) {
-        cfg_error(x, "redis.url", "has no host");
+    if (n >= sizeof(hostport)) {
+        cfg_error(x, "redis.url", "host is too long");
         return;
     }
     memcpy(hostport, p, n);
     hostport[n] = '\0';
-    c->redis_port = 6379;
-    colon = strrchr(hostport, ':');
-    if (colon != NULL) {
-        v = strtol(colon + 1, NULL, 10);
-        if (v < 1 || v > 65535) {
-            cfg_error(x, "redis.url", "port must be from 1 to 65535");
-            return;
-        }
-        c->redis_port = (int)v;
-        hostport[colon - hostport] = '\0';
+    if (strchr(hostport, ':') != NULL && (host = cfg_hostport(hostport, &port)) == NULL) {
+        cfg_error(x, "redis.url", "must be redis://HOST[:PORT][/DB]; port must be from 1 to 65535");
+        return;
     }
-    snprintf(c->redis_host, sizeof(c->redis_host), "%s", hostport);
+    if (host[0] == '\0') {
+        cfg_error(x, "redis.url", "has no host");
+        return;
+    }
     if (slash != NULL && slash[1] != '\0') {
-        v = strtol(slash + 1, NULL, 10);
-        if (v < 0 || v > 15) {
+        errno = 0;
+        db = strtol(slash + 1, &end, 10);
+        if (errno || *end != '\0' || db < 0 || db > 15) {
             cfg_error(x, "redis.url", "database must be from 0 to 15");
             return;
         }
-        c->redis_db = (int)v;
     }
+    snprintf(c->redis_host, sizeof(c->redis_host), "%s", host);
+    c->redis_port = (int)port;
+    c->redis_db = (int)db;
 }
 
 static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
@@ -390,7 +410,7 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
     rule->shadow = mode == 1;
     rule->local_fallback = fb == 1;
     if (algo == CFG_ALGO_RESEND_DELAY) {
-        rule->limit = 1;
+        rule->limit = rule->burst = 1;
         cfg_dur(x, r, p, "delay", 1, &rule->window_ms);
         if (json_object_get(r, "limit") || json_object_get(r, "window") || json_object_get(r, "burst"))
             cfg_error(x, p, "resend_delay takes delay only, not limit, window or burst");
@@ -408,9 +428,16 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
     if ((algo == CFG_ALGO_WRONG_GUESS_CAP || algo == CFG_ALGO_RESEND_DELAY) && key >= 0 && key != CFG_KEY_PHONE)
         cfg_error(x, cfg_path(q, sizeof(q), p, "key"), "%s rules are keyed on phone", algo_names[algo]);
     if (rule->local_fallback) {
+        /* Issue and verify keep the verification itself in Redis, so no
+         * request can be decided without it: a local share of a limit would
+         * promise an availability otpd cannot give. Say so at load time. */
         if (key == CFG_KEY_PHONE || algo == CFG_ALGO_WRONG_GUESS_CAP || algo == CFG_ALGO_RESEND_DELAY)
             cfg_error(x, cfg_path(q, sizeof(q), p, "if_store_down"),
                       "local_fallback is not allowed for per-phone OTP rules");
+        else
+            cfg_error(x, cfg_path(q, sizeof(q), p, "if_store_down"),
+                      "local_fallback is not available: the verification lives in Redis, so otpd fails "
+                      "closed while Redis is down");
         cfg_int(x, r, p, "local_limit", 1, 1, 1000000000, &rule->local_limit);
     } else if (json_object_get(r, "local_limit")) {
         cfg_error(x, cfg_path(q, sizeof(q), p, "local_limit"), "applies with if_store_down: local_fallback only");
@@ -464,7 +491,7 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
         json_object_foreach(prices, prefix, v) {
             struct cfg_price *pr = &c->prices[c->n_prices];
             snprintf(p, sizeof(p), "cost.prices.%s", prefix);
-            if (strcmp(prefix, "*") != 0 && (strlen(prefix) > 16 || prefix[0] != '+' ||
+            if (strcmp(prefix, "*") != 0 && (strlen(prefix) > 16 || strlen(prefix) < 2 || prefix[0] != '+' ||
                                              strspn(prefix + 1, "0123456789") != strlen(prefix) - 1)) {
                 cfg_error(x, p, "must be \"*\" or \"+\" and digits");
                 continue;

@@ -129,6 +129,8 @@ enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *o
     char mins[16];
     size_t n = 0;
 
+    if (cap == 0)
+        return OTP_EINVAL;
     snprintf(mins, sizeof(mins), "%d", minutes);
     while (*tmpl) {
         const char *piece = NULL;

@@ -1,0 +1,124 @@
+"""otpd benchmarks. Figures are ratios against baselines measured in the
+same run, because these machines are shared and noisy.
+
+  decisions: otpd issue and verify decisions/s (wrk) / redis-benchmark
+             EVALSHA/s of a trivial script on the same redis-server; p99.
+  pacing:    at 50/s and 1000/s, from the fake provider's arrival times:
+             the worst 1-s window / rate, achieved rate error, p99 gap error
+             as a fraction of the period.
+
+Usage: python3 bench/run.py [decisions] [pacing]
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
+from harness import API_KEY, FakeProvider, Otpd, Redis, base_config, free_port, wait_until  # noqa: E402
+
+DURATION = os.environ.get("BENCH_SECONDS", "8")
+
+
+def wrk(otpd, script, conns=32, threads=2):
+    out = subprocess.run(["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ss" % DURATION, "-s",
+                          os.path.join(HERE, script), "http://127.0.0.1:%d" % otpd.port],
+                         env=dict(os.environ, OTPD_KEY=API_KEY), capture_output=True, text=True, check=True).stdout
+    m = re.search(r"RESULT requests=(\d+) seconds=([\d.]+) p50_ms=([\d.]+) p99_ms=([\d.]+) non2xx=(\d+) errors=(\d+)",
+                  out)
+    req, sec, p50, p99, non2xx, errors = m.groups()
+    return int(req) / float(sec), float(p50), float(p99), int(non2xx), int(errors)
+
+
+def evalsha_baseline(redis):
+    sha = redis.cmd("SCRIPT", "LOAD", "return redis.call('TIME')")
+    out = subprocess.run(["redis-benchmark", "-p", str(redis.port), "-n", "200000", "-c", "32", "-q", "EVALSHA", sha,
+                          "0"], capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"([\d.]+) requests per second", out).group(1))
+
+
+def bench_decisions(tmp):
+    redis = Redis(tmp).start()
+    fake = FakeProvider(tmp).start()
+    try:
+        cfg = base_config(redis.port, fake.url, os.path.join(tmp, "bench.db"), free_port())
+        cfg["limits"] = [dict(name="phone_10m", key="phone", algorithm="sliding_log", limit=3, window="10m"),
+                         dict(name="phone_day", key="phone", algorithm="fixed_window", limit=10, window="1d"),
+                         dict(name="resend", key="phone", algorithm="resend_delay", delay="30s"),
+                         dict(name="wrong_codes", key="phone", algorithm="wrong_guess_cap", limit=10, window="1d")]
+        cfg["cost"] = {"currency": "INR", "prices": {"+91": 20, "*": 500},
+                       "caps": [{"window": "1h", "max": 10 ** 12}]}
+        cfg["pacer"] = {"rate": 10000, "capacity": 1000000, "max_inflight": 64}
+        cfg["provider"] = {"type": "file", "path": "/dev/null"}
+        otpd = Otpd(tmp, cfg).start()
+        base = evalsha_baseline(redis)
+        issue = wrk(otpd, "issue.lua")
+        verify = wrk(otpd, "verify.lua")
+        otpd.stop()
+        print("baseline: redis-benchmark EVALSHA (trivial script), 32 clients: %.0f/s" % base)
+        for name, (rps, p50, p99, non2xx, err) in (("issue (accepted path, ledger commit)", issue),
+                                                  ("verify (refusal path)", verify)):
+            print("%-38s %8.0f decisions/s  ratio %.3f of EVALSHA/s  p50 %.2f ms  p99 %.2f ms  non-2xx %d  "
+                  "errors %d" % (name, rps, rps / base, p50, p99, non2xx, err))
+    finally:
+        fake.stop()
+        redis.stop()
+
+
+def pacing(tmp, rate, n):
+    """Queues n messages while otpd sends at 1/s, SIGKILLs it, and lets a
+    fresh otpd drain the recovered queue at rate: the queue is full from the
+    first tick, whatever the intake speed."""
+    redis = Redis(tmp).start()
+    fake = FakeProvider(tmp).start()
+    try:
+        ledger = os.path.join(tmp, "pace-%d.db" % rate)
+        cfg = base_config(redis.port, fake.url, ledger, free_port())
+        cfg["pacer"] = {"rate": 1, "capacity": n + 10, "max_inflight": 64, "timeout": "5s"}
+        otpd = Otpd(tmp, cfg).start()
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            codes = list(ex.map(lambda i: otpd.issue("+9195%08d" % i)[0], range(n)))
+        assert codes.count(202) == n, codes[:5]
+        otpd.stop(signal.SIGKILL)
+        n -= len(fake.requests())  # sent at 1/s before the kill
+        fake.reset()
+        cfg["pacer"]["rate"] = rate
+        otpd = Otpd(tmp, cfg).start()
+        wait_until(lambda: len(fake.requests()) >= n, 60, 0.2, "the drain")
+        otpd.stop()
+        ts = sorted(r["t_us"] / 1e6 for r in fake.requests())[:n]
+        best, j = 0, 0
+        for i in range(len(ts)):
+            while ts[i] - ts[j] >= 1.0:
+                j += 1
+            best = max(best, i - j + 1)
+        achieved = (len(ts) - 1) / (ts[-1] - ts[0])
+        period = 1.0 / rate
+        gaps = sorted(abs((b - a) - period) for a, b in zip(ts, ts[1:]))
+        p99 = gaps[int(len(gaps) * 0.99)]
+        print("pacing %5d/s, %5d msgs: worst 1-s window %d (%.3f of rate)  rate error %+.2f%%  "
+              "p99 gap error %.3f ms (%.2f of the period)" % (rate, n, best, best / rate,
+                                                             (achieved - rate) / rate * 100, p99 * 1000,
+                                                             p99 / period))
+    finally:
+        fake.stop()
+        redis.stop()
+
+
+def main():
+    what = sys.argv[1:] or ["decisions", "pacing"]
+    tmp = tempfile.mkdtemp(prefix="otpd-bench-")
+    if "decisions" in what:
+        bench_decisions(tmp)
+    if "pacing" in what:
+        pacing(tmp, 50, 250)
+        pacing(tmp, 1000, 5000)
+
+
+if __name__ == "__main__":
+    main()
