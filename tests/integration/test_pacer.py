@@ -119,7 +119,8 @@ class QueueTest(PacerTest):
         self.assertEqual(self.otpd.issue("+14155550100")[0], 202)
         self.assertEqual(self.otpd.issue("+14155550100")[0], 202)
         self.assertEqual(self.otpd.issue("+14155550100")[0], 429)
-        rows = self.otpd.rows("SELECT decision, http_status FROM requests WHERE phone = '+14155550100' ORDER BY id")
+        q = "SELECT decision FROM requests WHERE phone = '+14155550100' ORDER BY id"
+        rows = wait_until(lambda: (lambda r: r if len(r) == 4 else None)(self.otpd.rows(q)), 5, what="4 rows")
         self.assertEqual([r["decision"] for r in rows], ["queue_full", "accepted", "accepted", "rate_limited"])
 
 
