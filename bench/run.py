@@ -3,6 +3,8 @@ same run, because these machines are shared and noisy.
 
   decisions: otpd issue and verify decisions/s (wrk) / redis-benchmark
              EVALSHA/s of a trivial script on the same redis-server; p99.
+  latency:   issue -> provider arrival on loopback (p50, p99), against a
+             direct POST to the same fake provider from the same client.
   pacing:    at 50/s and 1000/s, from the fake provider's arrival times:
              the worst 1-s window / rate, achieved rate error, p99 gap error
              as a fraction of the period.
@@ -110,11 +112,49 @@ def pacing(tmp, rate, n):
         redis.stop()
 
 
+def bench_latency(tmp, n=100):
+    import json
+    import urllib.request
+    redis = Redis(tmp).start()
+    fake = FakeProvider(tmp).start()
+    try:
+        cfg = base_config(redis.port, fake.url, os.path.join(tmp, "latency.db"), free_port())
+        cfg["pacer"] = {"rate": 50, "capacity": 500, "max_inflight": 16}
+        otpd = Otpd(tmp, cfg).start()
+        sent = {}
+        for i in range(n):
+            t0 = time.time()
+            st, _, body = otpd.issue("+9194%08d" % i)
+            sent[body["id"]] = t0
+            time.sleep(0.05)
+        direct = []
+        for i in range(n):
+            t0 = time.time()
+            req = urllib.request.Request(fake.url + "/direct", data=json.dumps({"id": "d%d" % i}).encode(),
+                                         headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(req, timeout=5).read()
+            direct.append(t0)
+        reqs = fake.requests()
+        otpd.stop()
+        lat = sorted(r["t_us"] / 1e6 - sent[json.loads(r["body"])["id"]] for r in reqs
+                     if json.loads(r["body"]).get("id") in sent)
+        base = sorted(r["t_us"] / 1e6 - t0 for r, t0 in zip([r for r in reqs if r["path"] == "/direct"], direct))
+        pct = lambda xs, q: xs[min(len(xs) - 1, int(len(xs) * q))] * 1000
+        print("latency issue->provider: p50 %.2f ms p99 %.2f ms; direct POST->provider: p50 %.2f ms p99 %.2f ms; "
+              "ratio p50 %.1f" % (pct(lat, .5), pct(lat, .99), pct(base, .5), pct(base, .99),
+                                  pct(lat, .5) / max(pct(base, .5), 1e-3)))
+    finally:
+        fake.stop()
+        redis.stop()
+
+
 def main():
-    what = sys.argv[1:] or ["decisions", "pacing"]
+    what = sys.argv[1:] or ["decisions", "latency", "pacing"]
     tmp = tempfile.mkdtemp(prefix="otpd-bench-")
     if "decisions" in what:
         bench_decisions(tmp)
+    if "latency" in what:
+        bench_latency(tmp)
     if "pacing" in what:
         pacing(tmp, 50, 250)
         pacing(tmp, 1000, 5000)

@@ -81,6 +81,21 @@ class PacingTest(PacerTest):
         self.assertLessEqual(worst_window(ts), 20)
 
 
+class IdleTest(PacerTest):
+    pacer = dict(PacerTest.pacer, rate=5)
+
+    def test_idle_time_earns_no_burst(self):
+        self.issue_and_code("+919800000001")
+        time.sleep(2.5)  # idle: ten ticks pass with nothing to send
+        n = 6
+        self.assertEqual([r[0] for r in issue_all(self.otpd, phones(n, 100))], [202] * n)
+        self.wait_messages(n + 1, timeout=10)
+        ts = arrivals(self.fake)[1:]
+        self.assertGreaterEqual(ts[-1] - ts[0], (n - 1) * 0.2 - 0.02, "the idle time was spent as a burst")
+        for a, b in zip(ts, ts[1:]):
+            self.assertGreaterEqual(b - a, 0.18)
+
+
 class BulkheadTest(PacerTest):
     pacer = dict(PacerTest.pacer, max_inflight=2)
 
