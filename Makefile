@@ -46,7 +46,7 @@ UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
-.PHONY: all test unit integration run deps lint bench clean fmt
+.PHONY: all test unit integration run deps lint bench clean fmt fuzz
 all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
 
 $(B)/%.o: %.c
@@ -90,7 +90,8 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 
 # Everything the build and the tests need, from Debian's archive.
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
-            libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras
+            libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras \
+            wrk cppcheck clang
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	  grep -q 'install ok installed' || echo $$p; done); \
@@ -121,6 +122,15 @@ lint:
 	  { echo "banned call found"; exit 1; }
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 	  --suppress=missingIncludeSystem -I src $(LIB_SRC) cmd/otpd/main.c cmd/otpctl/main.c
+
+# libFuzzer over the config parser (clang); FUZZ_SECONDS=N to run longer.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@mkdir -p build/fuzz
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $$(pkg-config --cflags jansson) \
+	  tests/fuzz/fuzz_config.c $(BASE_SRC) -o build/fuzz/fuzz_config $$(pkg-config --libs jansson)
+	mkdir -p build/fuzz/corpus && cp tests/fuzz/corpus/* build/fuzz/corpus/
+	build/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build/fuzz/corpus
 
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
