@@ -250,8 +250,8 @@ static void append_name(char *list, size_t cap, const char *name)
 }
 
 /* Reads issue.lua's reply into out. */
-static void issue_read(const struct limits_rules *rs, const struct cfg_rule *const *used, size_t n_used,
-                       const struct store_reply *rep, struct limits_issue *out)
+static void issue_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
+                       struct limits_issue *out)
 {
     int64_t best_remaining = INT64_MAX, best_reset = -1, worst_retry = -1;
     size_t i;
@@ -293,7 +293,6 @@ static void issue_read(const struct limits_rules *rs, const struct cfg_rule *con
                 out->resend_after_ms = reset;
         }
     }
-    (void)rs;
 }
 
 enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out, char *err)
@@ -364,7 +363,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         rc = OTP_ESTORE;
         goto out;
     }
-    issue_read(rs, used, n_used, rep, out);
+    issue_read(used, n_used, rep, out);
 out:
     store_reply_free(rep);
     free(a);
@@ -423,6 +422,8 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *guess
         if (out->rc == OTP_ELOCKED)
             snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
     }
+    if (wrong != NULL && out->shadow_lock)
+        snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
 out:
     store_reply_free(rep);
     rules_put(l, rs);

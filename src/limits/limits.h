@@ -58,7 +58,7 @@ struct limits_verify {
     char vid[LIMITS_ID_MAX];   /* the verification guessed at, "" when none */
     int attempts_left;
     int64_t retry_ms;          /* until the wrong-guess window ends; the lock for ELOCKED */
-    char reason[CFG_NAME_MAX]; /* the wrong-guess rule, for ELOCKED */
+    char reason[CFG_NAME_MAX]; /* the wrong-guess rule, for ELOCKED or shadow_lock */
     struct limits_header header;
     int shadow_lock;           /* 1: a shadow wrong-guess rule would lock now */
 };

@@ -294,7 +294,7 @@ void otp_verify(struct otp *o, const char *api_key, const char *phone, const cha
     out->header = lv.header;
     out->attempts_left = lv.attempts_left;
     if (lv.shadow_lock)
-        count_shadow(o, "wrong_guess_cap", "verify");
+        count_shadow(o, lv.reason, "verify");
     switch (lv.rc) {
     case OTP_OK:
         answer(out, OTP_OK, "verified", "verified");
@@ -321,7 +321,8 @@ void otp_verify(struct otp *o, const char *api_key, const char *phone, const cha
         status = 404;
         break;
     }
-    record(o, &rq, "verify", out->error, out->reason, NULL, lv.vid, NULL, status, NULL);
+    record(o, &rq, "verify", out->error, out->reason, lv.shadow_lock ? lv.reason : NULL, lv.vid, NULL, status,
+           NULL);
 done:
     if (status == 503)
         record(o, &rq, "verify", out->error, NULL, NULL, NULL, NULL, status, NULL);
