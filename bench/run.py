@@ -26,10 +26,11 @@ from harness import API_KEY, FakeProvider, Otpd, Redis, base_config, free_port, 
 DURATION = os.environ.get("BENCH_SECONDS", "8")
 
 
-def wrk(otpd, script, conns=32, threads=2):
+def wrk(otpd, mode, conns=32, threads=2):
     out = subprocess.run(["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ss" % DURATION, "-s",
-                          os.path.join(HERE, script), "http://127.0.0.1:%d" % otpd.port],
-                         env=dict(os.environ, OTPD_KEY=API_KEY), capture_output=True, text=True, check=True).stdout
+                          os.path.join(HERE, "wrk.lua"), "http://127.0.0.1:%d" % otpd.port],
+                         env=dict(os.environ, OTPD_KEY=API_KEY, MODE=mode), capture_output=True, text=True,
+                         check=True).stdout
     m = re.search(r"RESULT requests=(\d+) seconds=([\d.]+) p50_ms=([\d.]+) p99_ms=([\d.]+) non2xx=(\d+) errors=(\d+)",
                   out)
     req, sec, p50, p99, non2xx, errors = m.groups()
@@ -58,8 +59,8 @@ def bench_decisions(tmp):
         cfg["provider"] = {"type": "file", "path": "/dev/null"}
         otpd = Otpd(tmp, cfg).start()
         base = evalsha_baseline(redis)
-        issue = wrk(otpd, "issue.lua")
-        verify = wrk(otpd, "verify.lua")
+        issue = wrk(otpd, "issue")
+        verify = wrk(otpd, "verify")
         otpd.stop()
         print("baseline: redis-benchmark EVALSHA (trivial script), 32 clients: %.0f/s" % base)
         for name, (rps, p50, p99, non2xx, err) in (("issue (accepted path, ledger commit)", issue),

@@ -106,6 +106,14 @@ static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, co
     va_end(ap);
 }
 
+/* Fail closed: Redis is slow or gone, so nothing is decided or sent. */
+static void store_down(struct otp_answer *out, const char *op, const char *err)
+{
+    log_msg(LOG_WARN, "%s refused, store unavailable: %s", op, err);
+    answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
+    out->retry_after_s = 1;
+}
+
 /* The message text for verification vid, expiring in expires_in_ms. */
 static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms, char *text, size_t cap)
 {
@@ -192,9 +200,7 @@ void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer 
     lr.max_attempts = c->otp_max_attempts;
     if (limits_issue(o->d.limits, &lr, &li, err) != OTP_OK) {
         pacer_release(o->d.pacer);
-        log_msg(LOG_WARN, "issue refused, store unavailable: %s", err);
-        answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
-        out->retry_after_s = 1;
+        store_down(out, "issue", err);
         status = 503;
         goto refused;
     }
@@ -285,9 +291,7 @@ void otp_verify(struct otp *o, const char *api_key, const char *phone, const cha
     }
     code_hash(o->d.keys, phone, guess, hash);
     if (limits_verify(o->d.limits, phone, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
-        log_msg(LOG_WARN, "verify refused, store unavailable: %s", err);
-        answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
-        out->retry_after_s = 1;
+        store_down(out, "verify", err);
         status = 503;
         goto done;
     }
