@@ -236,7 +236,7 @@ static int64_t ceil_s(int64_t ms)
 static void header_set(struct limits_header *h, const struct cfg_rule *r, int64_t remaining, int64_t reset_ms)
 {
     snprintf(h->name, sizeof(h->name), "%s", r->name);
-    h->quota = r->algo == CFG_ALGO_TOKEN_BUCKET ? r->burst : r->limit;
+    h->quota = r->limit;
     h->window_s = ceil_s(r->window_ms);
     h->remaining = remaining < 0 ? 0 : remaining;
     h->reset_s = ceil_s(reset_ms);

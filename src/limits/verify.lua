@@ -27,16 +27,19 @@ if wfield ~= '' then
   end
   if wrong >= wlimit and not shadow then return {'locked', '', 0, retry, 0, wrong} end
 end
+-- A shadow cap sees what enforcement would: a phone already at the cap
+-- would be locked whatever the guess.
+local slock = (shadow and wfield ~= '' and wrong >= wlimit) and 1 or 0
 
 local cur = redis.call('HMGET', key, 'id', 'h', 'exp', 'att')
 local att = tonumber(cur[4] or 0) or 0
 if not cur[1] or (tonumber(cur[3]) or 0) <= now or att >= maxatt then
   if cur[1] then redis.call('HDEL', key, 'id', 'h', 'exp', 'att') end
-  return {'none', '', 0, retry, 0, wrong}
+  return {'none', '', 0, retry, slock, wrong}
 end
 if cur[2] == guess then
   redis.call('HDEL', key, 'id', 'h', 'exp', 'att')
-  return {'ok', cur[1], maxatt - att, retry, 0, wrong}
+  return {'ok', cur[1], maxatt - att, retry, slock, wrong}
 end
 
 att = att + 1

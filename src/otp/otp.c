@@ -106,12 +106,15 @@ static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, co
     va_end(ap);
 }
 
-/* Fail closed: Redis is slow or gone, so nothing is decided or sent. */
-static void store_down(struct otp_answer *out, const char *op, const char *err)
+/* Fail closed: Redis is slow or gone, so nothing is decided or sent. The
+ * caller may retry once the breaker lets a probe through, not before. */
+static void store_down(struct otp *o, struct otp_answer *out, const char *op, const char *err)
 {
+    int64_t left_s = ceil_s(store_breaker_left_ms(o->d.store));
+
     log_msg(LOG_WARN, "%s refused, store unavailable: %s", op, err);
     answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
-    out->retry_after_s = 1;
+    out->retry_after_s = left_s > 1 ? left_s : 1;
 }
 
 /* The message text for verification vid, expiring in expires_in_ms. */
@@ -200,7 +203,7 @@ void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer 
     lr.max_attempts = c->otp_max_attempts;
     if (limits_issue(o->d.limits, &lr, &li, err) != OTP_OK) {
         pacer_release(o->d.pacer);
-        store_down(out, "issue", err);
+        store_down(o, out, "issue", err);
         status = 503;
         goto refused;
     }
@@ -291,7 +294,7 @@ void otp_verify(struct otp *o, const char *api_key, const char *phone, const cha
     }
     code_hash(o->d.keys, phone, guess, hash);
     if (limits_verify(o->d.limits, phone, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
-        store_down(out, "verify", err);
+        store_down(o, out, "verify", err);
         status = 503;
         goto done;
     }
@@ -412,10 +415,9 @@ int otp_ready(struct otp *o, char *why, size_t cap)
 {
     char err[OTP_ERR_LEN];
 
-    if (store_breaker_open(o->d.store)) {
-        snprintf(why, cap, "redis circuit breaker open");
-        return 0;
-    }
+    /* The ping goes through the breaker: refused at once while it is open,
+     * and the half-open probe once it is due, so readiness comes back
+     * without API traffic. */
     if (store_ping(o->d.store, err) != OTP_OK) {
         snprintf(why, cap, "redis: %s", err);
         return 0;

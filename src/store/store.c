@@ -341,6 +341,18 @@ int store_breaker_open(struct store *s)
     return open;
 }
 
+int64_t store_breaker_left_ms(struct store *s)
+{
+    uint64_t now = clock_mono_ns();
+    int64_t left = 0;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->open_until_ns > now)
+        left = (int64_t)((s->open_until_ns - now) / 1000000u);
+    pthread_mutex_unlock(&s->mu);
+    return left;
+}
+
 void store_stats(struct store *s, struct store_stats *out)
 {
     pthread_mutex_lock(&s->mu);

@@ -59,6 +59,10 @@ enum otp_rc store_ping(struct store *s, char *err);
 /* 1 while the breaker is open (failing fast), else 0. */
 int store_breaker_open(struct store *s);
 
+/* Milliseconds until the open breaker lets a probe through; 0 when closed
+ * or due. A refusal's Retry-After is never earlier than this. */
+int64_t store_breaker_left_ms(struct store *s);
+
 /* Counters for /metrics. */
 struct store_stats {
     uint64_t calls, failures, breaker_rejects, breaker_opens;

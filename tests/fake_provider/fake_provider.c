@@ -1013,6 +1013,12 @@ static struct MHD_Daemon *start_daemon(const struct options *o)
 	return d;
 }
 
+/* Never runs: the signals are blocked and taken with sigwait(). */
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -1033,7 +1039,17 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
 
-	/* Block the stop signals in every thread; main collects them. */
+	/*
+	 * Block the stop signals in every thread; main collects them. A
+	 * handler is installed first because a signal that is ignored (as
+	 * SIGINT is for background jobs of a shell) is never delivered.
+	 */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
 	sigset_t stop;
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGTERM);

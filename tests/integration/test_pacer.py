@@ -217,11 +217,11 @@ class RefundTest(PacerTest):
         return cfg
 
     def test_failed_message_gives_its_cost_back(self):
-        self.fake.control(status=403)
+        self.fake.control(status=403, latency_ms=500)  # the refusal comes after the next issue
         body = self.otpd.issue("+919800000001")[2]
         self.assertEqual(self.otpd.issue("+919800000002")[2]["error"], "cost_cap")
         self.wait_state(body["id"], "failed")
-        self.fake.control(status=0)
+        self.fake.control(status=0, latency_ms=0)
         wait_until(lambda: self.otpd.issue("+919800000003")[0] == 202, 5, what="the refund")
 
 
