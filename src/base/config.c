@@ -445,6 +445,36 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
     c->n_rules++;
 }
 
+/* Gives every rule its 2-character Redis field (see struct cfg_rule):
+ * FNV-1a of the name into 62 * 62 slots, names in sorted order, the next
+ * free slot on a collision. */
+static void cfg_fields(struct config *c)
+{
+    static const char b62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    size_t i, j, done = 0;
+
+    while (done < c->n_rules) {
+        struct cfg_rule *next = NULL;
+        uint32_t h = 2166136261u, slot;
+        const char *p;
+        for (i = 0; i < c->n_rules; i++)
+            if (c->rules[i].field[0] == '\0' && (next == NULL || strcmp(c->rules[i].name, next->name) < 0))
+                next = &c->rules[i];
+        for (p = next->name; *p; p++)
+            h = (h ^ (unsigned char)*p) * 16777619u;
+        for (slot = h % (62 * 62);; slot = (slot + 1) % (62 * 62)) {
+            char f[3] = {b62[slot / 62], b62[slot % 62], '\0'};
+            for (j = 0; j < c->n_rules && strcmp(c->rules[j].field, f) != 0; j++)
+                ;
+            if (j == c->n_rules) {
+                memcpy(next->field, f, sizeof(f));
+                break;
+            }
+        }
+        done++;
+    }
+}
+
 static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     json_t *arr = cfg_member(x, root, "", "limits", 0), *r;
@@ -465,6 +495,7 @@ static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
         if (json_is_object(r) && c->rules[c->n_rules - 1].algo == CFG_ALGO_WRONG_GUESS_CAP && ++wrong > 1)
             cfg_error(x, p, "only one wrong_guess_cap rule is allowed");
     }
+    cfg_fields(c);
 }
 
 static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)

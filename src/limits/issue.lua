@@ -120,13 +120,13 @@ if refused then return out end
 for _, w in ipairs(writes) do redis.call('HSET', KEYS[w[1]], w[2], w[3]) end
 for _, w in ipairs(cost_new) do redis.call('HSET', KEYS[costkey], w[1], w[2]) end
 
-local cur = redis.call('HMGET', KEYS[1], 'id', 'exp', 'att')
+local cur = redis.call('HMGET', KEYS[1], 'i', 'e', 'a')
 local exp = tonumber(cur[2] or 0) or 0
 if cur[1] and exp > now and (tonumber(cur[3]) or 0) < maxatt then
   out[3], out[5] = cur[1], 0
 else
   exp = now + ttl
-  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'h', ARGV[2], 'exp', fmt(exp), 'att', 0)
+  redis.call('HSET', KEYS[1], 'i', ARGV[1], 'h', ARGV[2], 'e', fmt(exp), 'a', 0)
   out[3], out[5] = ARGV[1], 1
 end
 out[1], out[4] = 1, exp - now

@@ -343,7 +343,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         const struct cfg_rule *r = used[i];
         args_int(a, (int64_t)r->algo + 1);
         args_int(a, key_of[r->key]);
-        args_str(a, r->name);
+        args_str(a, r->field);
         args_int(a, r->limit);
         args_int(a, r->window_ms);
         args_int(a, r->burst);
@@ -393,7 +393,7 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *guess
     args_str(&a, key);
     args_str(&a, guess_hash);
     args_int(&a, max_attempts);
-    args_str(&a, wrong ? wrong->name : "");
+    args_str(&a, wrong ? wrong->field : "");
     args_int(&a, wrong ? wrong->limit : 0);
     args_int(&a, wrong ? wrong->window_ms : 1);
     args_str(&a, wrong && wrong->shadow ? "1" : "0");

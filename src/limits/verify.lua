@@ -31,22 +31,22 @@ end
 -- would be locked whatever the guess.
 local slock = (shadow and wfield ~= '' and wrong >= wlimit) and 1 or 0
 
-local cur = redis.call('HMGET', key, 'id', 'h', 'exp', 'att')
+local cur = redis.call('HMGET', key, 'i', 'h', 'e', 'a')
 local att = tonumber(cur[4] or 0) or 0
 if not cur[1] or (tonumber(cur[3]) or 0) <= now or att >= maxatt then
-  if cur[1] then redis.call('HDEL', key, 'id', 'h', 'exp', 'att') end
+  if cur[1] then redis.call('HDEL', key, 'i', 'h', 'e', 'a') end
   return {'none', '', 0, retry, slock, wrong}
 end
 if cur[2] == guess then
-  redis.call('HDEL', key, 'id', 'h', 'exp', 'att')
+  redis.call('HDEL', key, 'i', 'h', 'e', 'a')
   return {'ok', cur[1], maxatt - att, retry, slock, wrong}
 end
 
 att = att + 1
 if att >= maxatt then
-  redis.call('HDEL', key, 'id', 'h', 'exp', 'att')
+  redis.call('HDEL', key, 'i', 'h', 'e', 'a')
 else
-  redis.call('HSET', key, 'att', att)
+  redis.call('HSET', key, 'a', att)
 end
 if wfield == '' then return {'wrong', cur[1], maxatt - att, 0, 0, 0} end
 wrong = wrong + 1

@@ -91,8 +91,9 @@ void code_derive(const struct code_keys *k, const char *id, int digits, char *ou
     sodium_memzero(block, sizeof(block));
 }
 
-/* HMAC-SHA256 of a and b, separated by a NUL, under key; first 16 bytes as hex. */
-static void code_mac_hex(const unsigned char *key, const char *a, const char *b, char *out)
+/* HMAC-SHA256 of a and b, separated by a NUL, under key; its first hex_len / 2
+ * bytes as hex_len hex characters and a NUL. */
+static void code_mac_hex(const unsigned char *key, const char *a, const char *b, char *out, size_t hex_len)
 {
     unsigned char mac[crypto_auth_hmacsha256_BYTES];
     crypto_auth_hmacsha256_state st;
@@ -101,27 +102,27 @@ static void code_mac_hex(const unsigned char *key, const char *a, const char *b,
     crypto_auth_hmacsha256_update(&st, (const unsigned char *)a, strlen(a) + 1);
     crypto_auth_hmacsha256_update(&st, (const unsigned char *)b, strlen(b));
     crypto_auth_hmacsha256_final(&st, mac);
-    sodium_bin2hex(out, CODE_HASH_LEN + 1, mac, CODE_HASH_LEN / 2);
+    sodium_bin2hex(out, hex_len + 1, mac, hex_len / 2);
 }
 
 void code_hash(const struct code_keys *k, const char *phone, const char *code, char *out)
 {
-    code_mac_hex(k->hash_key, phone, code, out);
+    code_mac_hex(k->hash_key, phone, code, out, CODE_HASH_LEN);
 }
 
 void code_tag(const struct code_keys *k, const char *msg_id, char *out)
 {
-    code_mac_hex(k->tag_key, "dlr", msg_id, out);
+    code_mac_hex(k->tag_key, "dlr", msg_id, out, CODE_TAG_LEN);
 }
 
 int code_tag_ok(const struct code_keys *k, const char *msg_id, const char *tag)
 {
-    char want[CODE_HASH_LEN + 1];
+    char want[CODE_TAG_LEN + 1];
 
-    if (tag == NULL || strlen(tag) != CODE_HASH_LEN)
+    if (tag == NULL || strlen(tag) != CODE_TAG_LEN)
         return 0;
     code_tag(k, msg_id, want);
-    return sodium_memcmp(want, tag, CODE_HASH_LEN) == 0;
+    return sodium_memcmp(want, tag, CODE_TAG_LEN) == 0;
 }
 
 enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap)

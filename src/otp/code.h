@@ -12,7 +12,9 @@
 #include "../base/rc.h"
 
 #define CODE_ID_LEN 32   /* hex characters of a 128-bit id */
-#define CODE_HASH_LEN 32 /* hex characters of a 128-bit keyed hash */
+#define CODE_HASH_LEN 16 /* hex characters of a code's 64-bit keyed hash: ample to compare one guess,
+                          * and small in Redis, where every active phone holds one */
+#define CODE_TAG_LEN 32  /* hex characters of a 128-bit callback tag */
 #define CODE_MAX_DIGITS 10
 
 /* Keys derived from the secret; opaque outside code.c. */
@@ -36,7 +38,7 @@ void code_derive(const struct code_keys *k, const char *id, int digits, char *ou
 void code_hash(const struct code_keys *k, const char *phone, const char *code, char *out);
 
 /* A tag authenticating a message id in delivery-report URLs (hex, NUL,
- * CODE_HASH_LEN + 1 bytes). code_tag_ok compares in constant time. */
+ * CODE_TAG_LEN + 1 bytes). code_tag_ok compares in constant time. */
 void code_tag(const struct code_keys *k, const char *msg_id, char *out);
 int code_tag_ok(const struct code_keys *k, const char *msg_id, const char *tag);
 

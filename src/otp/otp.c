@@ -133,7 +133,7 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
 static enum otp_rc build_msg(struct otp *o, struct pacer_msg *m, const char *id, const char *vid,
                              const char *phone, int64_t expires_ms, int64_t now_ms)
 {
-    char tag[CODE_HASH_LEN + 1];
+    char tag[CODE_TAG_LEN + 1];
 
     memset(m, 0, sizeof(*m));
     snprintf(m->id, sizeof(m->id), "%s", id);

@@ -296,6 +296,26 @@ class Otpd:
             con.close()
 
 
+B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def rule_fields(names):
+    """The Redis hash field of each rule name, as otpd assigns them
+    (cfg_fields in src/base/config.c): FNV-1a of the name into 62*62 slots,
+    names in sorted order, the next free slot on a collision."""
+    taken, out = set(), {}
+    for name in sorted(names):
+        h = 2166136261
+        for ch in name.encode():
+            h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
+        slot = h % (62 * 62)
+        while B62[slot // 62] + B62[slot % 62] in taken:
+            slot = (slot + 1) % (62 * 62)
+        out[name] = B62[slot // 62] + B62[slot % 62]
+        taken.add(out[name])
+    return out
+
+
 CODE_RE = re.compile(r"\b(\d{4,10})\b")
 
 
@@ -341,6 +361,10 @@ class OtpdTest(unittest.TestCase):
             self.fail("otpd reported a problem (files kept in %s):\n%s" % (self.tmp, report))
 
     # Helpers shared by the suites.
+    def field(self, rule):
+        """The Redis hash field holding rule's state."""
+        return rule_fields([r["name"] for r in self.otpd.config["limits"]])[rule]
+
     def wait_messages(self, n, timeout=10):
         return wait_until(lambda: (lambda m: m if len(m) >= n else None)(self.fake.messages()), timeout,
                           what="%d messages at the provider" % n)

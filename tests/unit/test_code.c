@@ -222,10 +222,10 @@ static void test_hash(void **state)
 static void test_tag(void **state)
 {
     struct fixture *f = *state;
-    char tag[CODE_HASH_LEN + 1], bad[CODE_HASH_LEN + 2], other[CODE_HASH_LEN + 1];
+    char tag[CODE_TAG_LEN + 1], bad[CODE_TAG_LEN + 2], other[CODE_TAG_LEN + 1];
 
     code_tag(f->a, "msg-1", tag);
-    assert_true(all_of(tag, CODE_HASH_LEN, "0123456789abcdef"));
+    assert_true(all_of(tag, CODE_TAG_LEN, "0123456789abcdef"));
     assert_true(code_tag_ok(f->a, "msg-1", tag));
 
     /* The tag is not the code hash of the same strings. */
@@ -243,16 +243,16 @@ static void test_tag(void **state)
     bad[0] = bad[0] == '0' ? '1' : '0';
     assert_false(code_tag_ok(f->a, "msg-1", bad));
     memcpy(bad, tag, sizeof(tag));
-    bad[CODE_HASH_LEN - 1] = bad[CODE_HASH_LEN - 1] == '0' ? '1' : '0';
+    bad[CODE_TAG_LEN - 1] = bad[CODE_TAG_LEN - 1] == '0' ? '1' : '0';
     assert_false(code_tag_ok(f->a, "msg-1", bad));
 
     /* Short, long, empty and NULL tags. */
     memcpy(bad, tag, sizeof(tag));
-    bad[CODE_HASH_LEN - 1] = '\0';
+    bad[CODE_TAG_LEN - 1] = '\0';
     assert_false(code_tag_ok(f->a, "msg-1", bad));
     memcpy(bad, tag, sizeof(tag));
-    bad[CODE_HASH_LEN] = '0';
-    bad[CODE_HASH_LEN + 1] = '\0';
+    bad[CODE_TAG_LEN] = '0';
+    bad[CODE_TAG_LEN + 1] = '\0';
     assert_false(code_tag_ok(f->a, "msg-1", bad));
     assert_false(code_tag_ok(f->a, "msg-1", ""));
     assert_false(code_tag_ok(f->a, "msg-1", NULL));

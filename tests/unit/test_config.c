@@ -485,6 +485,27 @@ static void test_rule_fields(void **state)
     config_free(c);
 }
 
+/* Each rule's Redis field: two characters from a hash of its name, the
+ * same for the same name whatever the order, distinct within a config. */
+static void test_redis_fields(void **state)
+{
+    static const char *const names[] = {"phone_10m", "phone_day", "device_hour", "ip_hour", "caller", "resend",
+                                        "wrong_codes"};
+    static const char *const fields[] = {"8e", "RS", "a6", "1P", "pS", "mE", "vT"};
+    struct config *c = expect_ok("dev.json", DEV_JSON);
+    size_t i, j;
+
+    (void)state;
+    assert_int_equal(c->n_rules, 7);
+    for (i = 0; i < c->n_rules; i++) {
+        assert_string_equal(c->rules[i].name, names[i]);
+        assert_string_equal(c->rules[i].field, fields[i]);
+        for (j = 0; j < i; j++)
+            assert_string_not_equal(c->rules[i].field, c->rules[j].field);
+    }
+    config_free(c);
+}
+
 static void test_rule_count(void **state)
 {
     char rules[8192], buf[16384];
@@ -1123,6 +1144,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_minimal_and_options),
         cmocka_unit_test(test_rule_fields),
+        cmocka_unit_test(test_redis_fields),
         cmocka_unit_test(test_rule_count),
         cmocka_unit_test(test_providers),
         cmocka_unit_test(test_rule_errors),
