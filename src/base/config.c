@@ -358,6 +358,23 @@ static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
     }
 }
 
+/* The longest text tmpl can render to: every {code} as digits digits and
+ * every {minutes} as "60" (otp.ttl is at most an hour). */
+static size_t cfg_rendered_max(const char *tmpl, int digits)
+{
+    size_t n = 0;
+
+    while (*tmpl) {
+        if (strncmp(tmpl, "{code}", 6) == 0)
+            n += (size_t)digits, tmpl += 6;
+        else if (strncmp(tmpl, "{minutes}", 9) == 0)
+            n += 2, tmpl += 9;
+        else
+            n++, tmpl++;
+    }
+    return n;
+}
+
 static void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     static const char *const keys[] = {"length", "ttl", "max_attempts", "template", NULL};
@@ -374,8 +391,12 @@ static void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *root)
     if (cfg_dur(x, o, "otp", "ttl", 0, &c->otp_ttl_ms) && (c->otp_ttl_ms < 10000 || c->otp_ttl_ms > 3600000))
         cfg_error(x, "otp.ttl", "must be from 10s to 1h");
     cfg_int32(x, o, "otp", "max_attempts", 0, 1, 100, &c->otp_max_attempts);
-    if (cfg_str(x, o, "otp", "template", 0, c->otp_template, 321) && strstr(c->otp_template, "{code}") == NULL)
-        cfg_error(x, "otp.template", "must contain {code}");
+    if (cfg_str(x, o, "otp", "template", 0, c->otp_template, 321)) {
+        if (strstr(c->otp_template, "{code}") == NULL)
+            cfg_error(x, "otp.template", "must contain {code}");
+        else if (cfg_rendered_max(c->otp_template, c->otp_length) > CFG_TEXT_MAX)
+            cfg_error(x, "otp.template", "renders longer than %d bytes", CFG_TEXT_MAX);
+    }
 }
 
 static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)

@@ -11,6 +11,7 @@
 
 #define CFG_NAME_MAX 33 /* rule and API key names: 32 bytes and NUL */
 #define CFG_STR_MAX 512 /* URLs, paths, templates */
+#define CFG_TEXT_MAX 479 /* bytes of one rendered message (the pacer holds 480 with the NUL) */
 
 enum cfg_key { CFG_KEY_PHONE, CFG_KEY_DEVICE, CFG_KEY_CLIENT_IP, CFG_KEY_API_KEY, CFG_KEY_GLOBAL };
 #define CFG_KEY_COUNT 5

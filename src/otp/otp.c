@@ -230,9 +230,11 @@ void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer 
     /* Accepted: the message row is committed before the 202. */
     code_new_id(out->id);
     if (build_msg(o, &m, out->id, li.vid, rq->phone, li.now_ms + li.expires_in_ms, li.now_ms) != OTP_OK) {
+        /* config_load bounds the template, so this is a bug, not a request's fault. */
         pacer_release(o->d.pacer);
-        answer(out, OTP_EINVAL, "invalid_request", "otp.template renders too long");
-        status = 500;
+        log_msg(LOG_ERROR, "otp.template rendered longer than %d bytes", PACER_TEXT_MAX - 1);
+        answer(out, OTP_EIO, "internal", "the message could not be built");
+        status = 503;
         goto refused;
     }
     m.price_minor = li.price_minor;
@@ -264,8 +266,7 @@ void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer 
     return;
 
 refused:
-    record(o, rq, "issue", out->error, out->reason, li.shadow[0] && out->rc != OTP_EFULL ? li.shadow : NULL,
-           NULL, NULL, status, NULL);
+    record(o, rq, "issue", out->error, out->reason, li.shadow, NULL, NULL, status, NULL);
     count(o, o->issue, out->error);
 }
 

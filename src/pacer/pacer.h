@@ -16,7 +16,7 @@
 #include "../ledger/ledger.h"
 #include "../provider/provider.h"
 
-#define PACER_TEXT_MAX 480
+#define PACER_TEXT_MAX (CFG_TEXT_MAX + 1)
 #define PACER_ID_MAX 33
 
 struct pacer;

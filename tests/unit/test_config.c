@@ -413,6 +413,23 @@ static void test_minimal_and_options(void **state)
     config_free(c);
 }
 
+/* The rendered text must fit one pacer message (CFG_TEXT_MAX bytes) with
+ * the longest code: 47 ten-digit codes fit, 48 do not. */
+static void test_template_fits(void **state)
+{
+    char buf[8192], otp[512], tmpl[400] = "";
+    int i;
+
+    (void)state;
+    for (i = 0; i < 47; i++)
+        memcpy(tmpl + i * 6, "{code}", 7);
+    snprintf(otp, sizeof(otp), "'otp': {'length': 10, 'template': '%s'}", tmpl);
+    config_free(expect_ok("47 codes", build(buf, sizeof(buf), P_OTP, otp)));
+    memcpy(tmpl + 47 * 6, "{code}", 7);
+    snprintf(otp, sizeof(otp), "'otp': {'length': 10, 'template': '%s'}", tmpl);
+    expect_errors("48 codes", build(buf, sizeof(buf), P_OTP, otp), "otp.template", "renders longer than 479", 1);
+}
+
 static void test_rule_fields(void **state)
 {
     char buf[8192];
@@ -1145,6 +1162,7 @@ int main(void)
         cmocka_unit_test(test_minimal_and_options),
         cmocka_unit_test(test_rule_fields),
         cmocka_unit_test(test_redis_fields),
+        cmocka_unit_test(test_template_fits),
         cmocka_unit_test(test_rule_count),
         cmocka_unit_test(test_providers),
         cmocka_unit_test(test_rule_errors),
