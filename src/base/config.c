@@ -481,6 +481,8 @@ static void cfg_fields(struct config *c)
         for (i = 0; i < c->n_rules; i++)
             if (c->rules[i].field[0] == '\0' && (next == NULL || strcmp(c->rules[i].name, next->name) < 0))
                 next = &c->rules[i];
+        if (next == NULL)
+            break;
         for (p = next->name; *p; p++)
             h = (h ^ (unsigned char)*p) * 16777619u;
         for (slot = h % (62 * 62);; slot = (slot + 1) % (62 * 62)) {
