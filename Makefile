@@ -91,7 +91,7 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 # Everything the build and the tests need, from Debian's archive.
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
             libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras \
-            wrk cppcheck clang
+            wrk cppcheck clang prometheus
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	  grep -q 'install ok installed' || echo $$p; done); \

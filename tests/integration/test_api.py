@@ -1,6 +1,7 @@
 """The walking skeleton over HTTP: issue, SMS, verify, the contract's
 errors, and what lands in the ledger."""
 import json
+import subprocess
 import urllib.request
 
 from harness import API_KEY, OTHER_KEY, OtpdTest, code_of, wait_until
@@ -190,6 +191,8 @@ class ContractErrorsTest(OtpdTest):
         self.assertEqual(st, 200)
         self.assertIn('otpd_requests_total{op="issue",decision="accepted"} 1', text)
         self.assertIn("otpd_queue_depth", text)
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
         self.redis.stop()
         st, _, p = self.otpd.call("GET", "/readyz", auth=None)
         self.assertEqual((st, p["status"]), (503, "not_ready"))
