@@ -155,7 +155,7 @@ static const char *http_auth(struct http *h, struct MHD_Connection *con)
     const char *name = NULL, *key;
     size_t i, n, j;
 
-    if (hdr == NULL || strncmp(hdr, "Bearer ", 7) != 0 || hdr[7] == '\0')
+    if (hdr == NULL || strncasecmp(hdr, "Bearer ", 7) != 0 || hdr[7] == '\0')
         return NULL;
     key = hdr + 7;
     n = strlen(key);

@@ -18,6 +18,9 @@
 
 #define LEDGER_ARGS 12
 #define LEDGER_BATCH_MAX 1024
+/* Submissions waiting for the writer. Past this, submitters wait for a
+ * commit: a stalled disk slows callers down instead of growing memory. */
+#define LEDGER_QUEUE_MAX 65536
 
 enum ledger_kind { LK_REQUEST, LK_VER_NEW, LK_VER_UPDATE, LK_MSG_NEW, LK_MSG_STATE, LK_SEND, LK_COUNT };
 
@@ -125,6 +128,8 @@ static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op *op, uint64_
             return OTP_ENOMEM;
         }
     pthread_mutex_lock(&l->mu);
+    while (l->stats.queue_depth >= LEDGER_QUEUE_MAX && !l->stop)
+        pthread_cond_wait(&l->done, &l->mu);
     op->seq = ++l->next_seq;
     if (l->tail)
         l->tail->next = op;

@@ -65,8 +65,9 @@ struct ledger_send {
 struct ledger *ledger_open(const char *path, char *err);
 void ledger_close(struct ledger *l);
 
-/* Submissions copy their arguments and return at once. They fail only when
- * out of memory. Each returns the submission's sequence number in *seq
+/* Submissions copy their arguments and return at once, unless 65,536 are
+ * already waiting for the writer: then they wait for its next commit. They
+ * fail only when out of memory. Each returns the submission's sequence number in *seq
  * when seq is not NULL. */
 enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r, uint64_t *seq);
 enum otp_rc ledger_verification_new(struct ledger *l, const char *id, const char *phone, const char *api_key,
