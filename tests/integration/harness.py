@@ -332,6 +332,7 @@ class OtpdTest(unittest.TestCase):
         return cfg
 
     limits = []
+    env = {}  # extra environment for otpd (provider credentials)
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="otpd-it-")
@@ -339,7 +340,15 @@ class OtpdTest(unittest.TestCase):
         self.fake = FakeProvider(self.tmp).start()
         cfg = base_config(self.redis.port, self.fake.url, os.path.join(self.tmp, "ledger.db"), free_port(),
                           limits=[dict(r) for r in self.limits])
-        self.otpd = Otpd(self.tmp, self.configure(cfg))
+        self.otpd = Otpd(self.tmp, self.configure(cfg), self.env)
+        self.otpd.start()
+
+    def restart(self, config=None, **env):
+        """Stops otpd with SIGTERM unless it is already gone (a test may have
+        killed it) and starts a new one on the same ledger and log."""
+        if self.otpd.proc.poll() is None:
+            self.assertEqual(self.otpd.stop(), 0, self.otpd.log()[-2000:])
+        self.otpd = Otpd(self.tmp, config or self.otpd.config, dict(self.env, **env))
         self.otpd.start()
 
     def tearDown(self):

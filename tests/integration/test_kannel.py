@@ -5,18 +5,18 @@ import shutil
 import sys
 import tempfile
 
-from harness import OtpdTest, Otpd, code_of, wait_until
+from harness import OtpdTest, code_of, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kannel"))
 import kannel  # noqa: E402
 
 
 class KannelEndToEndTest(OtpdTest):
+    env = {"KANNEL_USER": "otpd", "KANNEL_PASS": "kannel-pass-secret"}
     def setUp(self):
         self.kdir = tempfile.mkdtemp(prefix="otpd-kannel-")
         self.kannel = kannel.Kannel(self.kdir, user="otpd", password="kannel-pass-secret")
         self.kannel.start()
-        os.environ["KANNEL_USER"], os.environ["KANNEL_PASS"] = "otpd", "kannel-pass-secret"
         super().setUp()
 
     def configure(self, cfg):
@@ -51,10 +51,7 @@ class KannelEndToEndTest(OtpdTest):
         self.assertNotIn("kannel-pass-secret", self.otpd.log())
 
     def test_wrong_credentials_fail_permanently(self):
-        self.otpd.stop()
-        os.environ["KANNEL_PASS"] = "wrong-password"
-        self.otpd = Otpd(self.tmp, self.otpd.config)
-        self.otpd.start()
+        self.restart(KANNEL_PASS="wrong-password")
         st, _, body = self.otpd.issue("+919812345679")
         self.assertEqual(st, 202)
         wait_until(lambda: self.otpd.rows("SELECT state FROM messages")[0]["state"] == "failed", 10,

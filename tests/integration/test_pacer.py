@@ -6,7 +6,7 @@ import signal
 import time
 import urllib.parse
 
-from harness import OtpdTest, Otpd, wait_until
+from harness import OtpdTest, wait_until
 
 
 def phones(n, start=0):
@@ -65,12 +65,10 @@ class PacingTest(PacerTest):
         self.assertLess(abs(rate - 50) / 50, 0.03, "achieved %.2f/s" % rate)
 
     def test_slow_provider_does_not_lower_the_rate(self):
-        self.otpd.stop()
         self.fake.control(latency_ms=300)
         cfg = self.otpd.config
         cfg["pacer"]["rate"] = 20
-        self.otpd = Otpd(self.tmp, cfg)
-        self.otpd.start()
+        self.restart(cfg)
         n = 60
         res = issue_all(self.otpd, phones(n))
         self.assertEqual([r[0] for r in res], [202] * n)
@@ -128,8 +126,7 @@ class QueueTest(PacerTest):
         # The refused request took no quota: two issues still pass once there is room.
         self.fake.control(hang=False)
         self.otpd.stop(signal.SIGKILL)
-        self.otpd = Otpd(self.tmp, self.otpd.config)
-        self.otpd.start()
+        self.restart()
         wait_until(lambda: len(self.fake.messages()) >= 5, 20, what="the queue to drain")
         self.assertEqual(self.otpd.issue("+14155550100")[0], 202)
         self.assertEqual(self.otpd.issue("+14155550100")[0], 202)
@@ -186,11 +183,9 @@ class RetryTest(PacerTest):
         self.assertGreaterEqual(ts[1] - ts[0], 0.95)
 
     def test_hang_times_out_and_retries(self):
-        self.otpd.stop()
         cfg = self.otpd.config
         cfg["pacer"]["timeout"] = "500ms"
-        self.otpd = Otpd(self.tmp, cfg)
-        self.otpd.start()
+        self.restart(cfg)
         self.fake.control(hang=True)
         body = self.otpd.issue("+919800000001")[2]
         wait_until(lambda: len(self.sends(body["id"])) >= 1, 5, what="the timed-out call")
@@ -235,8 +230,7 @@ class CrashTest(PacerTest):
         self.otpd.stop(signal.SIGKILL)
         sent_before = len(self.fake.requests())
         self.assertLess(sent_before, n - 10)
-        self.otpd = Otpd(self.tmp, self.otpd.config)
-        self.otpd.start()
+        self.restart()
         wait_until(lambda: all(self.state(i) == "sent" for i in ids), 20, what="every message sent")
         got = [m["id"] for m in self.fake.messages()]
         self.assertEqual(set(got), set(ids))
@@ -250,24 +244,20 @@ class CrashTest(PacerTest):
         ids = [r[2]["id"] for r in issue_all(self.otpd, phones(30))]
         self.assertEqual(self.otpd.stop(signal.SIGTERM), 0)
         self.assertTrue(any(self.state(i) == "queued" for i in ids))
-        self.otpd = Otpd(self.tmp, self.otpd.config)
-        self.otpd.start()
+        self.restart()
         wait_until(lambda: all(self.state(i) == "sent" for i in ids), 20, what="every message sent")
         self.assertEqual(len(self.fake.messages()), 30)
 
 
 class KannelAdapterTest(PacerTest):
+    env = {"KANNEL_USER": "kuser", "KANNEL_PASS": "kpass-secret"}
+
     def configure(self, cfg):
         cfg = super().configure(cfg)
         cfg["provider"] = {"type": "kannel", "url": self.fake.url + "/cgi-bin/sendsms", "from": "OTPD",
                            "username_env": "KANNEL_USER", "password_env": "KANNEL_PASS",
                            "callback_url": "http://" + cfg["listen"]}
         return cfg
-
-    def setUp(self):
-        import os
-        os.environ["KANNEL_USER"], os.environ["KANNEL_PASS"] = "kuser", "kpass-secret"
-        super().setUp()
 
     def test_sendsms_and_delivery_report(self):
         body = self.otpd.issue("+919812345678")[2]
@@ -287,17 +277,14 @@ class KannelAdapterTest(PacerTest):
 
 
 class TwilioAdapterTest(PacerTest):
+    env = {"TWILIO_SID": "AC123", "TWILIO_TOKEN": "twilio-token-secret"}
+
     def configure(self, cfg):
         cfg = super().configure(cfg)
         cfg["provider"] = {"type": "twilio", "base_url": self.fake.url, "from": "+15005550006",
                            "account_sid_env": "TWILIO_SID", "auth_token_env": "TWILIO_TOKEN",
                            "callback_url": "http://" + cfg["listen"]}
         return cfg
-
-    def setUp(self):
-        import os
-        os.environ["TWILIO_SID"], os.environ["TWILIO_TOKEN"] = "AC123", "twilio-token-secret"
-        super().setUp()
 
     def test_messages_api_and_status_callback(self):
         import base64
