@@ -1,0 +1,169 @@
+"""Operating otpd: config checking, the audit CLI, start-up errors, raw
+malformed HTTP, and the policy for messages caught in 'sending'."""
+import json
+import os
+import signal
+import socket
+import subprocess
+
+from harness import BIN, OtpdTest, base_config, wait_until
+
+
+class ConfigCheckTest(OtpdTest):
+    def check(self, cfg, env=None):
+        path = os.path.join(self.tmp, "check.json")
+        with open(path, "w") as f:
+            f.write(cfg if isinstance(cfg, str) else json.dumps(cfg))
+        r = subprocess.run([os.path.join(BIN, "otpd"), "--check", "-c", path], env=dict(self.otpd.env, **(env or {})),
+                           capture_output=True, text=True)
+        return r.returncode, r.stderr.splitlines(), path
+
+    def test_valid_config_passes(self):
+        rc, errors, _ = self.check(self.otpd.config)
+        self.assertEqual((rc, errors), (0, []))
+
+    def test_every_error_is_reported_with_its_path(self):
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["otp"]["length"] = 3
+        cfg["redis"]["url"] = "http://nowhere"
+        cfg["limits"] = [{"name": "x", "key": "phone", "algorithm": "sliding_log", "limit": 3, "window": "10 m"}]
+        cfg["pacer"]["rate"] = 0
+        cfg["surprise"] = True
+        rc, errors, path = self.check(cfg, {"OTPD_KEY_LOGIN_APP": ""})
+        self.assertEqual(rc, 1)
+        want = ["otp.length", "redis.url", "limits.0.window", "pacer.rate", "surprise", "api_keys.1.key_env"]
+        for key in want:
+            self.assertTrue(any(e.startswith("%s: %s: " % (path, key)) for e in errors), (key, errors))
+        self.assertEqual(len(errors), len(want), errors)
+        self.assertTrue(any("OTPD_KEY_LOGIN_APP" in e for e in errors))
+
+    def test_broken_json_and_missing_file(self):
+        rc, errors, path = self.check('{"listen": ')
+        self.assertEqual(rc, 1)
+        self.assertTrue(errors[0].startswith(path + ": line "), errors)
+        r = subprocess.run([os.path.join(BIN, "otpd"), "--check", "-c", os.path.join(self.tmp, "none.json")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot read", r.stderr)
+
+    def test_start_fails_clearly_without_a_secret(self):
+        path = os.path.join(self.tmp, "start.json")
+        with open(path, "w") as f:
+            json.dump(self.otpd.config, f)
+        env = dict(self.otpd.env)
+        del env["OTPD_SECRET"]
+        r = subprocess.run([os.path.join(BIN, "otpd"), "-c", path], env=env, capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(r.returncode, 78)  # EX_CONFIG
+        self.assertIn("secret_env: environment variable OTPD_SECRET is not set", r.stderr)
+
+    def test_port_in_use_is_a_start_up_error(self):
+        cfg = dict(self.otpd.config, ledger={"path": os.path.join(self.tmp, "other.db")})
+        path = os.path.join(self.tmp, "dup.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        r = subprocess.run([os.path.join(BIN, "otpd"), "-c", path], env=self.otpd.env, capture_output=True,
+                           text=True, timeout=10)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot listen", r.stderr)
+
+
+class AuditCliTest(OtpdTest):
+    def test_otpctl_audit_and_check(self):
+        _, code = self.issue_and_code("+919812345678")
+        self.otpd.verify("+919812345678", code)
+        wait_until(lambda: len(self.otpd.rows("SELECT * FROM requests")) == 2, what="2 rows")
+        otpctl = os.path.join(BIN, "otpctl")
+        r = subprocess.run([otpctl, "audit", "-c", self.otpd.conf_path, "-t", "requests", "-n", "5"],
+                           env=self.otpd.env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual([x["decision"] for x in rows], ["verified", "accepted"])  # newest first
+        self.assertNotIn(code, r.stdout)
+        r = subprocess.run([otpctl, "audit", "-c", self.otpd.conf_path, "-t", "messages", "-p", "+10000000000"],
+                           env=self.otpd.env, capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stdout), (0, ""))
+        r = subprocess.run([otpctl, "audit", "-c", self.otpd.conf_path, "-t", "sqlite_master"],
+                           env=self.otpd.env, capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        r = subprocess.run([otpctl, "check", "-c", self.otpd.conf_path], env=self.otpd.env, capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class RawHttpTest(OtpdTest):
+    def raw(self, data, read=True):
+        with socket.create_connection(("127.0.0.1", self.otpd.port), timeout=5) as s:
+            s.sendall(data)
+            if not read:
+                return b""
+            s.shutdown(socket.SHUT_WR)
+            out = b""
+            try:
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    out += chunk
+            except socket.timeout:
+                pass
+            return out
+
+    def test_malformed_requests_do_not_hurt(self):
+        payloads = [
+            b"\x00\xff\xfe garbage\r\n\r\n",
+            b"GET\r\n\r\n",
+            b"GET / HTTP/9.9\r\n\r\n",
+            b"POST /v1/otp HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+            b"POST /v1/otp HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n",
+            b"POST /v1/otp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer x\r\n\r\nzz\r\n",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n",
+            b"POST /v1/otp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{\"ph",
+        ]
+        for p in payloads:
+            self.raw(p)
+        self.assertIn(b" 413 ", self.raw(b"POST /v1/otp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                         b"Content-Length: 5000\r\n\r\n"))
+        # Many idle half-open connections do not lock the API out.
+        socks = [socket.create_connection(("127.0.0.1", self.otpd.port)) for _ in range(200)]
+        try:
+            self.assertEqual(self.otpd.call("GET", "/healthz", auth=None)[0], 200)
+            self.assertEqual(self.otpd.issue("+919812345678")[0], 202)
+        finally:
+            for s in socks:
+                s.close()
+        self.assertEqual(self.otpd.call("GET", "/healthz", auth=None)[0], 200)
+
+
+class SendingPolicyTest(OtpdTest):
+    def configure(self, cfg):
+        cfg["pacer"] = {"rate": 50, "capacity": 100, "max_inflight": 4, "timeout": "30s"}
+        return cfg
+
+    def crash_while_sending(self):
+        self.fake.control(hang=True)
+        mid = self.otpd.issue("+919812345678")[2]["id"]
+        wait_until(lambda: self.fake.requests(), 5, what="the call in flight")
+        wait_until(lambda: self.otpd.rows("SELECT state FROM messages")[0]["state"] == "sending", 5,
+                   what="'sending' committed")
+        self.otpd.stop(signal.SIGKILL)
+        self.fake.control(hang=False)
+        return mid
+
+    def state(self, mid):
+        return self.otpd.rows("SELECT state FROM messages WHERE id = ?", mid)[0]["state"]
+
+    def test_resend_is_the_default(self):
+        mid = self.crash_while_sending()
+        self.restart()
+        wait_until(lambda: self.state(mid) == "sent", 10, what="the resend")
+        self.assertEqual([m["id"] for m in self.fake.messages()], [mid, mid])  # at least once: one duplicate
+
+    def test_fail_policy(self):
+        mid = self.crash_while_sending()
+        cfg = self.otpd.config
+        cfg["pacer"]["on_restart_sending"] = "fail"
+        self.restart(cfg)
+        wait_until(lambda: self.state(mid) == "failed", 10, what="the fail policy")
+        self.assertEqual(len(self.fake.requests()), 1)
