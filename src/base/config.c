@@ -257,10 +257,10 @@ static void cfg_listen(struct cfg_ctx *x, struct config *c, json_t *root)
     c->listen_port = (int)port;
 }
 
-/* "redis://[:password@]host[:port][/db]" */
+/* "redis://host[:port][/db]"; the password comes from redis.password_env. */
 static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
 {
-    const char *p = url, *at, *slash;
+    const char *p = url, *slash;
     char hostport[256], *host = hostport, *end;
     long port = 6379, db = 0;
     size_t n;
@@ -270,12 +270,10 @@ static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
         return;
     }
     p += 8;
-    at = strchr(p, '@');
-    if (at != NULL) {
-        const char *pw = memchr(p, ':', (size_t)(at - p));
-        if (pw != NULL && at > pw + 1)
-            c->redis_password = strndup(pw + 1, (size_t)(at - pw - 1));
-        p = at + 1;
+    if (strchr(p, '@') != NULL) {
+        /* Secrets come from the environment, never from the file. */
+        cfg_error(x, "redis.url", "must not hold credentials; name them with redis.password_env");
+        return;
     }
     slash = strchr(p, '/');
     n = slash ? (size_t)(slash - p) : strlen(p);
@@ -308,7 +306,8 @@ static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
 
 static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    static const char *const keys[] = {"url", "timeout_ms", "breaker_failures", "breaker_open", NULL};
+    static const char *const keys[] = {"url", "password_env", "timeout_ms", "breaker_failures", "breaker_open",
+                                       NULL};
     json_t *r = cfg_member(x, root, "", "redis", 1);
     char url[CFG_STR_MAX];
 
@@ -321,6 +320,8 @@ static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
     cfg_unknown(x, r, "redis", keys);
     if (cfg_str(x, r, "redis", "url", 1, url, sizeof(url)))
         cfg_redis_url(x, c, url);
+    if (json_object_get(r, "password_env"))
+        c->redis_password = cfg_env(x, r, "redis", "password_env", 0, 1);
     cfg_int32(x, r, "redis", "timeout_ms", 0, 1, 10000, &c->redis_timeout_ms);
     cfg_int32(x, r, "redis", "breaker_failures", 0, 1, 1000, &c->breaker_failures);
     cfg_dur(x, r, "redis", "breaker_open", 0, &c->breaker_open_ms);
@@ -467,34 +468,31 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
 }
 
 /* Gives every rule its 2-character Redis field (see struct cfg_rule):
- * FNV-1a of the name into 62 * 62 slots, names in sorted order, the next
- * free slot on a collision. */
-static void cfg_fields(struct config *c)
+ * FNV-1a of the name into 62 * 62 slots. The field depends on the name
+ * alone, so a reload never moves a rule's state; two names of one config
+ * that meet in one slot are an error (rename one). */
+static void cfg_fields(struct cfg_ctx *x, struct config *c)
 {
     static const char b62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    size_t i, j, done = 0;
+    size_t i, j;
 
-    while (done < c->n_rules) {
-        struct cfg_rule *next = NULL;
-        uint32_t h = 2166136261u, slot;
+    for (i = 0; i < c->n_rules; i++) {
+        struct cfg_rule *r = &c->rules[i];
+        uint32_t h = 2166136261u;
         const char *p;
-        for (i = 0; i < c->n_rules; i++)
-            if (c->rules[i].field[0] == '\0' && (next == NULL || strcmp(c->rules[i].name, next->name) < 0))
-                next = &c->rules[i];
-        if (next == NULL)
-            break;
-        for (p = next->name; *p; p++)
+        char path[64];
+        for (p = r->name; *p; p++)
             h = (h ^ (unsigned char)*p) * 16777619u;
-        for (slot = h % (62 * 62);; slot = (slot + 1) % (62 * 62)) {
-            char f[3] = {b62[slot / 62], b62[slot % 62], '\0'};
-            for (j = 0; j < c->n_rules && strcmp(c->rules[j].field, f) != 0; j++)
-                ;
-            if (j == c->n_rules) {
-                memcpy(next->field, f, sizeof(f));
-                break;
+        h %= 62 * 62;
+        r->field[0] = b62[h / 62];
+        r->field[1] = b62[h % 62];
+        r->field[2] = '\0';
+        for (j = 0; j < i; j++)
+            if (strcmp(c->rules[j].field, r->field) == 0 && strcmp(c->rules[j].name, r->name) != 0) {
+                snprintf(path, sizeof(path), "limits.%zu.name", i);
+                cfg_error(x, path, "\"%s\" and \"%s\" share a Redis field; rename one", c->rules[j].name,
+                          r->name);
             }
-        }
-        done++;
     }
 }
 
@@ -518,7 +516,7 @@ static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
         if (json_is_object(r) && c->rules[c->n_rules - 1].algo == CFG_ALGO_WRONG_GUESS_CAP && ++wrong > 1)
             cfg_error(x, p, "only one wrong_guess_cap rule is allowed");
     }
-    cfg_fields(c);
+    cfg_fields(x, c);
 }
 
 static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
@@ -575,6 +573,10 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
             cfg_int(x, v, p, "max", 1, 0, INT64_MAX / 4, &cap->max_minor);
         }
     }
+    /* A destination without a price would escape every cap: SMS pumping to
+     * unpriced routes is the attack the caps exist for. */
+    if (c->n_caps > 0 && prices != NULL && json_object_get(prices, "*") == NULL)
+        cfg_error(x, "cost.prices", "must have a \"*\" price for other destinations when cost.caps are set");
 }
 
 static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)

@@ -36,9 +36,8 @@ struct cfg_api_key {
 
 struct cfg_rule {
     char name[CFG_NAME_MAX];
-    char field[3]; /* the rule's field in its Redis hash: 2 characters from a hash of the name, so every
-                    * active phone's state stays small; the same name always gets the same field unless
-                    * two names of one config collide, when the later in sorted order takes the next */
+    char field[3]; /* the rule's field in its Redis hash: 2 characters from a hash of the name alone,
+                    * so every active phone's state stays small and a reload never moves it */
     enum cfg_key key;
     enum cfg_algo algo;
     int64_t limit;     /* events per window; 1 for resend_delay */

@@ -292,9 +292,10 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
                                    const char *api_key)
 {
     static const char *const fields[] = {"phone", "code", "device_id", "client_ip", NULL};
+    struct otp_issue_req vr = {0};
     struct otp_answer a;
-    const char *error, *code, *ip;
-    char detail[160], ipkey[LIMITS_IP_KEY_MAX];
+    const char *error, *code;
+    char detail[160];
     json_t *j = http_body(rq, fields, detail, sizeof(detail));
 
     if (j == NULL)
@@ -304,14 +305,15 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
         return http_problem(con, 400, error, detail, NULL, NULL);
     }
     code = http_field(j, "code");
-    ip = http_field(j, "client_ip");
-    if (code == NULL || (ip != NULL && limits_ip_key(ip, ipkey, sizeof(ipkey)) != OTP_OK)) {
+    if (code == NULL) {
         json_decref(j);
-        return http_problem(con, 400, "invalid_request",
-                            code == NULL ? "code is required" : "client_ip is not an IPv4 or IPv6 address", NULL,
-                            NULL);
+        return http_problem(con, 400, "invalid_request", "code is required", NULL, NULL);
     }
-    otp_verify(h->otp, api_key, http_field(j, "phone"), code, &a);
+    vr.api_key = api_key;
+    vr.phone = http_field(j, "phone");
+    vr.device_id = http_field(j, "device_id");
+    vr.client_ip = http_field(j, "client_ip");
+    otp_verify(h->otp, &vr, code, &a);
     json_decref(j);
     if (a.rc != OTP_OK)
         return http_problem(con, http_status_of(a.rc), a.error, a.detail, &a, NULL);

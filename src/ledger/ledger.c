@@ -56,10 +56,20 @@ struct ledger_arg {
     char *s;
 };
 
+/* Someone waiting for a group of submissions to be durable. */
+struct ledger_wait {
+    int done;       /* set by the writer, under ledger.mu */
+    enum otp_rc rc; /* OTP_OK, or OTP_EIO when the group did not commit */
+};
+
+/* One statement's worth of work. Submissions are groups of one or more
+ * ops: a group commits whole or not at all (a savepoint), and the writer
+ * never splits a group across transactions. */
 struct ledger_op {
     struct ledger_op *next;
-    uint64_t seq;
     enum ledger_kind kind;
+    int first, last;         /* the group's bounds */
+    struct ledger_wait *wait; /* on the group's last op, or NULL */
     int n;
     struct ledger_arg a[LEDGER_ARGS];
 };
@@ -73,12 +83,10 @@ struct ledger {
     int started;
     pthread_mutex_t mu; /* guards everything below */
     pthread_cond_t wake;  /* the writer waits for work */
-    pthread_cond_t done;  /* syncers wait for commits */
+    pthread_cond_t done;  /* waiters and submitters wait for commits */
     struct ledger_op *head, *tail;
-    uint64_t next_seq;      /* last seq handed out */
-    uint64_t committed_seq; /* every seq up to this is settled */
-    uint64_t fail_lo, fail_hi; /* the last batch that failed to commit */
     int stop;
+    int last_commit_ok; /* 0 after a transaction failed, until one commits */
     struct ledger_stats stats;
 };
 
@@ -115,33 +123,59 @@ static struct ledger_op *op_new(enum ledger_kind kind)
     return op;
 }
 
-/* Queues op for the writer (taking it); NULL op means allocation failed. */
-static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op *op, uint64_t *seq)
+static void ops_free(struct ledger_op **ops, int n)
 {
     int i;
 
-    if (op == NULL)
-        return OTP_ENOMEM;
-    for (i = 0; i < op->n; i++)
-        if (op->a[i].is_text < 0) {
-            op_free(op);
+    for (i = 0; i < n; i++)
+        if (ops[i])
+            op_free(ops[i]);
+}
+
+/*
+ * Queues the group ops[0..n-1] for the writer, taking the ops. With wait,
+ * blocks until the group's transaction is settled and returns its result.
+ * A NULL op (or a failed string copy) means out of memory: nothing is
+ * queued.
+ */
+static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op **ops, int n, int wait)
+{
+    struct ledger_wait w = {0, OTP_OK};
+    int i, j;
+
+    for (i = 0; i < n; i++) {
+        int bad = ops[i] == NULL;
+        for (j = 0; !bad && j < ops[i]->n; j++)
+            bad = ops[i]->a[j].is_text < 0;
+        if (bad) {
+            ops_free(ops, n);
             return OTP_ENOMEM;
         }
+    }
+    ops[0]->first = 1;
+    ops[n - 1]->last = 1;
+    ops[n - 1]->wait = wait ? &w : NULL;
     pthread_mutex_lock(&l->mu);
     while (l->stats.queue_depth >= LEDGER_QUEUE_MAX && !l->stop)
         pthread_cond_wait(&l->done, &l->mu);
-    op->seq = ++l->next_seq;
-    if (l->tail)
-        l->tail->next = op;
-    else
-        l->head = op;
-    l->tail = op;
-    l->stats.queue_depth++;
-    if (seq)
-        *seq = op->seq;
+    for (i = 0; i < n; i++) {
+        if (l->tail)
+            l->tail->next = ops[i];
+        else
+            l->head = ops[i];
+        l->tail = ops[i];
+    }
+    l->stats.queue_depth += (uint64_t)n;
     pthread_cond_signal(&l->wake);
+    while (wait && !w.done)
+        pthread_cond_wait(&l->done, &l->mu);
     pthread_mutex_unlock(&l->mu);
-    return OTP_OK;
+    return w.rc;
+}
+
+static enum otp_rc ledger_submit_one(struct ledger *l, struct ledger_op *op)
+{
+    return ledger_submit(l, &op, 1, 0);
 }
 
 /* Runs op's statements; returns the first SQLite error code, or SQLITE_OK. */
@@ -173,18 +207,36 @@ static int ledger_exec(struct ledger *l, const struct ledger_op *op)
     return rc;
 }
 
-/* Commits one batch; returns 0, or -1 when it was rolled back. */
-static int ledger_commit(struct ledger *l, struct ledger_op *batch)
+/* Commits one batch (whole groups); returns 0, or -1 when it was rolled
+ * back. A group whose statement breaks a constraint is rolled back to its
+ * savepoint and reported failed; the rest of the batch still commits. Sets
+ * each waiter's result; the caller marks them done after the commit. */
+static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *bad_groups)
 {
     struct ledger_op *op;
-    int rc = sqlite3_exec(l->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int rc = sqlite3_exec(l->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL), group_failed = 0;
 
     for (op = batch; op && rc == SQLITE_OK; op = op->next) {
-        rc = ledger_exec(l, op);
-        /* A row that breaks a constraint is one bad row, not a bad batch. */
-        if ((rc & 0xff) == SQLITE_CONSTRAINT) {
-            l->stats.failures++;
-            rc = SQLITE_OK;
+        if (op->first) {
+            group_failed = 0;
+            rc = sqlite3_exec(l->wdb, "SAVEPOINT grp", NULL, NULL, NULL);
+        }
+        if (rc == SQLITE_OK && !group_failed) {
+            rc = ledger_exec(l, op);
+            if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+                group_failed = 1;
+                rc = SQLITE_OK;
+            }
+        }
+        if (rc == SQLITE_OK && op->last) {
+            if (group_failed) {
+                (*bad_groups)++;
+                rc = sqlite3_exec(l->wdb, "ROLLBACK TO grp", NULL, NULL, NULL);
+            }
+            if (rc == SQLITE_OK)
+                rc = sqlite3_exec(l->wdb, "RELEASE grp", NULL, NULL, NULL);
+            if (op->wait)
+                op->wait->rc = group_failed ? OTP_EIO : OTP_OK;
         }
     }
     if (rc == SQLITE_OK)
@@ -203,14 +255,15 @@ static void *ledger_writer(void *arg)
     pthread_mutex_lock(&l->mu);
     for (;;) {
         struct ledger_op *batch, *op, *last;
-        uint64_t n = 0;
+        uint64_t n, bad_groups = 0;
         int failed;
         while (l->head == NULL && !l->stop)
             pthread_cond_wait(&l->wake, &l->mu);
         if (l->head == NULL)
             break;
+        /* Whole groups only: a group is queued at once, so its end is here. */
         batch = last = l->head;
-        for (n = 1; last->next && n < LEDGER_BATCH_MAX; n++)
+        for (n = 1; last->next && (n < LEDGER_BATCH_MAX || !last->last); n++)
             last = last->next;
         l->head = last->next;
         if (l->head == NULL)
@@ -218,18 +271,20 @@ static void *ledger_writer(void *arg)
         last->next = NULL;
         pthread_mutex_unlock(&l->mu);
 
-        failed = ledger_commit(l, batch) < 0;
+        failed = ledger_commit(l, batch, &bad_groups) < 0;
 
         pthread_mutex_lock(&l->mu);
         l->stats.queue_depth -= n;
         l->stats.commits++;
         l->stats.rows += n;
-        if (failed) {
-            l->stats.failures++;
-            l->fail_lo = batch->seq;
-            l->fail_hi = last->seq;
-        }
-        l->committed_seq = last->seq;
+        l->stats.failures += bad_groups + (failed ? 1 : 0);
+        l->last_commit_ok = !failed;
+        for (op = batch; op; op = op->next)
+            if (op->wait) {
+                if (failed)
+                    op->wait->rc = OTP_EIO;
+                op->wait->done = 1;
+            }
         pthread_cond_broadcast(&l->done);
         pthread_mutex_unlock(&l->mu);
         while ((op = batch) != NULL) {
@@ -315,6 +370,7 @@ struct ledger *ledger_open(const char *path, char *err)
         goto fail;
     }
     l->started = 1;
+    l->last_commit_ok = 1;
     return l;
 fail:
     ledger_close(l);
@@ -346,7 +402,7 @@ void ledger_close(struct ledger *l)
     free(l);
 }
 
-enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r, uint64_t *seq)
+static struct ledger_op *op_request(const struct ledger_request *r)
 {
     struct ledger_op *op = op_new(LK_REQUEST);
 
@@ -364,11 +420,11 @@ enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r, uin
         op_text(op, r->message_id);
         op_int(op, r->http_status);
     }
-    return ledger_submit(l, op, seq);
+    return op;
 }
 
-enum otp_rc ledger_verification_new(struct ledger *l, const char *id, const char *phone, const char *api_key,
-                                    int64_t created_ms, int64_t expires_ms)
+static struct ledger_op *op_verification_new(const char *id, const char *phone, const char *api_key,
+                                             int64_t created_ms, int64_t expires_ms)
 {
     struct ledger_op *op = op_new(LK_VER_NEW);
 
@@ -379,24 +435,10 @@ enum otp_rc ledger_verification_new(struct ledger *l, const char *id, const char
         op_int(op, created_ms);
         op_int(op, expires_ms);
     }
-    return ledger_submit(l, op, NULL);
+    return op;
 }
 
-enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const char *status, int wrong_delta,
-                                       int64_t ts_ms)
-{
-    struct ledger_op *op = op_new(LK_VER_UPDATE);
-
-    if (op != NULL) {
-        op_text(op, id);
-        op_text(op, status);
-        op_int(op, wrong_delta);
-        op_int(op, ts_ms);
-    }
-    return ledger_submit(l, op, NULL);
-}
-
-enum otp_rc ledger_message_new(struct ledger *l, const struct ledger_message *m, uint64_t *seq)
+static struct ledger_op *op_message_new(const struct ledger_message *m)
 {
     struct ledger_op *op = op_new(LK_MSG_NEW);
 
@@ -410,7 +452,40 @@ enum otp_rc ledger_message_new(struct ledger *l, const struct ledger_message *m,
         op_int(op, m->price_minor);
         op_int(op, m->cost_ms);
     }
-    return ledger_submit(l, op, seq);
+    return op;
+}
+
+enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r)
+{
+    return ledger_submit_one(l, op_request(r));
+}
+
+enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int new_verification,
+                          int64_t verification_expires_ms, const struct ledger_request *r)
+{
+    struct ledger_op *ops[3];
+    int n = 0;
+
+    if (new_verification)
+        ops[n++] = op_verification_new(m->verification_id, m->phone, m->api_key, m->created_ms,
+                                       verification_expires_ms);
+    ops[n++] = op_message_new(m);
+    ops[n++] = op_request(r);
+    return ledger_submit(l, ops, n, 1);
+}
+
+enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const char *status, int wrong_delta,
+                                       int64_t ts_ms)
+{
+    struct ledger_op *op = op_new(LK_VER_UPDATE);
+
+    if (op != NULL) {
+        op_text(op, id);
+        op_text(op, status);
+        op_int(op, wrong_delta);
+        op_int(op, ts_ms);
+    }
+    return ledger_submit_one(l, op);
 }
 
 enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
@@ -427,7 +502,7 @@ enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *s
         op_int(op, attempts);
         op_int(op, ts_ms);
     }
-    return ledger_submit(l, op, NULL);
+    return ledger_submit_one(l, op);
 }
 
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s)
@@ -449,19 +524,17 @@ enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s)
         op_text(op, s->error);
         op_int(op, s->cost_minor);
     }
-    return ledger_submit(l, op, NULL);
+    return ledger_submit_one(l, op);
 }
 
-enum otp_rc ledger_sync(struct ledger *l, uint64_t seq)
+int ledger_healthy(struct ledger *l)
 {
-    enum otp_rc rc;
+    int ok;
 
     pthread_mutex_lock(&l->mu);
-    while (l->committed_seq < seq)
-        pthread_cond_wait(&l->done, &l->mu);
-    rc = seq >= l->fail_lo && seq <= l->fail_hi ? OTP_EIO : OTP_OK;
+    ok = l->last_commit_ok;
     pthread_mutex_unlock(&l->mu);
-    return rc;
+    return ok;
 }
 
 enum otp_rc ledger_message_get(struct ledger *l, const char *id, const char *api_key, char *state)

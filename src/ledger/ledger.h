@@ -65,29 +65,36 @@ struct ledger_send {
 struct ledger *ledger_open(const char *path, char *err);
 void ledger_close(struct ledger *l);
 
-/* Submissions copy their arguments and return at once, unless 65,536 are
+/*
+ * Submissions copy their arguments and return at once, unless 65,536 are
  * already waiting for the writer: then they wait for its next commit. They
- * fail only when out of memory. Each returns the submission's sequence number in *seq
- * when seq is not NULL. */
-enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r, uint64_t *seq);
-enum otp_rc ledger_verification_new(struct ledger *l, const char *id, const char *phone, const char *api_key,
-                                    int64_t created_ms, int64_t expires_ms);
+ * fail only when out of memory.
+ */
+enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r);
 /* status: "pending" (a wrong guess), "verified" or "exhausted". */
 enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const char *status, int wrong_delta,
                                        int64_t ts_ms);
-enum otp_rc ledger_message_new(struct ledger *l, const struct ledger_message *m, uint64_t *seq);
 /*
  * Moves message id to state, if its state is one of from (a comma list such
- * as "queued,sending"); records the event either way. provider_id and
- * detail may be NULL (kept); attempts < 0 keeps the count.
+ * as "queued,sending"); the event is recorded when it moved. provider_id
+ * and detail may be NULL (kept); attempts < 0 keeps the count.
  */
 enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
                                  const char *provider_id, const char *detail, int attempts, int64_t ts_ms);
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s);
 
-/* Blocks until every submission up to seq is committed. Returns OTP_EIO if
- * the transaction that held seq failed. */
-enum otp_rc ledger_sync(struct ledger *l, uint64_t seq);
+/*
+ * An accepted issue: the verification (when new_verification), the message
+ * 'queued' and the request row, in one transaction. Blocks until that
+ * transaction commits (group commit shares it with whatever else is
+ * waiting) and returns OTP_OK only when all three rows are durable; else
+ * OTP_EIO (or OTP_ENOMEM) and none of them is.
+ */
+enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int new_verification,
+                          int64_t verification_expires_ms, const struct ledger_request *r);
+
+/* 0 while the last transaction failed (disk full, I/O error), else 1. */
+int ledger_healthy(struct ledger *l);
 
 /* The state of message id if api_key issued it (state: 16 bytes). */
 enum otp_rc ledger_message_get(struct ledger *l, const char *id, const char *api_key, char *state);

@@ -249,41 +249,35 @@ static void append_name(char *list, size_t cap, const char *name)
     snprintf(list + n, cap - n, "%s%s", n ? "," : "", name);
 }
 
-/* Reads issue.lua's reply into out. */
+/* Reads issue.lua's reply into out. A refusal names the lock if there is
+ * one, else the enforced rule that refuses longest; its Retry-After is the
+ * longest wait of every refusal, cost caps included, so it is never early. */
 static void issue_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
                        struct limits_issue *out)
 {
-    int64_t best_remaining = INT64_MAX, best_reset = -1, worst_retry = -1;
+    const struct cfg_rule *lock = NULL, *limit = NULL;
+    int64_t best_remaining = INT64_MAX, best_reset = -1, lock_reset = 0, limit_reset = -1;
+    int64_t wait_ms = rep->ints[5]; /* the cost caps' wait, 0 when they allow */
     size_t i;
 
     out->now_ms = rep->ints[1];
     snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[2] ? rep->strs[2] : "");
     out->expires_in_ms = rep->ints[3];
     out->is_new = (int)rep->ints[4];
-    out->rc = rep->ints[0] == 1 ? OTP_OK : OTP_ECOST;
-    if (out->rc == OTP_ECOST)
-        out->retry_ms = rep->ints[5];
     for (i = 0; i < n_used; i++) {
         const struct cfg_rule *r = used[i];
         int ok = rep->ints[6 + i * 3] == 1;
         int64_t remaining = rep->ints[7 + i * 3], reset = rep->ints[8 + i * 3];
-        if (r->shadow) {
-            if (!ok)
-                append_name(out->shadow, sizeof(out->shadow), r->name);
-            continue;
-        }
-        if (!ok) {
-            /* The refusal that lasts longest is the one the caller must wait out;
-             * a lock outranks any rate limit. */
-            int lock = r->algo == CFG_ALGO_WRONG_GUESS_CAP;
-            if (out->rc != OTP_ELOCKED && (lock || reset > worst_retry)) {
-                worst_retry = reset;
-                out->rc = lock ? OTP_ELOCKED : OTP_ELIMITED;
-                out->retry_ms = reset;
-                snprintf(out->reason, sizeof(out->reason), "%s", r->name);
-                header_set(&out->header, r, 0, reset);
-            }
-        } else if (out->rc == OTP_OK || out->rc == OTP_ECOST) {
+        if (!ok && r->shadow) {
+            append_name(out->shadow, sizeof(out->shadow), r->name);
+        } else if (!ok) {
+            if (reset > wait_ms)
+                wait_ms = reset;
+            if (r->algo == CFG_ALGO_WRONG_GUESS_CAP)
+                lock = r, lock_reset = reset;
+            else if (reset > limit_reset)
+                limit = r, limit_reset = reset;
+        } else if (!r->shadow) {
             if (remaining < best_remaining || (remaining == best_remaining && reset > best_reset)) {
                 best_remaining = remaining;
                 best_reset = reset;
@@ -292,6 +286,19 @@ static void issue_read(const struct cfg_rule *const *used, size_t n_used, const 
             if (r->algo == CFG_ALGO_RESEND_DELAY)
                 out->resend_after_ms = reset;
         }
+    }
+    if (rep->ints[0] == 1) {
+        out->rc = OTP_OK;
+        return;
+    }
+    out->retry_ms = wait_ms;
+    if (lock != NULL || limit != NULL) {
+        const struct cfg_rule *why = lock ? lock : limit;
+        out->rc = lock ? OTP_ELOCKED : OTP_ELIMITED;
+        snprintf(out->reason, sizeof(out->reason), "%s", why->name);
+        header_set(&out->header, why, 0, lock ? lock_reset : limit_reset);
+    } else {
+        out->rc = OTP_ECOST;
     }
 }
 

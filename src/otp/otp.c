@@ -144,9 +144,9 @@ static enum otp_rc build_msg(struct otp *o, struct pacer_msg *m, const char *id,
     return render(o, vid, expires_ms - now_ms, m->text, sizeof(m->text));
 }
 
-static void record(struct otp *o, const struct otp_issue_req *rq, const char *kind, const char *decision,
-                   const char *rule, const char *shadow, const char *vid, const char *mid, int status,
-                   uint64_t *seq)
+static struct ledger_request request_row(const struct otp_issue_req *rq, const char *kind, const char *decision,
+                                         const char *rule, const char *shadow, const char *vid, const char *mid,
+                                         int status)
 {
     struct ledger_request r = {
         .ts_ms = clock_wall_ms(),
@@ -163,7 +163,16 @@ static void record(struct otp *o, const struct otp_issue_req *rq, const char *ki
         .http_status = status,
     };
 
-    if (ledger_request(o->d.ledger, &r, seq) != OTP_OK)
+    return r;
+}
+
+/* Records a decision without waiting for the commit. */
+static void record(struct otp *o, const struct otp_issue_req *rq, const char *kind, const char *decision,
+                   const char *rule, const char *shadow, const char *vid, int status)
+{
+    struct ledger_request r = request_row(rq, kind, decision, rule, shadow, vid, NULL, status);
+
+    if (ledger_request(o->d.ledger, &r) != OTP_OK)
         log_msg(LOG_ERROR, "ledger: cannot record a %s request (out of memory)", kind);
 }
 
@@ -175,7 +184,9 @@ void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer 
     struct limits_request lr = {0};
     struct limits_issue li;
     struct pacer_msg m;
-    uint64_t seq = 0;
+    struct ledger_message lm;
+    struct ledger_request row;
+    int64_t now_ms, exp_ms;
     int status = 202;
 
     memset(out, 0, sizeof(*out));
@@ -227,35 +238,27 @@ void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer 
         goto refused;
     }
 
-    /* Accepted: the message row is committed before the 202. */
+    /* Accepted. The code's life is counted on our clock from here, so the
+     * pacer's expiry check never mixes clocks. */
+    now_ms = clock_wall_ms();
+    exp_ms = now_ms + li.expires_in_ms;
     code_new_id(out->id);
-    if (build_msg(o, &m, out->id, li.vid, rq->phone, li.now_ms + li.expires_in_ms, li.now_ms) != OTP_OK) {
+    if (build_msg(o, &m, out->id, li.vid, rq->phone, exp_ms, now_ms) != OTP_OK) {
         /* config_load bounds the template, so this is a bug, not a request's fault. */
-        pacer_release(o->d.pacer);
         log_msg(LOG_ERROR, "otp.template rendered longer than %d bytes", PACER_TEXT_MAX - 1);
         answer(out, OTP_EIO, "internal", "the message could not be built");
-        status = 503;
-        goto refused;
+        goto undo;
     }
     m.price_minor = li.price_minor;
     m.cost_ms = li.now_ms;
-    if (li.is_new)
-        ledger_verification_new(o->d.ledger, li.vid, rq->phone, rq->api_key, li.now_ms,
-                                li.now_ms + li.expires_in_ms);
-    {
-        struct ledger_message lm = {0, out->id, li.vid, rq->api_key, rq->phone, "queued", li.now_ms,
-                                    li.now_ms + li.expires_in_ms, 0, li.price_minor, li.now_ms};
-        ledger_message_new(o->d.ledger, &lm, NULL);
-    }
-    record(o, rq, "issue", "accepted", NULL, li.shadow, li.vid, out->id, 202, &seq);
-    if (ledger_sync(o->d.ledger, seq) != OTP_OK) {
-        pacer_release(o->d.pacer);
+    lm = (struct ledger_message){0, out->id, li.vid, rq->api_key, rq->phone, "queued", now_ms, exp_ms, 0,
+                                 li.price_minor, li.now_ms};
+    row = request_row(rq, "issue", "accepted", NULL, li.shadow, li.vid, out->id, 202);
+    /* The verification, message and request rows commit together before the 202. */
+    if (ledger_accept(o->d.ledger, &lm, li.is_new, exp_ms, &row) != OTP_OK) {
         log_msg(LOG_ERROR, "ledger commit failed; issue refused");
         answer(out, OTP_EIO, "ledger_unavailable", "the audit ledger cannot commit");
-        out->retry_after_s = 1;
-        memset(&m, 0, sizeof(m));
-        count(o, o->issue, out->error);
-        return;
+        goto undo;
     }
     pacer_push(o->d.pacer, &m);
     memset(&m, 0, sizeof(m));
@@ -265,8 +268,16 @@ void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer 
     count(o, o->issue, "accepted");
     return;
 
+undo:
+    /* Our own failure after the limits were taken: no SMS, the slot and the
+     * cost go back. (Rate-limit quota is not given back; see the README.) */
+    memset(&m, 0, sizeof(m));
+    pacer_release(o->d.pacer);
+    otp_refund(o->d.limits, li.price_minor, li.now_ms);
+    out->retry_after_s = 1;
+    status = 503;
 refused:
-    record(o, rq, "issue", out->error, out->reason, li.shadow, NULL, NULL, status, NULL);
+    record(o, rq, "issue", out->error, out->reason, li.shadow, NULL, status);
     count(o, o->issue, out->error);
 }
 
@@ -280,21 +291,26 @@ static int all_digits(const char *s, size_t n)
     return s[n] == '\0';
 }
 
-void otp_verify(struct otp *o, const char *api_key, const char *phone, const char *guess, struct otp_answer *out)
+void otp_verify(struct otp *o, const struct otp_issue_req *rq, const char *guess, struct otp_answer *out)
 {
     const struct config *c = o->d.cfg;
-    struct otp_issue_req rq = {api_key, phone, NULL, NULL};
-    char hash[CODE_HASH_LEN + 1], err[OTP_ERR_LEN] = "";
+    char hash[CODE_HASH_LEN + 1], ip_key[LIMITS_IP_KEY_MAX], err[OTP_ERR_LEN] = "";
     struct limits_verify lv;
-    int status;
+    int status = 400;
 
     memset(out, 0, sizeof(*out));
+    memset(&lv, 0, sizeof(lv));
+    if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
+        answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
+        goto done;
+    }
+    /* A malformed guess is recorded but never counts as an attempt. */
     if (strlen(guess) != (size_t)c->otp_length || !all_digits(guess, (size_t)c->otp_length)) {
         answer(out, OTP_EINVAL, "invalid_request", "code must be %d digits", c->otp_length);
-        return;
+        goto done;
     }
-    code_hash(o->d.keys, phone, guess, hash);
-    if (limits_verify(o->d.limits, phone, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
+    code_hash(o->d.keys, rq->phone, guess, hash);
+    if (limits_verify(o->d.limits, rq->phone, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
         store_down(o, out, "verify", err);
         status = 503;
         goto done;
@@ -329,11 +345,9 @@ void otp_verify(struct otp *o, const char *api_key, const char *phone, const cha
         status = 404;
         break;
     }
-    record(o, &rq, "verify", out->error, out->reason, lv.shadow_lock ? lv.reason : NULL, lv.vid, NULL, status,
-           NULL);
 done:
-    if (status == 503)
-        record(o, &rq, "verify", out->error, NULL, NULL, NULL, NULL, status, NULL);
+    record(o, rq, "verify", out->error, out->rc == OTP_ELOCKED ? out->reason : NULL,
+           lv.shadow_lock ? lv.reason : NULL, lv.vid, status);
     count(o, o->verify, out->error);
 }
 
@@ -421,6 +435,14 @@ int otp_ready(struct otp *o, char *why, size_t cap)
      * without API traffic. */
     if (store_ping(o->d.store, err) != OTP_OK) {
         snprintf(why, cap, "redis: %s", err);
+        return 0;
+    }
+    if (!ledger_healthy(o->d.ledger)) {
+        snprintf(why, cap, "ledger: the last transaction failed");
+        return 0;
+    }
+    if (pacer_full(o->d.pacer)) {
+        snprintf(why, cap, "the send queue is full");
         return 0;
     }
     snprintf(why, cap, "ok");

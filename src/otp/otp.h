@@ -30,6 +30,7 @@ struct otp_deps {
     struct ledger *ledger;
 };
 
+/* The caller and the end user of one issue or verify. */
 struct otp_issue_req {
     const char *api_key;   /* the caller's configured name */
     const char *phone;     /* E.164, checked by the caller */
@@ -57,8 +58,9 @@ void otp_free(struct otp *o);
 /* Decides one issue; blocks for one Redis call and one ledger commit. */
 void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer *out);
 
-/* Decides one guess; blocks for one Redis call. */
-void otp_verify(struct otp *o, const char *api_key, const char *phone, const char *guess, struct otp_answer *out);
+/* Decides one guess for rq's phone (client_ip checked here, device_id
+ * recorded); blocks for one Redis call. */
+void otp_verify(struct otp *o, const struct otp_issue_req *rq, const char *guess, struct otp_answer *out);
 
 /* The state of message id (state: 16 bytes) if api_key issued it. */
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);
@@ -72,7 +74,8 @@ enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int del
  * once at start-up before the pacer and HTTP start. */
 enum otp_rc otp_recover(struct otp *o, char *err);
 
-/* 1 when Redis answers, the breaker is closed and the queue has room. */
+/* 1 when Redis answers (through the breaker), the ledger's last
+ * transaction committed and the send queue has room; else 0 with why. */
 int otp_ready(struct otp *o, char *why, size_t cap);
 
 /* The pacer's refund hook (a pacer_refund_fn): ctx is the struct limits.

@@ -631,3 +631,13 @@ void pacer_stats(struct pacer *pc, struct pacer_stats *out)
     out->inflight = (uint64_t)pc->inflight;
     pthread_mutex_unlock(&pc->mu);
 }
+
+int pacer_full(struct pacer *pc)
+{
+    int full;
+
+    pthread_mutex_lock(&pc->mu);
+    full = pc->stopping || pc->used >= pc->cfg->pacer_capacity;
+    pthread_mutex_unlock(&pc->mu);
+    return full;
+}

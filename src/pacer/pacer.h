@@ -75,4 +75,7 @@ void pacer_free(struct pacer *pc);
 
 void pacer_stats(struct pacer *pc, struct pacer_stats *out);
 
+/* 1 while a new message would get queue_full. */
+int pacer_full(struct pacer *pc);
+
 #endif

@@ -68,10 +68,20 @@ static enum otp_rc kannel_prepare(void *self, const struct sms *m, struct provid
 
 static void kannel_classify(void *self, long status, const char *body, size_t len, struct provider_result *res)
 {
-    (void)self;
+    struct kannel *k = self;
+    int n = (int)(len > 100 ? 100 : len);
+
     provider_classify_status(status, res);
-    if (res->outcome != PROVIDER_SENT && len > 0)
-        snprintf(res->error, sizeof(res->error), "HTTP %ld: %.*s", status, (int)(len > 100 ? 100 : len), body);
+    if (res->outcome == PROVIDER_SENT || len == 0)
+        return;
+    /* Kannel's own answers ("Authorization failed for sendsms") help the
+     * operator; a proxy's error page might echo our URL, which holds the
+     * password and the code, so anything that looks like it is dropped. */
+    if (memmem(body, (size_t)n, k->pass, strlen(k->pass)) || memmem(body, (size_t)n, "password", 8) ||
+        memmem(body, (size_t)n, "text=", 5))
+        snprintf(res->error, sizeof(res->error), "HTTP %ld (answer withheld: it echoes the request)", status);
+    else
+        snprintf(res->error, sizeof(res->error), "HTTP %ld: %.*s", status, n, body);
 }
 
 static void kannel_free(void *self)

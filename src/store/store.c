@@ -142,6 +142,9 @@ fail:
  * broken (c->err set); NULL stands for a connection that never was. */
 static void store_release(struct store *s, redisContext *c, int ok)
 {
+    redisContext *dead[STORE_POOL_MAX];
+    size_t n_dead = 0;
+
     pthread_mutex_lock(&s->mu);
     if (ok) {
         s->failures = 0;
@@ -160,9 +163,18 @@ static void store_release(struct store *s, redisContext *c, int ok)
         s->idle[s->n_idle++] = c;
         c = NULL;
     }
+    /* A broken connection usually means Redis went away: the idle ones are
+     * as dead, and reusing them would fail the next calls and the breaker's
+     * probe once more. Drop them all; the next call connects afresh. */
+    if (!ok && (c == NULL || c->err != 0)) {
+        while (s->n_idle > 0)
+            dead[n_dead++] = s->idle[--s->n_idle];
+    }
     pthread_mutex_unlock(&s->mu);
     if (c != NULL)
         redisFree(c);
+    while (n_dead > 0)
+        redisFree(dead[--n_dead]);
 }
 
 /* Takes a connection, or refuses fast while the breaker is open. */

@@ -44,9 +44,12 @@ int store_script(struct store *s, const char *src);
 
 /*
  * Runs script h with keys then args (nkeys of the nargs strings are keys).
- * On OTP_OK *out is a reply the caller frees with store_reply_free. Blocks
- * at most about two timeouts; returns OTP_ESTORE at once when the breaker
- * is open, and OTP_ESTORE with detail in err on any Redis failure.
+ * On OTP_OK *out is a reply the caller frees with store_reply_free. Each
+ * Redis step has timeout_ms: a dead Redis costs one connect timeout, a hung
+ * one a read timeout, and only a fresh connection to a Redis that lost our
+ * scripts takes more (connect, AUTH, SELECT, SCRIPT LOAD, EVALSHA). Returns
+ * OTP_ESTORE at once while the breaker is open, and OTP_ESTORE with detail
+ * in err on any Redis failure.
  */
 enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char *const *args,
                        struct store_reply **out, char *err);

@@ -301,18 +301,14 @@ B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 def rule_fields(names):
     """The Redis hash field of each rule name, as otpd assigns them
-    (cfg_fields in src/base/config.c): FNV-1a of the name into 62*62 slots,
-    names in sorted order, the next free slot on a collision."""
-    taken, out = set(), {}
-    for name in sorted(names):
+    (cfg_fields in src/base/config.c): FNV-1a of the name into 62*62 slots."""
+    out = {}
+    for name in names:
         h = 2166136261
         for ch in name.encode():
             h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
-        slot = h % (62 * 62)
-        while B62[slot // 62] + B62[slot % 62] in taken:
-            slot = (slot + 1) % (62 * 62)
-        out[name] = B62[slot // 62] + B62[slot % 62]
-        taken.add(out[name])
+        h %= 62 * 62
+        out[name] = B62[h // 62] + B62[h % 62]
     return out
 
 

@@ -91,6 +91,31 @@ class IssueVerifyTest(OtpdTest):
             self.assertEqual((st, p["error"]), (400, "invalid_request"), guess)
         wrong = "%06d" % ((int(code) + 1) % 1000000)
         self.assertEqual(self.otpd.verify(PHONE, wrong)[2]["attempts_left"], 2)
+        # Every verify lands in the ledger, the malformed ones too (without the guess).
+        q = "SELECT decision FROM requests WHERE kind = 'verify' ORDER BY id"
+        rows = wait_until(lambda: (lambda r: r if len(r) == 6 else None)(self.otpd.rows(q)), what="6 verify rows")
+        self.assertEqual([r["decision"] for r in rows], ["invalid_request"] * 5 + ["invalid_code"])
+
+    def test_accepted_only_when_the_rows_commit(self):
+        # Make every message insert fail inside SQLite, as a full disk would.
+        con = self.otpd.db()
+        con.execute("CREATE TRIGGER no_messages BEFORE INSERT ON messages BEGIN SELECT RAISE(ABORT, 'disk'); END")
+        con.commit()
+        con.close()
+        st, h, p = self.otpd.issue(PHONE)
+        self.assertEqual((st, p["error"]), (503, "ledger_unavailable"), p)
+        self.assertEqual(h["retry-after"], "1")
+        self.assertEqual(self.fake.requests(), [])
+        self.assertEqual(self.otpd.rows("SELECT * FROM messages"), [])
+        self.assertEqual(self.otpd.rows("SELECT * FROM verifications"), [])  # the group rolled back whole
+        wait_until(lambda: self.otpd.rows("SELECT decision FROM requests"), what="the refusal row")
+        self.assertEqual([r["decision"] for r in self.otpd.rows("SELECT decision FROM requests")],
+                         ["ledger_unavailable"])
+        con = self.otpd.db()
+        con.execute("DROP TRIGGER no_messages")
+        con.commit()
+        con.close()
+        self.issue_and_code(PHONE)
 
     def test_verify_without_code(self):
         st, _, p = self.otpd.verify("+14155550100", "123456")

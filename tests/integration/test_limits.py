@@ -329,6 +329,34 @@ class LongestRefusalTest(LimitsTest):
         self.assert_sms(2)
 
 
+class LockAndLimitTest(LimitsTest):
+    """A lock is the reason, but Retry-After waits for every refusal."""
+    limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "10m"},
+              {"name": "wrong_1", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 1, "window": "1m"}]
+
+    def test_retry_after_covers_the_longer_limit(self):
+        self.avoid_boundary(60, 5)
+        self.accepted(self.otpd.issue(P))
+        self.assertEqual(self.otpd.verify(P, "000000")[0], 429)  # the first wrong guess locks
+        r = self.otpd.issue(P)
+        ra = self.refused(r, 429, "locked", "wrong_1")
+        self.assertGreater(ra, 590)  # the sliding log refuses for ~600 s, the lock for < 60 s
+
+
+class CostAndLimitTest(LimitsTest):
+    limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "2s"}]
+
+    def configure(self, cfg):
+        cfg["cost"] = {"currency": "INR", "prices": {"*": 20}, "caps": [{"window": "1h", "max": 20}]}
+        return cfg
+
+    def test_retry_after_covers_the_cost_cap(self):
+        self.avoid_boundary(3600, 10)
+        self.accepted(self.otpd.issue(P))
+        ra = self.refused(self.otpd.issue(P), 429, "rate_limited", "phone_1")
+        self.assertGreater(ra, 2)  # the cap's hour, not the log's 2 s
+
+
 # 3. absent keys ----------------------------------------------------------------
 class AbsentKeyTest(LimitsTest):
     limits = [{"name": "dev_one", "key": "device", "algorithm": "sliding_log", "limit": 1, "window": "10s"},
@@ -819,6 +847,23 @@ class FailClosedTest(LimitsTest):
         self.assert_rl(r, "phone_2", 2, 60, 0)
         self.refused(self.otpd.issue(P), 429, "rate_limited", "phone_2")
         self.assert_sms(2)
+
+    def test_restart_with_a_warm_pool_recovers_fast(self):
+        # Warm the connection pool with concurrent requests, then restart Redis.
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            list(ex.map(lambda i: self.otpd.verify("+9198%08d" % i, "123456"), range(64)))
+        port = self.redis.port
+        self.redis.stop()
+        self.unavailable(3)
+        fresh = Redis(self.tmp)
+        fresh.port = port
+        self.redis = fresh.start()
+        t0 = time.monotonic()
+        wait_until(lambda: self.otpd.issue(P)[0] == 202 or None, 10, step=0.05, what="recovery")
+        took = time.monotonic() - t0
+        # breaker_open is 1 s in the test config: one probe on a fresh connection is enough.
+        self.assertLess(took, 1.5, "recovered after %.2fs" % took)
 
     def test_redis_paused_breaker_and_recovery(self):
         self.redis.pause()

@@ -123,6 +123,8 @@ class QueueTest(PacerTest):
         self.assertEqual(h["retry-after"], "3")  # ceil(depth 3 / rate 1)
         self.assertEqual(p["retry_after"], 3)
         self.assertNotIn("ratelimit", h)
+        st, _, p = self.otpd.call("GET", "/readyz", auth=None)
+        self.assertEqual((st, p["detail"]), (503, "the send queue is full"))
         # The refused request took no quota: two issues still pass once there is room.
         self.fake.control(hang=False)
         self.otpd.stop(signal.SIGKILL)

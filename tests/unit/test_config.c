@@ -358,11 +358,12 @@ static void test_minimal_and_options(void **state)
     assert_int_equal(config_price(c, "+919812345678"), -1);
     config_free(c);
 
-    /* Redis with a password, a port and a database. */
+    /* Redis with a password (from the environment), a port and a database. */
+    setenv("REDIS_PASS", "s3cret", 1);
     c = expect_ok("redis url",
                   build(buf, sizeof(buf), P_REDIS,
-                        "'redis': {'url': 'redis://:s3cret@redis.example:6380/3', 'timeout_ms': 10000,"
-                        " 'breaker_failures': 1, 'breaker_open': '1m'}"));
+                        "'redis': {'url': 'redis://redis.example:6380/3', 'password_env': 'REDIS_PASS',"
+                        " 'timeout_ms': 10000, 'breaker_failures': 1, 'breaker_open': '1m'}"));
     assert_string_equal(c->redis_host, "redis.example");
     assert_int_equal(c->redis_port, 6380);
     assert_int_equal(c->redis_db, 3);
@@ -864,17 +865,23 @@ static void test_member_errors(void **state)
         {P_COST, "'cost': {'prices': {'*': 1}}", "cost.currency", "is required", 1},
         {P_COST, "'cost': {'currency': 'INR'}", "cost.prices", "is required", 1},
         {P_COST, "'cost': {'currency': 'INR', 'prices': []}", "cost.prices", "must be an object", 1},
-        {P_COST, "'cost': {'currency': 'INR', 'prices': {}, 'caps': [{'window': '1x', 'max': 5}]}",
+        {P_COST, "'cost': {'currency': 'INR', 'prices': {'*': 1}, 'caps': [{'window': '1x', 'max': 5}]}",
          "cost.caps.0.window", "must be a duration", 1},
         {P_COST,
-         "'cost': {'currency': 'INR', 'prices': {}, 'caps': [{'window': '1h', 'max': 5},"
+         "'cost': {'currency': 'INR', 'prices': {'*': 1}, 'caps': [{'window': '1h', 'max': 5},"
          " {'window': '1h'}]}",
          "cost.caps.1.max", "is required", 1},
-        {P_COST, "'cost': {'currency': 'INR', 'prices': {}, 'caps': [{'window': '1h', 'max': 5, 'min': 1}]}",
+        {P_COST, "'cost': {'currency': 'INR', 'prices': {'*': 1}, 'caps': [{'window': '1h', 'max': 5, 'min': 1}]}",
          "cost.caps.0.min", "unknown key", 1},
-        {P_COST, "'cost': {'currency': 'INR', 'prices': {}, 'caps': [1,2,3,4,5,6,7,8,9]}", "cost.caps",
+        {P_COST, "'cost': {'currency': 'INR', 'prices': {'*': 1}, 'caps': [1,2,3,4,5,6,7,8,9]}", "cost.caps",
          "at most 8 caps", 1},
         {P_COST, "'cost': {'currency': 'INR', 'prices': {}, 'budget': 1}", "cost.budget", "unknown key", 1},
+        /* Caps without a price for every destination would let unpriced routes through. */
+        {P_REDIS, "'redis': {'url': 'redis://:pw@h:6379/0'}", "redis.url", "must not hold credentials", 1},
+        {P_REDIS, "'redis': {'url': 'redis://h', 'password_env': 'NO_SUCH_VAR_X'}", "redis.password_env",
+         "NO_SUCH_VAR_X is not set", 1},
+        {P_COST, "'cost': {'currency': 'INR', 'prices': {'+91': 20}, 'caps': [{'window': '1h', 'max': 5}]}",
+         "cost.prices", "must have a \"*\" price", 1},
         /* pacer */
         {P_PACER, "'pacer': {'rate': 0}", "pacer.rate", "from 1 to 10000", 1},
         {P_PACER, "'pacer': {'rate': 10001}", "pacer.rate", "from 1 to 10000", 1},
