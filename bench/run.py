@@ -56,6 +56,7 @@ def bench_decisions(tmp):
         cfg["cost"] = {"currency": "INR", "prices": {"+91": 20, "*": 500},
                        "caps": [{"window": "1h", "max": 10 ** 12}]}
         cfg["pacer"] = {"rate": 10000, "capacity": 1000000, "max_inflight": 64}
+        cfg["http_threads"] = int(os.environ.get("BENCH_HTTP_THREADS", "4"))
         cfg["provider"] = {"type": "file", "path": "/dev/null"}
         otpd = Otpd(tmp, cfg).start()
         base = evalsha_baseline(redis)
