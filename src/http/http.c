@@ -278,6 +278,7 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     ir.phone = http_field(j, "phone");
     ir.device_id = http_field(j, "device_id");
     ir.client_ip = http_field(j, "client_ip");
+    ir.purpose = purpose;
     otp_issue(h->otp, &ir, &a);
     json_decref(j);
     if (a.rc != OTP_OK)

@@ -16,7 +16,7 @@
 
 #include "schema.h"
 
-#define LEDGER_ARGS 12
+#define LEDGER_ARGS 13
 #define LEDGER_BATCH_MAX 1024
 /* Submissions waiting for the writer. Past this, submitters wait for a
  * commit: a stalled disk slows callers down instead of growing memory. */
@@ -27,8 +27,8 @@ enum ledger_kind { LK_REQUEST, LK_VER_NEW, LK_VER_UPDATE, LK_MSG_NEW, LK_MSG_STA
 /* Each kind runs one or two statements, bound by parameter number. */
 static const char *const ledger_sql[LK_COUNT][2] = {
     [LK_REQUEST] = {"INSERT INTO requests (ts_ms, kind, api_key, phone, device_id, client_ip, decision, rule, "
-                    "shadow, verification_id, message_id, http_status) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                    "shadow, verification_id, message_id, http_status, purpose) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                     NULL},
     [LK_VER_NEW] = {"INSERT OR IGNORE INTO verifications (id, phone, api_key, created_ms, expires_ms) "
                     "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -419,6 +419,7 @@ static struct ledger_op *op_request(const struct ledger_request *r)
         op_text(op, r->verification_id);
         op_text(op, r->message_id);
         op_int(op, r->http_status);
+        op_text(op, r->purpose);
     }
     return op;
 }

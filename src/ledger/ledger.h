@@ -28,6 +28,7 @@ struct ledger_request {
     const char *verification_id;
     const char *message_id;
     int http_status;
+    const char *purpose;
 };
 
 /* A message as queued; also what ledger_pending hands back. */

@@ -161,6 +161,7 @@ static struct ledger_request request_row(const struct otp_issue_req *rq, const c
         .verification_id = vid && vid[0] ? vid : NULL,
         .message_id = mid && mid[0] ? mid : NULL,
         .http_status = status,
+        .purpose = rq->purpose,
     };
 
     return r;

@@ -36,6 +36,7 @@ struct otp_issue_req {
     const char *phone;     /* E.164, checked by the caller */
     const char *device_id; /* NULL when absent */
     const char *client_ip; /* NULL when absent; checked here */
+    const char *purpose;   /* NULL when absent; recorded only */
 };
 
 /* The answer to an issue or a verify. */

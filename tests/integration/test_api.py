@@ -39,6 +39,7 @@ class IssueVerifyTest(OtpdTest):
                           ("verify", "no_active_code", 404)])
         self.assertEqual(reqs[0]["api_key"], "login-web")
         self.assertEqual((reqs[0]["device_id"], reqs[0]["client_ip"]), ("dev-1", "203.0.113.7"))
+        self.assertEqual(self.otpd.rows("SELECT purpose FROM requests ORDER BY id")[0]["purpose"], "login")
         msg = self.otpd.rows("SELECT * FROM messages")[0]
         self.assertEqual((msg["id"], msg["state"], msg["phone"], msg["attempts"]), (body["id"], "sent", PHONE, 1))
         sends = self.otpd.rows("SELECT * FROM sends")

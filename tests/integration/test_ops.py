@@ -68,6 +68,42 @@ class ConfigCheckTest(OtpdTest):
         self.assertIn("cannot listen", r.stderr)
 
 
+class MigrationTest(OtpdTest):
+    def test_a_version_1_ledger_is_migrated_and_its_queue_sent(self):
+        import sqlite3
+        import time
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        old = os.path.join(self.tmp, "v1.db")
+        con = sqlite3.connect(old)
+        with open(os.path.join(root, "schema", "001_init.sql")) as f:
+            con.executescript(f.read())
+        now = int(time.time() * 1000)
+        con.execute("INSERT INTO messages (id, verification_id, api_key, phone, state, created_ms, expires_ms, "
+                    "updated_ms) VALUES (?, ?, 'login-web', '+919812345678', 'queued', ?, ?, ?)",
+                    ("a" * 32, "b" * 32, now, now + 60000, now))
+        con.execute("PRAGMA user_version = 1")
+        con.commit()
+        con.close()
+        cfg = dict(self.otpd.config, ledger={"path": old})
+        self.restart(cfg)
+        self.assertEqual(self.otpd.rows("PRAGMA user_version")[0]["user_version"], 2)
+        self.assertIn("purpose", [c["name"] for c in self.otpd.rows("PRAGMA table_info(requests)")])
+        msgs = self.wait_messages(1)
+        self.assertEqual(msgs[0]["id"], "a" * 32)
+        wait_until(lambda: self.otpd.rows("SELECT state FROM messages")[0]["state"] == "sent", what="sent")
+
+    def test_a_newer_ledger_is_refused(self):
+        self.otpd.stop()
+        con = self.otpd.db()
+        con.execute("PRAGMA user_version = 99")
+        con.commit()
+        con.close()
+        r = subprocess.run([os.path.join(BIN, "otpd"), "-c", self.otpd.conf_path], env=self.otpd.env,
+                           capture_output=True, text=True, timeout=10)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("schema version 99 is newer than this otpd", r.stderr)
+
+
 class AuditCliTest(OtpdTest):
     def test_otpctl_audit_and_check(self):
         _, code = self.issue_and_code("+919812345678")
