@@ -5,12 +5,8 @@
 #include <stdio.h>
 #include <time.h>
 
-static enum log_level log_min = LOG_INFO;
-
-void log_set_level(enum log_level min)
-{
-    log_min = min;
-}
+/* Debug lines are compiled in but not printed. */
+static const enum log_level log_min = LOG_INFO;
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
