@@ -16,7 +16,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
     struct tm tm;
     va_list ap;
 
-    if (level < log_min)
+    if (level < log_min || level > LOG_ERROR)
         return;
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
