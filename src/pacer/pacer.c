@@ -9,9 +9,12 @@
  * polls curl until just before a deadline and then sleeps to it with
  * clock_nanosleep(TIMER_ABSTIME), so error never accumulates. After idle
  * time, or a wait of more than one tick (a full bulkhead), the schedule
- * restarts from now: idle time earns no burst. On top, a ring of the last
- * `rate` send times keeps any `rate` + 1 sends a second (and a margin) apart,
- * so no 1-second window ever holds more than `rate` calls, retries included.
+ * restarts from now: idle time earns no burst. On top, a ring holds the
+ * time each of the last `rate` requests went on the wire (curl's prereq
+ * callback: after the connection is made, before the request is sent), and
+ * a send waits until the request `rate` sends ago is a second (and a margin)
+ * old, so no 1-second window ever holds more than `rate` calls, retries
+ * included, even when a new connection is slow to open.
  */
 #include "pacer.h"
 
@@ -29,10 +32,12 @@
 #define NS_PER_S 1000000000ull
 #define NS_PER_MS 1000000ull
 #define PACER_REPLY_MAX 4096
-/* Added to the one-second spacing of any rate + 1 sends, so that jitter
- * between our send and the provider's arrival cannot put rate + 1 calls in
- * one of the provider's seconds. Costs at most 0.5 % of the rate. */
-#define PACER_MARGIN_NS (5 * NS_PER_MS)
+/* Added to the one-second spacing of any rate + 1 requests, for the jitter
+ * between a request leaving and reaching the provider. Costs 0.2 % of the
+ * rate at most. */
+#define PACER_MARGIN_NS (2 * NS_PER_MS)
+/* A ring entry whose request is not on the wire yet. */
+#define PACER_PENDING UINT64_MAX
 
 /* A queued or waiting message. */
 struct pacer_item {
@@ -44,6 +49,8 @@ struct pacer_item {
 /* One provider call in flight. */
 struct pacer_xfer {
     struct pacer_xfer *prev, *next; /* the list of calls in flight */
+    struct pacer *pc;
+    size_t slot; /* its entry in pc->ring */
     CURL *easy;
     struct pacer_item *item;
     struct curl_slist *headers;
@@ -66,7 +73,7 @@ struct pacer {
     pthread_t thread;
     int started;
     uint64_t period_ns;
-    uint64_t *ring; /* the last `rate` send times */
+    uint64_t *ring; /* when each of the last `rate` requests went out; 0 none, PACER_PENDING not yet */
     size_t ring_pos;
     struct pacer_xfer *xfers; /* calls in flight; pacer thread only */
     unsigned seed;
@@ -339,6 +346,25 @@ static size_t pacer_on_header(char *data, size_t size, size_t n, void *arg)
     return len;
 }
 
+/* curl calls this once the connection is ready, just before the request
+ * goes out: that moment is what the provider's second counts. */
+static int pacer_on_prereq(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+    struct pacer_xfer *x = arg;
+
+    (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    if (x->pc->ring[x->slot] == PACER_PENDING)
+        x->pc->ring[x->slot] = clock_mono_ns();
+    return CURL_PREREQFUNC_OK;
+}
+
+/* Settles a ring entry whose request never went out (no connection). */
+static void pacer_ring_unsent(struct pacer *pc, size_t slot)
+{
+    if (pc->ring[slot] == PACER_PENDING)
+        pc->ring[slot] = 0;
+}
+
 static void pacer_xfer_free(struct pacer_xfer *x)
 {
     if (x == NULL)
@@ -348,8 +374,9 @@ static void pacer_xfer_free(struct pacer_xfer *x)
     free(x);
 }
 
-/* Starts one provider call for it; the message is 'sending' from here. */
-static void pacer_send(struct pacer *pc, struct pacer_item *it)
+/* Starts one provider call for it, its time to be recorded in ring slot;
+ * the message is 'sending' from here. */
+static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
 {
     struct sms sms = {it->m.id, it->m.to, it->m.text, it->m.dlr_query[0] ? it->m.dlr_query : NULL};
     struct provider_result res = {0};
@@ -362,6 +389,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it)
     ledger_message_state(pc->ledger, it->m.id, "sending", "queued,sending", NULL, NULL, it->m.attempts,
                          clock_wall_ms());
     if (x == NULL) {
+        pacer_ring_unsent(pc, slot);
         snprintf(res.error, sizeof(res.error), "out of memory");
         res.outcome = PROVIDER_TRANSIENT;
         pacer_outcome(pc, it, 0, 0, &res);
@@ -369,6 +397,10 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it)
     }
     rc = pc->provider->ops->prepare(pc->provider->self, &sms, &x->req, &done, &res);
     if (rc != OTP_OK || done) {
+        if (done)
+            pc->ring[slot] = t0; /* delivered in place, as of now */
+        else
+            pacer_ring_unsent(pc, slot);
         if (rc != OTP_OK) {
             res.outcome = PROVIDER_PERMANENT;
             snprintf(res.error, sizeof(res.error), "cannot build the request (%s)", otp_rc_str(rc));
@@ -379,7 +411,10 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it)
     }
     x->item = it;
     x->start_ns = t0;
+    x->pc = pc;
+    x->slot = slot;
     if ((x->easy = curl_easy_init()) == NULL) {
+        pacer_ring_unsent(pc, slot);
         free(x);
         snprintf(res.error, sizeof(res.error), "curl: out of memory");
         res.outcome = PROVIDER_TRANSIENT;
@@ -397,6 +432,8 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it)
     curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(x->easy, CURLOPT_PREREQFUNCTION, pacer_on_prereq);
+    curl_easy_setopt(x->easy, CURLOPT_PREREQDATA, x);
     curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
     x->headers = curl_slist_append(NULL, "Expect:");
     if (x->req.post) {
@@ -413,6 +450,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it)
         curl_easy_setopt(x->easy, CURLOPT_PASSWORD, x->req.pass);
     }
     if (curl_multi_add_handle(pc->multi, x->easy) != CURLM_OK) {
+        pacer_ring_unsent(pc, slot);
         pacer_xfer_free(x);
         snprintf(res.error, sizeof(res.error), "curl: cannot start the transfer");
         res.outcome = PROVIDER_TRANSIENT;
@@ -465,6 +503,7 @@ static void pacer_progress(struct pacer *pc)
         if (res.retry_after_ms == 0)
             res.retry_after_ms = x->retry_after_ms;
         pacer_detach(pc, x);
+        pacer_ring_unsent(pc, x->slot);
         pacer_outcome(pc, x->item, status, (int64_t)((clock_mono_ns() - x->start_ns) / NS_PER_MS), &res);
         pacer_xfer_free(x);
     }
@@ -518,6 +557,7 @@ static void *pacer_main(void *arg)
     while (!pacer_stopping(pc)) {
         uint64_t now = clock_mono_ns(), wait_ns, due, oldest;
         struct pacer_item *it;
+        size_t slot;
 
         pacer_progress(pc);
         if ((it = pacer_pick(pc, now, &wait_ns)) == NULL) {
@@ -533,11 +573,14 @@ static void *pacer_main(void *arg)
         if (idle && next_ns < now)
             next_ns = now; /* idle time earns no burst */
         idle = 0;
-        /* The send `rate` sends ago bounds this one: any rate + 1 sends span
-         * at least a second. */
+        /* The request `rate` sends ago bounds this one: any rate + 1 requests
+         * on the wire span at least a second. Its time is known once curl has
+         * sent it; a slow new connection holds the next sends back. */
+        while (pc->ring[pc->ring_pos] == PACER_PENDING && !pacer_stopping(pc))
+            pacer_wait(pc, NS_PER_MS);
         oldest = pc->ring[pc->ring_pos];
         due = next_ns;
-        if (oldest != 0 && oldest + NS_PER_S + PACER_MARGIN_NS > due)
+        if (oldest != 0 && oldest != PACER_PENDING && oldest + NS_PER_S + PACER_MARGIN_NS > due)
             due = oldest + NS_PER_S + PACER_MARGIN_NS;
         pacer_sleep_until(pc, due);
         while (pc->inflight >= pc->cfg->pacer_max_inflight && !pacer_stopping(pc))
@@ -552,9 +595,10 @@ static void *pacer_main(void *arg)
             continue;
         }
         now = clock_mono_ns();
-        pacer_send(pc, it);
-        pc->ring[pc->ring_pos] = now;
-        pc->ring_pos = (pc->ring_pos + 1) % rate;
+        slot = pc->ring_pos;
+        pc->ring[slot] = PACER_PENDING;
+        pc->ring_pos = (slot + 1) % rate;
+        pacer_send(pc, it, slot);
         /* Late by more than a tick (a full bulkhead): restart from now. */
         next_ns = now > due + pc->period_ns ? now + pc->period_ns : due + pc->period_ns;
         if (next_ns < now)
