@@ -255,12 +255,11 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
                                   const char *api_key)
 {
     static const char *const fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
-    struct otp_issue_req ir = {0};
+    struct otp_req ir = {0};
     struct otp_answer a;
     const char *error, *purpose;
     char detail[160];
     json_t *j = http_body(rq, fields, detail, sizeof(detail)), *out;
-    enum MHD_Result ok;
 
     if (j == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
@@ -285,15 +284,14 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
         return http_problem(con, http_status_of(a.rc), a.error, a.detail, &a, NULL);
     out = json_pack("{s:s, s:I, s:I}", "id", a.id, "expires_in", (json_int_t)a.expires_in_s, "resend_after",
                     (json_int_t)a.resend_after_s);
-    ok = http_json(con, 202, out, &a);
-    return ok;
+    return http_json(con, 202, out, &a);
 }
 
 static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, struct http_req *rq,
                                    const char *api_key)
 {
     static const char *const fields[] = {"phone", "code", "device_id", "client_ip", NULL};
-    struct otp_issue_req vr = {0};
+    struct otp_req vr = {0};
     struct otp_answer a;
     const char *error, *code;
     char detail[160];

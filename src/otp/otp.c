@@ -144,7 +144,7 @@ static enum otp_rc build_msg(struct otp *o, struct pacer_msg *m, const char *id,
     return render(o, vid, expires_ms - now_ms, m->text, sizeof(m->text));
 }
 
-static struct ledger_request request_row(const struct otp_issue_req *rq, const char *kind, const char *decision,
+static struct ledger_request request_row(const struct otp_req *rq, const char *kind, const char *decision,
                                          const char *rule, const char *shadow, const char *vid, const char *mid,
                                          int status)
 {
@@ -168,7 +168,7 @@ static struct ledger_request request_row(const struct otp_issue_req *rq, const c
 }
 
 /* Records a decision without waiting for the commit. */
-static void record(struct otp *o, const struct otp_issue_req *rq, const char *kind, const char *decision,
+static void record(struct otp *o, const struct otp_req *rq, const char *kind, const char *decision,
                    const char *rule, const char *shadow, const char *vid, int status)
 {
     struct ledger_request r = request_row(rq, kind, decision, rule, shadow, vid, NULL, status);
@@ -177,7 +177,7 @@ static void record(struct otp *o, const struct otp_issue_req *rq, const char *ki
         log_msg(LOG_ERROR, "ledger: cannot record a %s request (out of memory)", kind);
 }
 
-void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer *out)
+void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
     const struct config *c = o->d.cfg;
     char ip_key[LIMITS_IP_KEY_MAX], vid[CODE_ID_LEN + 1], vhash[CODE_HASH_LEN + 1];
@@ -292,7 +292,7 @@ static int all_digits(const char *s, size_t n)
     return s[n] == '\0';
 }
 
-void otp_verify(struct otp *o, const struct otp_issue_req *rq, const char *guess, struct otp_answer *out)
+void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out)
 {
     const struct config *c = o->d.cfg;
     char hash[CODE_HASH_LEN + 1], ip_key[LIMITS_IP_KEY_MAX], err[OTP_ERR_LEN] = "";

@@ -31,7 +31,7 @@ struct otp_deps {
 };
 
 /* The caller and the end user of one issue or verify. */
-struct otp_issue_req {
+struct otp_req {
     const char *api_key;   /* the caller's configured name */
     const char *phone;     /* E.164, checked by the caller */
     const char *device_id; /* NULL when absent */
@@ -57,11 +57,11 @@ struct otp *otp_new(const struct otp_deps *d);
 void otp_free(struct otp *o);
 
 /* Decides one issue; blocks for one Redis call and one ledger commit. */
-void otp_issue(struct otp *o, const struct otp_issue_req *rq, struct otp_answer *out);
+void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
 
 /* Decides one guess for rq's phone (client_ip checked here, device_id
  * recorded); blocks for one Redis call. */
-void otp_verify(struct otp *o, const struct otp_issue_req *rq, const char *guess, struct otp_answer *out);
+void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out);
 
 /* The state of message id (state: 16 bytes) if api_key issued it. */
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);
