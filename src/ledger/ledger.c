@@ -138,7 +138,7 @@ static void ops_free(struct ledger_op **ops, int n)
  * A NULL op (or a failed string copy) means out of memory: nothing is
  * queued.
  */
-static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op **ops, int n, int wait)
+static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op **ops, int n, int wait, int may_block)
 {
     struct ledger_wait w = {0, OTP_OK};
     int i, j;
@@ -156,8 +156,14 @@ static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op **ops, int n
     ops[n - 1]->last = 1;
     ops[n - 1]->wait = wait ? &w : NULL;
     pthread_mutex_lock(&l->mu);
-    while (l->stats.queue_depth >= LEDGER_QUEUE_MAX && !l->stop)
+    while (may_block && l->stats.queue_depth >= LEDGER_QUEUE_MAX && !l->stop)
         pthread_cond_wait(&l->done, &l->mu);
+    if (l->stop) {
+        /* ledger_close has begun: nothing would commit this any more. */
+        pthread_mutex_unlock(&l->mu);
+        ops_free(ops, n);
+        return OTP_EIO;
+    }
     for (i = 0; i < n; i++) {
         if (l->tail)
             l->tail->next = ops[i];
@@ -173,9 +179,19 @@ static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op **ops, int n
     return w.rc;
 }
 
+/* Request threads: they wait at the queue cap, so a flood of refusals
+ * cannot outgrow a slow disk. */
 static enum otp_rc ledger_submit_one(struct ledger *l, struct ledger_op *op)
 {
-    return ledger_submit(l, &op, 1, 0);
+    return ledger_submit(l, &op, 1, 0, 1);
+}
+
+/* The pacer thread: it never waits at the cap, since it drives the provider
+ * calls in flight (a stalled pacer would time them out and pay twice); its
+ * rows are bounded by the send rate anyway. */
+static enum otp_rc ledger_submit_paced(struct ledger *l, struct ledger_op *op)
+{
+    return ledger_submit(l, &op, 1, 0, 0);
 }
 
 /* Runs op's statements; returns the first SQLite error code, or SQLITE_OK. */
@@ -461,18 +477,19 @@ enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r)
     return ledger_submit_one(l, op_request(r));
 }
 
-enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int new_verification,
-                          int64_t verification_expires_ms, const struct ledger_request *r)
+enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int64_t verification_expires_ms,
+                          const struct ledger_request *r)
 {
     struct ledger_op *ops[3];
     int n = 0;
 
-    if (new_verification)
-        ops[n++] = op_verification_new(m->verification_id, m->phone, m->api_key, m->created_ms,
-                                       verification_expires_ms);
+    /* The verification row goes in every time (INSERT OR IGNORE): if the
+     * group that should have created it failed, a resend creates it. */
+    ops[n++] = op_verification_new(m->verification_id, m->phone, m->api_key, m->created_ms,
+                                   verification_expires_ms);
     ops[n++] = op_message_new(m);
     ops[n++] = op_request(r);
-    return ledger_submit(l, ops, n, 1);
+    return ledger_submit(l, ops, n, 1, 1);
 }
 
 enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const char *status, int wrong_delta,
@@ -503,7 +520,7 @@ enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *s
         op_int(op, attempts);
         op_int(op, ts_ms);
     }
-    return ledger_submit_one(l, op);
+    return ledger_submit_paced(l, op);
 }
 
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s)
@@ -525,7 +542,7 @@ enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s)
         op_text(op, s->error);
         op_int(op, s->cost_minor);
     }
-    return ledger_submit_one(l, op);
+    return ledger_submit_paced(l, op);
 }
 
 int ledger_healthy(struct ledger *l)

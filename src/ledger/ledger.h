@@ -67,9 +67,10 @@ struct ledger *ledger_open(const char *path, char *err);
 void ledger_close(struct ledger *l);
 
 /*
- * Submissions copy their arguments and return at once, unless 65,536 are
- * already waiting for the writer: then they wait for its next commit. They
- * fail only when out of memory.
+ * Submissions copy their arguments and return at once. ledger_request and
+ * ledger_verification_update (request threads) wait for the writer's next
+ * commit while 65,536 submissions are queued; the pacer's never wait. They
+ * fail only when out of memory, or with OTP_EIO once ledger_close began.
  */
 enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r);
 /* status: "pending" (a wrong guess), "verified" or "exhausted". */
@@ -85,14 +86,14 @@ enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *s
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s);
 
 /*
- * An accepted issue: the verification (when new_verification), the message
+ * An accepted issue: the verification (if not there yet), the message
  * 'queued' and the request row, in one transaction. Blocks until that
  * transaction commits (group commit shares it with whatever else is
  * waiting) and returns OTP_OK only when all three rows are durable; else
  * OTP_EIO (or OTP_ENOMEM) and none of them is.
  */
-enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int new_verification,
-                          int64_t verification_expires_ms, const struct ledger_request *r);
+enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int64_t verification_expires_ms,
+                          const struct ledger_request *r);
 
 /* 0 while the last transaction failed (disk full, I/O error), else 1. */
 int ledger_healthy(struct ledger *l);

@@ -256,7 +256,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
                                  li.price_minor, li.now_ms};
     row = request_row(rq, "issue", "accepted", NULL, li.shadow, li.vid, out->id, 202);
     /* The verification, message and request rows commit together before the 202. */
-    if (ledger_accept(o->d.ledger, &lm, li.is_new, exp_ms, &row) != OTP_OK) {
+    if (ledger_accept(o->d.ledger, &lm, exp_ms, &row) != OTP_OK) {
         log_msg(LOG_ERROR, "ledger commit failed; issue refused");
         answer(out, OTP_EIO, "ledger_unavailable", "the audit ledger cannot commit");
         goto undo;

@@ -33,11 +33,13 @@
 #define NS_PER_MS 1000000ull
 #define PACER_REPLY_MAX 4096
 /* Added to the one-second spacing of any rate + 1 requests, for the jitter
- * between a request leaving and reaching the provider. Costs 0.2 % of the
- * rate at most. */
-#define PACER_MARGIN_NS (2 * NS_PER_MS)
+ * between a request leaving and the provider taking it in (2 ms was not
+ * always enough on a loaded machine). Costs 0.5 % of the rate at most. */
+#define PACER_MARGIN_NS (5 * NS_PER_MS)
 /* A ring entry whose request is not on the wire yet. */
 #define PACER_PENDING UINT64_MAX
+/* A transfer whose ring slot has been taken by a later send. */
+#define PACER_NO_SLOT SIZE_MAX
 
 /* A queued or waiting message. */
 struct pacer_item {
@@ -50,7 +52,7 @@ struct pacer_item {
 struct pacer_xfer {
     struct pacer_xfer *prev, *next; /* the list of calls in flight */
     struct pacer *pc;
-    size_t slot; /* its entry in pc->ring */
+    size_t slot; /* its entry in pc->ring, PACER_NO_SLOT once a later send owns it */
     CURL *easy;
     struct pacer_item *item;
     struct curl_slist *headers;
@@ -74,6 +76,7 @@ struct pacer {
     int started;
     uint64_t period_ns;
     uint64_t *ring; /* when each of the last `rate` requests went out; 0 none, PACER_PENDING not yet */
+    struct pacer_xfer **owner; /* the transfer still in flight for each ring entry, or NULL */
     size_t ring_pos;
     struct pacer_xfer *xfers; /* calls in flight; pacer thread only */
     unsigned seed;
@@ -93,7 +96,10 @@ struct pacer *pacer_new(const struct config *c, struct provider *p, struct ledge
 {
     struct pacer *pc = calloc(1, sizeof(*pc));
 
-    if (pc == NULL || (pc->ring = calloc((size_t)c->pacer_rate, sizeof(*pc->ring))) == NULL) {
+    if (pc == NULL || (pc->ring = calloc((size_t)c->pacer_rate, sizeof(*pc->ring))) == NULL ||
+        (pc->owner = calloc((size_t)c->pacer_rate, sizeof(*pc->owner))) == NULL) {
+        if (pc)
+            free(pc->ring);
         free(pc);
         snprintf(err, OTP_ERR_LEN, "pacer: out of memory");
         return NULL;
@@ -347,18 +353,41 @@ static size_t pacer_on_header(char *data, size_t size, size_t n, void *arg)
 }
 
 /* curl calls this once the connection is ready, just before the request
- * goes out: that moment is what the provider's second counts. */
+ * goes out: that moment is what the provider's second counts. It can run
+ * again when curl retries on a fresh connection; the latest time counts. */
 static int pacer_on_prereq(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
 {
     struct pacer_xfer *x = arg;
 
     (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
-    if (x->pc->ring[x->slot] == PACER_PENDING)
+    if (x->slot != PACER_NO_SLOT)
         x->pc->ring[x->slot] = clock_mono_ns();
     return CURL_PREREQFUNC_OK;
 }
 
-/* Settles a ring entry whose request never went out (no connection). */
+/* Takes ring slot for a new send, detaching the transfer that held it (its
+ * request went out a second ago; only the new send may write the slot now). */
+static void pacer_ring_take(struct pacer *pc, size_t slot)
+{
+    if (pc->owner[slot] != NULL)
+        pc->owner[slot]->slot = PACER_NO_SLOT;
+    pc->owner[slot] = NULL;
+    pc->ring[slot] = PACER_PENDING;
+}
+
+/* Lets go of x's ring slot when x ends; if its request never went out (no
+ * connection), the slot holds no time. */
+static void pacer_ring_release(struct pacer *pc, struct pacer_xfer *x)
+{
+    if (x->slot == PACER_NO_SLOT)
+        return;
+    if (pc->ring[x->slot] == PACER_PENDING)
+        pc->ring[x->slot] = 0;
+    pc->owner[x->slot] = NULL;
+    x->slot = PACER_NO_SLOT;
+}
+
+/* Settles a slot whose send never reached curl. */
 static void pacer_ring_unsent(struct pacer *pc, size_t slot)
 {
     if (pc->ring[slot] == PACER_PENDING)
@@ -457,6 +486,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
         pacer_outcome(pc, it, 0, 0, &res);
         return;
     }
+    pc->owner[slot] = x;
     x->next = pc->xfers;
     if (pc->xfers)
         pc->xfers->prev = x;
@@ -503,7 +533,7 @@ static void pacer_progress(struct pacer *pc)
         if (res.retry_after_ms == 0)
             res.retry_after_ms = x->retry_after_ms;
         pacer_detach(pc, x);
-        pacer_ring_unsent(pc, x->slot);
+        pacer_ring_release(pc, x);
         pacer_outcome(pc, x->item, status, (int64_t)((clock_mono_ns() - x->start_ns) / NS_PER_MS), &res);
         pacer_xfer_free(x);
     }
@@ -596,7 +626,7 @@ static void *pacer_main(void *arg)
         }
         now = clock_mono_ns();
         slot = pc->ring_pos;
-        pc->ring[slot] = PACER_PENDING;
+        pacer_ring_take(pc, slot);
         pc->ring_pos = (slot + 1) % rate;
         pacer_send(pc, it, slot);
         /* Late by more than a tick (a full bulkhead): restart from now. */
@@ -653,6 +683,7 @@ void pacer_free(struct pacer *pc)
     while (pc->xfers) {
         struct pacer_xfer *x = pc->xfers;
         pacer_detach(pc, x);
+        pacer_ring_release(pc, x);
         free(x->item);
         pacer_xfer_free(x);
     }
@@ -664,6 +695,7 @@ void pacer_free(struct pacer *pc)
     pacer_list_free(pc->retry);
     pthread_mutex_destroy(&pc->mu);
     free(pc->ring);
+    free(pc->owner);
     free(pc);
 }
 

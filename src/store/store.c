@@ -144,6 +144,7 @@ static void store_release(struct store *s, redisContext *c, int ok)
 {
     redisContext *dead[STORE_POOL_MAX];
     size_t n_dead = 0;
+    int broken = c == NULL || c->err != 0; /* an error reply leaves the connection fine */
 
     pthread_mutex_lock(&s->mu);
     if (ok) {
@@ -159,14 +160,14 @@ static void store_release(struct store *s, redisContext *c, int ok)
             s->stats.breaker_opens++;
         }
     }
-    if (c != NULL && c->err == 0 && s->n_idle < STORE_POOL_MAX) {
+    if (!broken && s->n_idle < STORE_POOL_MAX) {
         s->idle[s->n_idle++] = c;
         c = NULL;
     }
     /* A broken connection usually means Redis went away: the idle ones are
      * as dead, and reusing them would fail the next calls and the breaker's
      * probe once more. Drop them all; the next call connects afresh. */
-    if (!ok && (c == NULL || c->err != 0)) {
+    if (broken) {
         while (s->n_idle > 0)
             dead[n_dead++] = s->idle[--s->n_idle];
     }

@@ -117,6 +117,8 @@ class IssueVerifyTest(OtpdTest):
         con.commit()
         con.close()
         self.issue_and_code(PHONE)
+        # The verification Redis started for the refused issue lives on; its row comes with this message.
+        self.assertEqual(len(self.otpd.rows("SELECT * FROM verifications")), 1)
 
     def test_verify_without_code(self):
         st, _, p = self.otpd.verify("+14155550100", "123456")
