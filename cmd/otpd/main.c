@@ -62,8 +62,10 @@ static void otpd_free(struct otpd *d)
 static int otpd_start(struct otpd *d)
 {
     const struct config *c = d->cfg;
-    struct store_opts so = {c->redis_host, c->redis_port, c->redis_db, c->redis_password, c->redis_timeout_ms,
-                            c->breaker_failures, c->breaker_open_ms};
+    struct store_opts so = {c->redis_host,         c->redis_port,          c->redis_db,
+                            c->redis_password,     c->redis_timeout_ms,    c->breaker_failures,
+                            c->breaker_open_ms,    c->redis_sentinel_hosts, c->redis_sentinel_ports,
+                            c->n_sentinels,        c->redis_master};
     struct otp_deps deps;
     char err[OTP_ERR_LEN] = "";
 

@@ -304,11 +304,44 @@ static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
     c->redis_db = (int)db;
 }
 
+/* redis.sentinel: {"addrs": ["host:port", ...], "master": "name"}. */
+static void cfg_sentinel(struct cfg_ctx *x, struct config *c, json_t *s)
+{
+    static const char *const keys[] = {"addrs", "master", NULL};
+    json_t *addrs = cfg_member(x, s, "redis.sentinel", "addrs", 1), *a;
+    char buf[300], path[64], *host;
+    size_t i;
+    long port;
+
+    cfg_unknown(x, s, "redis.sentinel", keys);
+    cfg_str(x, s, "redis.sentinel", "master", 1, c->redis_master, sizeof(c->redis_master));
+    if (addrs == NULL)
+        return;
+    if (!json_is_array(addrs) || json_array_size(addrs) == 0 || json_array_size(addrs) > CFG_SENTINELS_MAX) {
+        cfg_error(x, "redis.sentinel.addrs", "must be an array of 1 to %d \"HOST:PORT\"", CFG_SENTINELS_MAX);
+        return;
+    }
+    json_array_foreach(addrs, i, a) {
+        snprintf(path, sizeof(path), "redis.sentinel.addrs.%zu", i);
+        if (!json_is_string(a) || json_string_length(a) >= sizeof(buf)) {
+            cfg_error(x, path, "must be \"HOST:PORT\"");
+            continue;
+        }
+        snprintf(buf, sizeof(buf), "%s", json_string_value(a));
+        if ((host = cfg_hostport(buf, &port)) == NULL || host[0] == '\0' || strlen(host) >= 256) {
+            cfg_error(x, path, "must be \"HOST:PORT\" with a port from 1 to 65535");
+            continue;
+        }
+        snprintf(c->redis_sentinel_hosts[c->n_sentinels], 256, "%s", host);
+        c->redis_sentinel_ports[c->n_sentinels++] = (int)port;
+    }
+}
+
 static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    static const char *const keys[] = {"url", "password_env", "timeout_ms", "breaker_failures", "breaker_open",
-                                       NULL};
-    json_t *r = cfg_member(x, root, "", "redis", 1);
+    static const char *const keys[] = {"url", "sentinel", "password_env", "timeout_ms", "breaker_failures",
+                                       "breaker_open", NULL};
+    json_t *r = cfg_member(x, root, "", "redis", 1), *sentinel;
     char url[CFG_STR_MAX];
 
     if (r == NULL)
@@ -318,7 +351,14 @@ static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
         return;
     }
     cfg_unknown(x, r, "redis", keys);
-    if (cfg_str(x, r, "redis", "url", 1, url, sizeof(url)))
+    sentinel = json_object_get(r, "sentinel");
+    if (sentinel != NULL && !json_is_object(sentinel))
+        cfg_error(x, "redis.sentinel", "must be an object");
+    else if (sentinel != NULL)
+        cfg_sentinel(x, c, sentinel);
+    /* With sentinels the master's address comes from them; the URL, if
+     * any, still gives the database. */
+    if (cfg_str(x, r, "redis", "url", sentinel == NULL, url, sizeof(url)))
         cfg_redis_url(x, c, url);
     if (json_object_get(r, "password_env"))
         c->redis_password = cfg_env(x, r, "redis", "password_env", 0, 1);

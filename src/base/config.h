@@ -11,6 +11,7 @@
 
 #define CFG_NAME_MAX 33 /* rule and API key names: 32 bytes and NUL */
 #define CFG_STR_MAX 512 /* URLs, paths, templates */
+#define CFG_SENTINELS_MAX 8
 #define CFG_TEXT_MAX 479 /* bytes of one rendered message (the pacer holds 480 with the NUL) */
 
 enum cfg_key { CFG_KEY_PHONE, CFG_KEY_DEVICE, CFG_KEY_CLIENT_IP, CFG_KEY_API_KEY, CFG_KEY_GLOBAL };
@@ -63,8 +64,12 @@ struct config {
     int listen_port;
     int http_threads;
 
-    char redis_host[256];
+    char redis_host[256]; /* from redis.url; unused when sentinels are set */
     int redis_port;
+    char redis_sentinel_hosts[CFG_SENTINELS_MAX][256]; /* redis.sentinel.addrs */
+    int redis_sentinel_ports[CFG_SENTINELS_MAX];
+    size_t n_sentinels;            /* 0: a single node at redis_host */
+    char redis_master[CFG_NAME_MAX]; /* redis.sentinel.master */
     int redis_db;
     char *redis_password; /* NULL when none */
     int redis_timeout_ms;

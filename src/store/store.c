@@ -29,6 +29,9 @@ struct store {
     struct store_opts o;
     char *host;
     char *password;
+    char sentinel_hosts[STORE_SENTINELS_MAX][256];
+    int sentinel_ports[STORE_SENTINELS_MAX];
+    char master[64];
     pthread_mutex_t mu; /* guards everything below */
     redisContext *idle[STORE_POOL_MAX];
     size_t n_idle;
@@ -55,6 +58,13 @@ struct store *store_new(const struct store_opts *o)
     }
     s->o.host = s->host;
     s->o.password = s->password;
+    if (o->n_sentinels > STORE_SENTINELS_MAX)
+        s->o.n_sentinels = STORE_SENTINELS_MAX;
+    for (size_t i = 0; i < s->o.n_sentinels; i++) {
+        snprintf(s->sentinel_hosts[i], sizeof(s->sentinel_hosts[i]), "%s", o->sentinel_hosts[i]);
+        s->sentinel_ports[i] = o->sentinel_ports[i];
+    }
+    snprintf(s->master, sizeof(s->master), "%s", o->master ? o->master : "");
     pthread_mutex_init(&s->mu, NULL);
     return s;
 }
@@ -106,14 +116,65 @@ static int store_simple(redisContext *c, int argc, const char **argv, char *err)
     return ok ? 0 : -1;
 }
 
+/* Asks the sentinels in turn where the master is; 0 with its address in
+ * host (256 bytes) and *port, or -1 with detail in err. */
+static int store_master_addr(struct store *s, char *host, int *port, char *err)
+{
+    struct timeval tv = {s->o.timeout_ms / 1000, (s->o.timeout_ms % 1000) * 1000};
+    size_t i;
+
+    snprintf(err, OTP_ERR_LEN, "redis: no sentinel answered for master %s", s->master);
+    for (i = 0; i < s->o.n_sentinels; i++) {
+        redisContext *c = redisConnectWithTimeout(s->sentinel_hosts[i], s->sentinel_ports[i], tv);
+        redisReply *r = NULL;
+        int found = 0;
+        if (c != NULL && !c->err && redisSetTimeout(c, tv) == REDIS_OK)
+            r = redisCommand(c, "SENTINEL get-master-addr-by-name %s", s->master);
+        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
+            r->element[0]->len < 256) {
+            snprintf(host, 256, "%s", r->element[0]->str);
+            *port = (int)strtol(r->element[1]->str, NULL, 10);
+            found = *port > 0;
+        }
+        if (r)
+            freeReplyObject(r);
+        if (c)
+            redisFree(c);
+        if (found)
+            return 0;
+    }
+    return -1;
+}
+
+/* 0 when c's node says it is a master (a sentinel's answer may be stale). */
+static int store_is_master(redisContext *c, char *err)
+{
+    redisReply *r = redisCommand(c, "ROLE");
+    int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+             r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+
+    if (!ok)
+        snprintf(err, OTP_ERR_LEN, "redis: the node the sentinels named is not a master");
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 static redisContext *store_connect(struct store *s, char *err)
 {
     struct timeval tv = {s->o.timeout_ms / 1000, (s->o.timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout(s->o.host, s->o.port, tv);
-    char db[16];
+    char db[16], host[256];
+    int port = s->o.port;
+    redisContext *c = NULL;
+
+    snprintf(host, sizeof(host), "%s", s->o.host);
+    if (s->o.n_sentinels > 0 && store_master_addr(s, host, &port, err) < 0)
+        return NULL;
+    c = redisConnectWithTimeout(host, port, tv);
 
     if (c == NULL || c->err) {
-        snprintf(err, OTP_ERR_LEN, "redis connect %s:%d: %s", s->o.host, s->o.port, c ? c->errstr : "no memory");
+        snprintf(err, OTP_ERR_LEN, "redis connect %.100s:%d: %s", host, port, c ? c->errstr : "no memory");
         goto fail;
     }
     if (redisSetTimeout(c, tv) != REDIS_OK) {
@@ -131,6 +192,8 @@ static redisContext *store_connect(struct store *s, char *err)
         if (store_simple(c, 2, argv, err) < 0)
             goto fail;
     }
+    if (s->o.n_sentinels > 0 && store_is_master(c, err) < 0)
+        goto fail;
     return c;
 fail:
     if (c)

@@ -15,14 +15,22 @@
 
 struct store;
 
+#define STORE_SENTINELS_MAX 8
+
 struct store_opts {
-    const char *host;
+    const char *host; /* a single node; ignored with sentinels */
     int port;
     int db;
     const char *password; /* NULL for none */
     int timeout_ms;       /* connect, read and write */
     int breaker_failures; /* consecutive failures that open the breaker */
     int64_t breaker_open_ms;
+    /* Sentinels, asked in order where master is each time a connection is
+     * made (the node must then say it is a master). n_sentinels 0: none. */
+    const char (*sentinel_hosts)[256];
+    const int *sentinel_ports;
+    size_t n_sentinels;
+    const char *master;
 };
 
 /* A script reply, copied out of hiredis. Integers and strings only, or an

@@ -414,6 +414,41 @@ static void test_minimal_and_options(void **state)
     config_free(c);
 }
 
+/* Redis behind Sentinel: the sentinels' addresses and the master's name;
+ * the URL is then optional and gives only the database. */
+static void test_sentinel(void **state)
+{
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    c = expect_ok("sentinel", build(buf, sizeof(buf), P_REDIS,
+                                    "'redis': {'sentinel': {'addrs': ['10.0.0.1:26379', '[::1]:26380'],"
+                                    " 'master': 'otpd'}}"));
+    assert_int_equal(c->n_sentinels, 2);
+    assert_string_equal(c->redis_sentinel_hosts[0], "10.0.0.1");
+    assert_int_equal(c->redis_sentinel_ports[0], 26379);
+    assert_string_equal(c->redis_sentinel_hosts[1], "::1");
+    assert_int_equal(c->redis_sentinel_ports[1], 26380);
+    assert_string_equal(c->redis_master, "otpd");
+    assert_int_equal(c->redis_db, 0);
+    config_free(c);
+    c = expect_ok("sentinel and db", build(buf, sizeof(buf), P_REDIS,
+                                           "'redis': {'url': 'redis://ignored/4', 'sentinel': {'addrs': ['h:1'],"
+                                           " 'master': 'm'}}"));
+    assert_int_equal(c->redis_db, 4);
+    config_free(c);
+    expect_errors("no master", build(buf, sizeof(buf), P_REDIS, "'redis': {'sentinel': {'addrs': ['h:1']}}"),
+                  "redis.sentinel.master", "is required", 1);
+    expect_errors("no port", build(buf, sizeof(buf), P_REDIS,
+                                   "'redis': {'sentinel': {'addrs': ['h:1', 'h'], 'master': 'm'}}"),
+                  "redis.sentinel.addrs.1", "HOST:PORT", 1);
+    expect_errors("empty", build(buf, sizeof(buf), P_REDIS, "'redis': {'sentinel': {'addrs': [], 'master': 'm'}}"),
+                  "redis.sentinel.addrs", "1 to 8", 1);
+    expect_errors("no url, no sentinel", build(buf, sizeof(buf), P_REDIS, "'redis': {'timeout_ms': 5}"),
+                  "redis.url", "is required", 1);
+}
+
 /* The rendered text must fit one pacer message (CFG_TEXT_MAX bytes) with
  * the longest code: 47 ten-digit codes fit, 48 do not. */
 static void test_template_fits(void **state)
@@ -1170,6 +1205,7 @@ int main(void)
         cmocka_unit_test(test_rule_fields),
         cmocka_unit_test(test_redis_fields),
         cmocka_unit_test(test_template_fits),
+        cmocka_unit_test(test_sentinel),
         cmocka_unit_test(test_rule_count),
         cmocka_unit_test(test_providers),
         cmocka_unit_test(test_rule_errors),
