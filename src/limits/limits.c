@@ -263,7 +263,8 @@ static void issue_read(const struct cfg_rule *const *used, size_t n_used, const 
     out->now_ms = rep->ints[1];
     snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[2] ? rep->strs[2] : "");
     out->expires_in_ms = rep->ints[3];
-    out->is_new = (int)rep->ints[4];
+    /* ints[4] says whether vid is the proposed id; the ledger does not need it
+     * (the verification row is inserted or kept with every message). */
     for (i = 0; i < n_used; i++) {
         const struct cfg_rule *r = used[i];
         int ok = rep->ints[6 + i * 3] == 1;

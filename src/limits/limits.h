@@ -47,7 +47,6 @@ struct limits_issue {
     char shadow[256];            /* shadow rules that would refuse, comma-separated */
     char vid[LIMITS_ID_MAX];     /* the verification to send the code of */
     int64_t expires_in_ms;
-    int is_new;                  /* 1: vid is the proposed id */
     int64_t now_ms;              /* Redis's clock at the decision */
     int64_t resend_after_ms;     /* the resend delay just taken; 0 when none */
     int64_t price_minor;         /* reserved against the caps; -1 when none */

@@ -92,6 +92,12 @@ static int64_t ceil_s(int64_t ms)
     return ms <= 0 ? 0 : (ms + 999) / 1000;
 }
 
+/* A refusal's Retry-After: whole seconds, rounded up, at least one. */
+static int64_t retry_s(int64_t ms)
+{
+    return ms > 1000 ? ceil_s(ms) : 1;
+}
+
 static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -110,11 +116,9 @@ static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, co
  * caller may retry once the breaker lets a probe through, not before. */
 static void store_down(struct otp *o, struct otp_answer *out, const char *op, const char *err)
 {
-    int64_t left_s = ceil_s(store_breaker_left_ms(o->d.store));
-
     log_msg(LOG_WARN, "%s refused, store unavailable: %s", op, err);
     answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
-    out->retry_after_s = left_s > 1 ? left_s : 1;
+    out->retry_after_s = retry_s(store_breaker_left_ms(o->d.store));
 }
 
 /* The message text for verification vid, expiring in expires_in_ms. */
@@ -224,7 +228,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         count_shadow(o, li.shadow, "issue");
     if (li.rc != OTP_OK) {
         pacer_release(o->d.pacer);
-        out->retry_after_s = ceil_s(li.retry_ms) > 0 ? ceil_s(li.retry_ms) : 1;
+        out->retry_after_s = retry_s(li.retry_ms);
         snprintf(out->reason, sizeof(out->reason), "%s", li.reason);
         if (li.rc == OTP_ECOST) {
             answer(out, OTP_ECOST, "cost_cap", "the SMS budget is spent for now");
@@ -335,7 +339,7 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     case OTP_ELOCKED:
         answer(out, OTP_ELOCKED, "locked", "too many wrong codes for this phone");
         snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
-        out->retry_after_s = ceil_s(lv.retry_ms) > 0 ? ceil_s(lv.retry_ms) : 1;
+        out->retry_after_s = retry_s(lv.retry_ms);
         if (lv.vid[0])
             ledger_verification_update(o->d.ledger, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1,
                                        clock_wall_ms());
@@ -347,8 +351,7 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
         break;
     }
 done:
-    record(o, rq, "verify", out->error, out->rc == OTP_ELOCKED ? out->reason : NULL,
-           lv.shadow_lock ? lv.reason : NULL, lv.vid, status);
+    record(o, rq, "verify", out->error, out->reason, lv.shadow_lock ? lv.reason : NULL, lv.vid, status);
     count(o, o->verify, out->error);
 }
 

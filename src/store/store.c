@@ -65,6 +65,9 @@ struct store *store_new(const struct store_opts *o)
         s->sentinel_ports[i] = o->sentinel_ports[i];
     }
     snprintf(s->master, sizeof(s->master), "%s", o->master ? o->master : "");
+    s->o.sentinel_hosts = (const char(*)[256])s->sentinel_hosts; /* our copies, not the caller's */
+    s->o.sentinel_ports = s->sentinel_ports;
+    s->o.master = s->master;
     pthread_mutex_init(&s->mu, NULL);
     return s;
 }
