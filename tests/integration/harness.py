@@ -4,7 +4,17 @@ Starts real processes on free loopback ports: redis-server, the fake SMS
 provider (bin/fake_provider) and bin/otpd with a config written per test.
 Talks to otpd over HTTP and reads its SQLite ledger afterwards. Standard
 library only.
+
+Ports: free_port() only proposes a port that was free a moment ago. Every
+server we start proves it owns its port (redis: the process_id in INFO
+server; otpd: our child holds the listening socket) and is started again on
+another port on a clash, so a foreign server can never answer for ours.
+
+Sanitizers: every process of ours (bin/*) runs with san_env(), which sends
+ASan/UBSan reports to <test dir>/san.<name>.<pid>. OtpdTest scans them all
+at teardown, whatever the exit code, and fails the test that started them.
 """
+import glob
 import json
 import os
 import re
@@ -27,9 +37,113 @@ OTHER_KEY = "key-login-app-0123456789"
 
 
 def free_port():
+    """A port that was free when asked: a candidate only (see the module doc)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class PortClash(RuntimeError):
+    """A server we started could not have the port it was given."""
+
+
+def _listen_inodes(port):
+    """Socket inodes listening on TCP port (any local address)."""
+    out = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        out.add(cols[9])
+        except OSError:
+            pass
+    return out
+
+
+def owns_port(pid, port):
+    """True when process pid holds a socket listening on port."""
+    inodes = {"socket:[%s]" % i for i in _listen_inodes(port)}
+    if not inodes:
+        return False
+    fd_dir = "/proc/%d/fd" % pid
+    try:
+        for fd in os.listdir(fd_dir):
+            try:
+                if os.readlink(os.path.join(fd_dir, fd)) in inodes:
+                    return True
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return False
+
+
+SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def san_env(workdir, name, env=None):
+    """The environment for one of our processes: its sanitizer reports go to
+    workdir/san.<name>.<pid> (the exit codes and halt settings stay)."""
+    prefix = os.path.join(workdir, "san." + name)
+    out = dict(os.environ if env is None else env)
+    out["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=66:log_path=" + prefix
+    out["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=67:log_path=" + prefix
+    return out
+
+
+def san_excerpt(text):
+    """The text from the first sanitizer marker on, or None."""
+    hits = [text.index(m) for m in SAN_MARKERS if m in text]
+    if not hits:
+        return None
+    at = min(hits)
+    return text[max(0, at - 200):][:4000]
+
+
+def sanitizer_reports(workdir):
+    """Every non-empty sanitizer log in workdir (san.*), and any report in
+    the stderr logs of our processes (fake.log): GCC's UBSan, linked with
+    ASan, ignores log_path and writes to stderr. As 'file:\ntext' strings."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(workdir, "san.*"))):
+        try:
+            with open(path, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        if text.strip():
+            out.append("%s:\n%s" % (os.path.basename(path), text[:4000]))
+    try:
+        with open(os.path.join(workdir, "fake.log"), errors="replace") as f:
+            found = san_excerpt(f.read())
+        if found:
+            out.append("fake.log:\n" + found)
+    except OSError:
+        pass
+    return out
+
+
+def run_bin(workdir, name, args, env=None, **kw):
+    """subprocess.run of bin/<name> (or an absolute path) with its own
+    sanitizer log under workdir; output captured as text unless overridden."""
+    exe = name if os.path.isabs(name) else os.path.join(BIN, name)
+    if "stdout" not in kw and "stderr" not in kw:
+        kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    kw.setdefault("timeout", 30)
+    tag = os.path.basename(name)
+    r = subprocess.run([exe] + list(args), env=san_env(workdir, tag, env), **kw)
+    # UBSan (with ASan) reports on stderr whatever log_path says: keep a copy
+    # where the teardown scan looks.
+    err = r.stderr if isinstance(r.stderr, str) else (r.stderr or b"").decode(errors="replace")
+    found = san_excerpt(err)
+    if found:
+        with open(os.path.join(workdir, "san.%s.stderr.%d" % (tag, time.monotonic_ns())), "w") as f:
+            f.write(found)
+    return r
 
 
 def wait_until(pred, timeout=10.0, step=0.02, what="condition"):
@@ -43,20 +157,46 @@ def wait_until(pred, timeout=10.0, step=0.02, what="condition"):
 
 
 class Redis:
-    """A private redis-server on a free port."""
+    """A private redis-server on a free port. args are extra server
+    arguments; a port set by the caller before start() is kept (a clash is
+    then an error), otherwise a clash moves the server to another port."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, args=(), name="redis", password=None):
         self.dir = workdir
-        self.port = free_port()
+        self.args = list(args)
+        self.name = name
+        self.password = password  # with it, the server runs with --requirepass
+        self.port = self._picked = free_port()
         self.proc = None
 
+    def argv(self):
+        return ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+                "--save", "", "--appendonly", "no",
+                "--logfile", os.path.join(self.dir, "%s.log" % self.name)] + \
+            (["--requirepass", self.password] if self.password else []) + self.args
+
     def start(self):
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-             "--save", "", "--appendonly", "no", "--logfile", os.path.join(self.dir, "redis.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(self.ping, what="redis")
-        return self
+        for _ in range(5):
+            self.proc = subprocess.Popen(self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if wait_until(self._up, what=self.name) == "ours":
+                return self
+            self.stop()
+            if self.port != self._picked:
+                raise PortClash("%s could not have port %d" % (self.name, self.port))
+            self.port = self._picked = free_port()
+        raise PortClash("%s: five ports taken in a row" % self.name)
+
+    def _up(self):
+        """'ours' once our server answers; 'clash' when ours exited or a
+        foreign server answers on the port."""
+        if self.proc.poll() is not None:
+            return "clash"
+        try:
+            info = self.cmd("INFO", "server")
+        except (OSError, RuntimeError):
+            return None  # not listening yet, or still loading
+        m = re.search(r"^process_id:(\d+)", info or "", re.M)
+        return "ours" if m and int(m.group(1)) == self.proc.pid else "clash"
 
     def ping(self):
         try:
@@ -64,15 +204,21 @@ class Redis:
         except OSError:
             return False
 
-    def cmd(self, *args, timeout=2.0):
-        """One RESP command; returns the decoded reply."""
+    def cmd(self, *args, timeout=2.0, db=None):
+        """One RESP command (after AUTH and SELECT db when set); returns the
+        decoded reply."""
+        pre = ([("AUTH", self.password)] if self.password else []) + ([("SELECT", db)] if db is not None else [])
         with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
-            out = b"*%d\r\n" % len(args)
-            for a in args:
-                a = str(a).encode()
-                out += b"$%d\r\n%s\r\n" % (len(a), a)
+            out = b""
+            for c in pre + [args]:
+                out += b"*%d\r\n" % len(c)
+                for a in c:
+                    a = str(a).encode()
+                    out += b"$%d\r\n%s\r\n" % (len(a), a)
             s.sendall(out)
             f = s.makefile("rb")
+            for _ in pre:
+                self._read(f)
             return self._read(f)
 
     def _read(self, f):
@@ -102,6 +248,15 @@ class Redis:
             self.proc.kill()
             self.proc.wait()
 
+    def info(self, section="server"):
+        """INFO section as a dict of strings."""
+        out = {}
+        for line in (self.cmd("INFO", section) or "").splitlines():
+            if ":" in line and not line.startswith("#"):
+                k, v = line.split(":", 1)
+                out[k] = v.strip()
+        return out
+
     def pause(self):
         os.kill(self.proc.pid, signal.SIGSTOP)
 
@@ -118,8 +273,10 @@ class FakeProvider:
         self.port = None
 
     def start(self):
-        self.proc = subprocess.Popen([os.path.join(BIN, "fake_provider"), "--port", "0"],
-                                     stdout=subprocess.PIPE, stderr=open(os.path.join(self.dir, "fake.log"), "wb"))
+        # Port 0: the kernel picks a free port and the provider prints it.
+        with open(os.path.join(self.dir, "fake.log"), "ab") as err:
+            self.proc = subprocess.Popen([os.path.join(BIN, "fake_provider"), "--port", "0"],
+                                         env=san_env(self.dir, "fake_provider"), stdout=subprocess.PIPE, stderr=err)
         line = self.proc.stdout.readline().decode()
         m = re.match(r"ready (\d+)", line)
         if not m:
@@ -165,6 +322,8 @@ class FakeProvider:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
 
 
 def base_config(redis_port, provider_url, ledger, listen_port, **over):
@@ -198,11 +357,13 @@ class Otpd:
         self.port = int(config["listen"].rsplit(":", 1)[1])
         self.conf_path = os.path.join(workdir, "otpd.json")
         self.log_path = os.path.join(workdir, "otpd.log")
-        self.env = dict(os.environ, OTPD_SECRET=SECRET, OTPD_KEY_LOGIN_WEB=API_KEY, OTPD_KEY_LOGIN_APP=OTHER_KEY,
-                        ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=66",
-                        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67")
+        # Every otpd run with this env (the server, --check, otpctl-like
+        # runs by tests) logs sanitizer reports to san.otpd.<pid>.
+        self.env = san_env(workdir, "otpd", dict(os.environ, OTPD_SECRET=SECRET, OTPD_KEY_LOGIN_WEB=API_KEY,
+                                                  OTPD_KEY_LOGIN_APP=OTHER_KEY))
         self.env.update(env or {})
         self.proc = None
+        self._log_from = 0
 
     def write_config(self, config=None):
         if config is not None:
@@ -211,15 +372,28 @@ class Otpd:
             json.dump(self.config, f, indent=1)
 
     def start(self, wait=True):
+        """Starts otpd; with wait, returns once /healthz answers from our
+        child, which holds the listening socket. PortClash when another
+        process has the port."""
         self.write_config()
-        self.proc = subprocess.Popen([os.path.join(BIN, "otpd"), "-c", self.conf_path], env=self.env,
-                                     stdout=subprocess.DEVNULL, stderr=open(self.log_path, "ab"))
+        self._log_from = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        with open(self.log_path, "ab") as err:
+            self.proc = subprocess.Popen([os.path.join(BIN, "otpd"), "-c", self.conf_path], env=self.env,
+                                         stdout=subprocess.DEVNULL, stderr=err)
         if wait:
             wait_until(self.healthy, what="otpd /healthz")
+            if not owns_port(self.proc.pid, self.port):
+                # A foreign server answered /healthz; ours cannot listen.
+                self.proc.kill()
+                self.proc.wait()
+                raise PortClash("port %d answers, but not from our otpd" % self.port)
         return self
 
     def healthy(self):
         if self.proc.poll() is not None:
+            mine = self.log()[self._log_from:]
+            if "cannot listen" in mine:
+                raise PortClash("otpd cannot listen on %d:\n%s" % (self.port, mine[-1000:]))
             raise AssertionError("otpd exited with %s:\n%s" % (self.proc.returncode, self.log()))
         try:
             return self.call("GET", "/healthz", auth=None)[0] == 200
@@ -277,11 +451,12 @@ class Otpd:
         return self.proc.returncode
 
     def sanitizer_report(self):
-        log = self.log()
-        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-            if marker in log:
-                return log[log.index(marker) - 200 if log.index(marker) > 200 else 0:][:4000]
-        return None
+        """A sanitizer report in otpd.log or in otpd's own sanitizer logs."""
+        found = san_excerpt(self.log())
+        if found:
+            return found
+        reports = [r for r in sanitizer_reports(self.dir) if r.startswith("san.otpd.")]
+        return "\n".join(reports) or None
 
     def db(self):
         con = sqlite3.connect(self.config["ledger"]["path"], timeout=5)
@@ -329,15 +504,38 @@ class OtpdTest(unittest.TestCase):
 
     limits = []
     env = {}  # extra environment for otpd (provider credentials)
+    redis_password = None  # start redis-server with --requirepass
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="otpd-it-")
-        self.redis = Redis(self.tmp).start()
-        self.fake = FakeProvider(self.tmp).start()
-        cfg = base_config(self.redis.port, self.fake.url, os.path.join(self.tmp, "ledger.db"), free_port(),
-                          limits=[dict(r) for r in self.limits])
-        self.otpd = Otpd(self.tmp, self.configure(cfg), self.env)
-        self.otpd.start()
+        self.redis = self.fake = self.otpd = None
+        try:
+            self.redis = Redis(self.tmp, password=self.redis_password).start()
+            self.fake = FakeProvider(self.tmp).start()
+            for attempt in range(5):
+                # configure() sees the final listen address (callback URLs use it).
+                cfg = base_config(self.redis.port, self.fake.url, os.path.join(self.tmp, "ledger.db"),
+                                  free_port(), limits=[dict(r) for r in self.limits])
+                self.otpd = Otpd(self.tmp, self.configure(cfg), self.env)
+                try:
+                    self.otpd.start()
+                    break
+                except PortClash:
+                    if attempt == 4:
+                        raise
+        except BaseException:
+            self._stop_all()
+            raise
+
+    def run_bin(self, name, args, env=None, **kw):
+        """Runs bin/<name> (otpd --check, otpctl...) with otpd's environment
+        by default and its own sanitizer log, scanned at teardown."""
+        return run_bin(self.tmp, name, args, self.otpd.env if env is None else env, **kw)
+
+    def _stop_all(self):
+        for p in (self.fake, self.redis):
+            if p is not None:
+                p.stop()
 
     def restart(self, config=None, **env):
         """Stops otpd with SIGTERM unless it is already gone (a test may have
@@ -352,18 +550,20 @@ class OtpdTest(unittest.TestCase):
         try:
             if self.otpd.proc and self.otpd.proc.poll() is None:
                 rc = self.otpd.stop()
-                report = self.otpd.sanitizer_report()
-                if report is None and rc not in (0,):
+                if rc not in (0,):
                     report = "otpd exited with %s on SIGTERM:\n%s" % (rc, self.otpd.log()[-3000:])
-            else:
-                report = self.otpd.sanitizer_report()
         finally:
-            self.fake.stop()
-            self.redis.stop()
+            self._stop_all()
+            # Every process of this test has exited: scan all their reports,
+            # those of runs that were expected to fail included.
+            found = [r for r in [self.otpd.sanitizer_report()] if r] + \
+                [r for r in sanitizer_reports(self.tmp) if not r.startswith("san.otpd.")]
+            if found:
+                report = "\n".join(found + ([report] if report else []))
             if report is None and not os.environ.get("OTPD_KEEP"):
                 shutil.rmtree(self.tmp, ignore_errors=True)
         if report:
-            self.fail("otpd reported a problem (files kept in %s):\n%s" % (self.tmp, report))
+            self.fail("a process reported a problem (files kept in %s):\n%s" % (self.tmp, report))
 
     # Helpers shared by the suites.
     def field(self, rule):

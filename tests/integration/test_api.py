@@ -1,10 +1,10 @@
 """The walking skeleton over HTTP: issue, SMS, verify, the contract's
 errors, and what lands in the ledger."""
-import json
 import subprocess
+import urllib.error
 import urllib.request
 
-from harness import API_KEY, OTHER_KEY, OtpdTest, code_of, wait_until
+from harness import API_KEY, OTHER_KEY, OtpdTest, wait_until
 
 PHONE = "+919812345678"
 
@@ -27,11 +27,17 @@ class IssueVerifyTest(OtpdTest):
         self.assertEqual(st, 404, p)
         self.assertEqual(p["error"], "no_active_code")
 
-        st, _, p = self.otpd.call("GET", "/v1/otp/" + body["id"])
+        # 'sent' is written once the provider has answered: wait for it.
+        st, _, p = wait_until(lambda: (lambda r: r if r[2].get("status") not in ("queued", "sending") else None)(
+            self.otpd.call("GET", "/v1/otp/" + body["id"])), what="the status past sending")
         self.assertEqual((st, p), (200, {"id": body["id"], "status": "sent"}))
 
-        # The ledger: every decision, the message, the send and the verification.
+        # The ledger: every decision, the message, the send and the verification
+        # (written after the answers: wait for the last of each).
         wait_until(lambda: len(self.otpd.rows("SELECT * FROM requests")) == 4, what="4 request rows")
+        wait_until(lambda: self.otpd.rows("SELECT status FROM verifications")[0]["status"] == "verified",
+                   what="the verification row verified")
+        wait_until(lambda: self.otpd.rows("SELECT state FROM messages")[0]["state"] == "sent", what="sent")
         reqs = self.otpd.rows("SELECT kind, decision, http_status, api_key, device_id, client_ip FROM requests "
                               "ORDER BY id")
         self.assertEqual([(r["kind"], r["decision"], r["http_status"]) for r in reqs],
@@ -79,7 +85,10 @@ class IssueVerifyTest(OtpdTest):
         self.assertEqual(lefts, [2, 1, 0])
         st, _, p = self.otpd.verify(PHONE, code)
         self.assertEqual((st, p["error"]), (404, "no_active_code"))
-        self.assertEqual(self.otpd.rows("SELECT status FROM verifications")[0]["status"], "exhausted")
+        # The row is updated after each answer: wait for the third wrong guess.
+        row = wait_until(lambda: (lambda r: r if r[0]["wrong"] == 3 else None)(
+            self.otpd.rows("SELECT status, wrong FROM verifications")), what="3 wrong guesses in the ledger")
+        self.assertEqual(row[0]["status"], "exhausted")
         # The next issue starts a new verification with a fresh code.
         _, code2 = self.issue_and_code(PHONE)
         self.assertEqual(self.otpd.verify(PHONE, code2)[0], 200)
@@ -106,7 +115,6 @@ class IssueVerifyTest(OtpdTest):
         st, h, p = self.otpd.issue(PHONE)
         self.assertEqual((st, p["error"]), (503, "ledger_unavailable"), p)
         self.assertEqual(h["retry-after"], "1")
-        self.assertEqual(self.fake.requests(), [])
         self.assertEqual(self.otpd.rows("SELECT * FROM messages"), [])
         self.assertEqual(self.otpd.rows("SELECT * FROM verifications"), [])  # the group rolled back whole
         wait_until(lambda: self.otpd.rows("SELECT decision FROM requests"), what="the refusal row")
@@ -116,7 +124,10 @@ class IssueVerifyTest(OtpdTest):
         con.execute("DROP TRIGGER no_messages")
         con.commit()
         con.close()
-        self.issue_and_code(PHONE)
+        body, _ = self.issue_and_code(PHONE)
+        # The refused issue sent nothing: the provider, which has since seen
+        # the accepted one, saw only it.
+        self.assertEqual([m["id"] for m in self.fake.messages()], [body["id"]])
         # The verification Redis started for the refused issue lives on; its row comes with this message.
         self.assertEqual(len(self.otpd.rows("SELECT * FROM verifications")), 1)
 
@@ -166,6 +177,9 @@ class ContractErrorsTest(OtpdTest):
                                     headers={"Content-Type": "text/plain"}), 415, "unsupported_media_type")
         self.problem(self.otpd.call("POST", "/v1/otp", raw=b'{"phone":"+919812345678"}'), 415,
                      "unsupported_media_type")
+        for ctype in ("application/jsonp", "application/json-seq", "application/json+x"):
+            self.problem(self.otpd.call("POST", "/v1/otp", raw=b'{"phone":"+919812345678"}',
+                                        headers={"Content-Type": ctype}), 415, "unsupported_media_type")
         st, _, _ = self.otpd.call("POST", "/v1/otp", raw=b'{"phone":"+919812345678"}',
                                   headers={"Content-Type": "application/json; charset=utf-8"})
         self.assertEqual(st, 202)
@@ -178,6 +192,8 @@ class ContractErrorsTest(OtpdTest):
             ({"phone": "+1234567890123456"}, "invalid_phone"),
             ({}, "invalid_request"),
             ({"phone": PHONE, "extra": 1}, "invalid_request"),
+            ({"phone": PHONE, "purposes": "login"}, "invalid_request"),
+            ({"phone": PHONE, "phone_2": PHONE}, "invalid_request"),
             ({"phone": 919812345678}, "invalid_request"),
             ({"phone": PHONE, "device_id": ""}, "invalid_request"),
             ({"phone": PHONE, "device_id": "d" * 129}, "invalid_request"),
@@ -198,9 +214,12 @@ class ContractErrorsTest(OtpdTest):
                      "invalid_request")
         self.problem(self.otpd.call("POST", "/v1/otp/verify", {"phone": "12", "code": "123456"}), 400,
                      "invalid_phone")
-        # Bad input changes nothing.
-        self.assertEqual(self.otpd.rows("SELECT * FROM requests"), [])
-        self.assertEqual(self.fake.requests(), [])
+        # Bad input changes nothing: after a good issue has gone all the way
+        # through, its row and its SMS are the only ones.
+        body, _ = self.issue_and_code(PHONE)
+        rows = wait_until(lambda: self.otpd.rows("SELECT decision, message_id FROM requests"), what="the row")
+        self.assertEqual(rows, [{"decision": "accepted", "message_id": body["id"]}])
+        self.assertEqual([m["id"] for m in self.fake.messages()], [body["id"]])
 
     def test_routes_and_methods(self):
         st, h, p = self.otpd.call("GET", "/v1/otp")
@@ -217,8 +236,9 @@ class ContractErrorsTest(OtpdTest):
         self.issue_and_code(PHONE)
         st, h, text = self.otpd.call("GET", "/metrics", auth=None)
         self.assertEqual(st, 200)
-        self.assertIn('otpd_requests_total{op="issue",decision="accepted"} 1', text)
-        self.assertIn("otpd_queue_depth", text)
+        self.assertIn('otpd_requests_total{op="issue",decision="accepted"} 1\n', text)
+        self.assertIn('otpd_requests_total{op="issue",decision="rate_limited"} 0\n', text)
+        self.assertIn("otpd_queue_depth 0\n", text)
         lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
         self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
         self.redis.stop()
@@ -232,3 +252,33 @@ class ContractErrorsTest(OtpdTest):
         log = self.otpd.log()
         for secret in (API_KEY, OTHER_KEY, "wrong-key-000000000000", "integration-secret"):
             self.assertNotIn(secret, log)
+
+
+class LedgerFailureRefundTest(OtpdTest):
+    """An issue refused because the ledger cannot commit gives back what it
+    took: the queue slot and the cost reservation (one SMS of budget, one
+    slot of queue here, so a leak of either refuses the next issue)."""
+
+    def configure(self, cfg):
+        cfg["cost"] = {"currency": "INR", "prices": {"*": 20}, "caps": [{"window": "1d", "max": 20}]}
+        cfg["pacer"]["capacity"] = 1
+        return cfg
+
+    def test_refused_issue_gives_back_slot_and_cost(self):
+        con = self.otpd.db()
+        con.execute("CREATE TRIGGER no_messages BEFORE INSERT ON messages BEGIN SELECT RAISE(ABORT, 'disk'); END")
+        con.commit()
+        for _ in range(2):  # twice: a leak would show even if one refusal were free
+            st, _, p = self.otpd.issue(PHONE)
+            self.assertEqual((st, p["error"]), (503, "ledger_unavailable"), p)
+        con.execute("DROP TRIGGER no_messages")
+        con.commit()
+        con.close()
+        body, _ = self.issue_and_code(PHONE)
+        # The budget is now spent by the one message that went out.
+        st, _, p = self.otpd.issue("+14155550100")
+        self.assertEqual((st, p["error"]), (503, "cost_cap"), p)
+        q = "SELECT decision, http_status FROM requests ORDER BY id"
+        rows = wait_until(lambda: (lambda r: r if len(r) == 4 else None)(self.otpd.rows(q)), what="4 rows")
+        self.assertEqual([(r["decision"], r["http_status"]) for r in rows],
+                         [("ledger_unavailable", 503)] * 2 + [("accepted", 202), ("cost_cap", 503)])

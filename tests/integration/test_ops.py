@@ -4,9 +4,8 @@ import json
 import os
 import signal
 import socket
-import subprocess
 
-from harness import BIN, OtpdTest, base_config, wait_until
+from harness import OtpdTest, wait_until
 
 
 class ConfigCheckTest(OtpdTest):
@@ -14,8 +13,7 @@ class ConfigCheckTest(OtpdTest):
         path = os.path.join(self.tmp, "check.json")
         with open(path, "w") as f:
             f.write(cfg if isinstance(cfg, str) else json.dumps(cfg))
-        r = subprocess.run([os.path.join(BIN, "otpd"), "--check", "-c", path], env=dict(self.otpd.env, **(env or {})),
-                           capture_output=True, text=True)
+        r = self.run_bin("otpd", ["--check", "-c", path], env=dict(self.otpd.env, **(env or {})))
         return r.returncode, r.stderr.splitlines(), path
 
     def test_valid_config_passes(self):
@@ -41,8 +39,7 @@ class ConfigCheckTest(OtpdTest):
         rc, errors, path = self.check('{"listen": ')
         self.assertEqual(rc, 1)
         self.assertTrue(errors[0].startswith(path + ": line "), errors)
-        r = subprocess.run([os.path.join(BIN, "otpd"), "--check", "-c", os.path.join(self.tmp, "none.json")],
-                           capture_output=True, text=True)
+        r = self.run_bin("otpd", ["--check", "-c", os.path.join(self.tmp, "none.json")])
         self.assertEqual(r.returncode, 1)
         self.assertIn("cannot read", r.stderr)
 
@@ -52,8 +49,7 @@ class ConfigCheckTest(OtpdTest):
             json.dump(self.otpd.config, f)
         env = dict(self.otpd.env)
         del env["OTPD_SECRET"]
-        r = subprocess.run([os.path.join(BIN, "otpd"), "-c", path], env=env, capture_output=True, text=True,
-                           timeout=10)
+        r = self.run_bin("otpd", ["-c", path], env=env, timeout=10)
         self.assertEqual(r.returncode, 78)  # EX_CONFIG
         self.assertIn("secret_env: environment variable OTPD_SECRET is not set", r.stderr)
 
@@ -62,8 +58,7 @@ class ConfigCheckTest(OtpdTest):
         path = os.path.join(self.tmp, "dup.json")
         with open(path, "w") as f:
             json.dump(cfg, f)
-        r = subprocess.run([os.path.join(BIN, "otpd"), "-c", path], env=self.otpd.env, capture_output=True,
-                           text=True, timeout=10)
+        r = self.run_bin("otpd", ["-c", path], timeout=10)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("cannot listen", r.stderr)
 
@@ -98,8 +93,7 @@ class MigrationTest(OtpdTest):
         con.execute("PRAGMA user_version = 99")
         con.commit()
         con.close()
-        r = subprocess.run([os.path.join(BIN, "otpd"), "-c", self.otpd.conf_path], env=self.otpd.env,
-                           capture_output=True, text=True, timeout=10)
+        r = self.run_bin("otpd", ["-c", self.otpd.conf_path], timeout=10)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("schema version 99 is newer than this otpd", r.stderr)
 
@@ -109,21 +103,16 @@ class AuditCliTest(OtpdTest):
         _, code = self.issue_and_code("+919812345678")
         self.otpd.verify("+919812345678", code)
         wait_until(lambda: len(self.otpd.rows("SELECT * FROM requests")) == 2, what="2 rows")
-        otpctl = os.path.join(BIN, "otpctl")
-        r = subprocess.run([otpctl, "audit", "-c", self.otpd.conf_path, "-t", "requests", "-n", "5"],
-                           env=self.otpd.env, capture_output=True, text=True)
+        r = self.run_bin("otpctl", ["audit", "-c", self.otpd.conf_path, "-t", "requests", "-n", "5"])
         self.assertEqual(r.returncode, 0, r.stderr)
         rows = [json.loads(line) for line in r.stdout.splitlines()]
         self.assertEqual([x["decision"] for x in rows], ["verified", "accepted"])  # newest first
         self.assertNotIn(code, r.stdout)
-        r = subprocess.run([otpctl, "audit", "-c", self.otpd.conf_path, "-t", "messages", "-p", "+10000000000"],
-                           env=self.otpd.env, capture_output=True, text=True)
+        r = self.run_bin("otpctl", ["audit", "-c", self.otpd.conf_path, "-t", "messages", "-p", "+10000000000"])
         self.assertEqual((r.returncode, r.stdout), (0, ""))
-        r = subprocess.run([otpctl, "audit", "-c", self.otpd.conf_path, "-t", "sqlite_master"],
-                           env=self.otpd.env, capture_output=True, text=True)
+        r = self.run_bin("otpctl", ["audit", "-c", self.otpd.conf_path, "-t", "sqlite_master"])
         self.assertNotEqual(r.returncode, 0)
-        r = subprocess.run([otpctl, "check", "-c", self.otpd.conf_path], env=self.otpd.env, capture_output=True,
-                           text=True)
+        r = self.run_bin("otpctl", ["check", "-c", self.otpd.conf_path])
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
@@ -207,4 +196,87 @@ class SendingPolicyTest(OtpdTest):
         cfg["pacer"]["on_restart_sending"] = "fail"
         self.restart(cfg)
         wait_until(lambda: self.state(mid) == "failed", 10, what="the fail policy")
-        self.assertEqual(len(self.fake.requests()), 1)
+        # A later message goes out: the failed one had its chance and was not resent.
+        body, _ = self.issue_and_code("+14155550100")
+        self.assertEqual([m["id"] for m in self.fake.messages()], [mid, body["id"]])
+
+
+REDIS_PASS = "redis-pass-0123456789"
+
+
+class RedisPasswordTest(OtpdTest):
+    """redis.password_env: otpd authenticates; the password is never logged."""
+    redis_password = REDIS_PASS
+    env = {"OTPD_REDIS_PASS": REDIS_PASS}
+
+    def configure(self, cfg):
+        cfg["redis"]["password_env"] = "OTPD_REDIS_PASS"
+        return cfg
+
+    def test_password_is_used(self):
+        _, code = self.issue_and_code("+919812345678")
+        self.assertEqual(self.otpd.verify("+919812345678", code)[:1], (200,))
+        st, _, p = self.otpd.call("GET", "/readyz", auth=None)
+        self.assertEqual((st, p["status"]), (200, "ready"))
+        # The server really demands the password: a client without it is refused.
+        with socket.create_connection(("127.0.0.1", self.redis.port), timeout=2) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            self.assertTrue(s.recv(100).startswith(b"-NOAUTH"))
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertNotIn(REDIS_PASS, self.otpd.log())
+
+    def test_wrong_password_is_a_clear_failure(self):
+        self.restart(OTPD_REDIS_PASS="wrong-pass-0123456789")
+        st, h, p = self.otpd.issue("+919812345678")
+        self.assertEqual((st, p["error"], h["retry-after"]), (503, "store_unavailable", "1"))
+        st, _, p = self.otpd.call("GET", "/readyz", auth=None)
+        self.assertEqual((st, p["status"]), (503, "not_ready"))
+        self.assertIn("WRONGPASS", p["detail"])
+        self.assertEqual(self.redis.cmd("DBSIZE"), 0)  # nothing was decided
+        self.assertEqual(self.otpd.stop(), 0)
+        log = self.otpd.log()
+        self.assertIn("WRONGPASS", log)
+        self.assertNotIn("wrong-pass-0123456789", log)
+        self.assertNotIn(REDIS_PASS, log)
+
+    def test_missing_password_variable_is_a_start_up_error(self):
+        env = dict(self.otpd.env)
+        del env["OTPD_REDIS_PASS"]
+        r = self.run_bin("otpd", ["-c", self.otpd.conf_path], env=env, timeout=10)
+        self.assertEqual(r.returncode, 78, r.stderr)  # EX_CONFIG
+        self.assertIn("redis.password_env: environment variable OTPD_REDIS_PASS is not set", r.stderr)
+
+    def test_a_password_in_the_url_is_refused(self):
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["redis"]["url"] = "redis://:%s@127.0.0.1:%d/0" % (REDIS_PASS, self.redis.port)
+        path = os.path.join(self.tmp, "url.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        r = self.run_bin("otpd", ["--check", "-c", path])
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertTrue(r.stderr.startswith(path + ": redis.url: must not hold credentials"), r.stderr)
+        self.assertNotIn(REDIS_PASS, r.stderr)
+
+
+class RedisDatabaseTest(OtpdTest):
+    """redis://host:port/3: every key otpd writes lands in database 3."""
+
+    def configure(self, cfg):
+        cfg["redis"]["url"] = "redis://127.0.0.1:%d/3" % self.redis.port
+        cfg["limits"] = [{"name": "phone_hour", "key": "phone", "algorithm": "sliding_log", "limit": 5,
+                          "window": "1h"}]
+        return cfg
+
+    def test_keys_land_in_db_3(self):
+        phone = "+919812345678"
+        _, code = self.issue_and_code(phone)
+        wrong = "%06d" % ((int(code) + 1) % 1000000)
+        self.assertEqual(self.otpd.verify(phone, wrong)[2]["attempts_left"], 2)
+        keys3 = self.redis.cmd("KEYS", "*", db=3)
+        self.assertTrue(keys3, "no key in db 3")
+        self.assertTrue(any(phone in k for k in keys3), keys3)
+        self.assertEqual(self.redis.cmd("DBSIZE", db=0), 0, self.redis.cmd("KEYS", "*", db=0))
+        # The state otpd reads back is db 3's: the guess counted there.
+        self.assertEqual(self.otpd.verify(phone, code)[:1], (200,))
+        self.assertEqual(self.redis.cmd("DBSIZE", db=0), 0)

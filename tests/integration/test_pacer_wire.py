@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from harness import OtpdTest, free_port, wait_until
+from harness import OtpdTest, wait_until
 
 RATE = 5
 SLOW_CONN = 5        # the sixth connection opens 0.6 s late
@@ -20,18 +20,17 @@ class SlowWire:
     """An HTTP provider (Connection: close) behind a SOCKS5 proxy."""
 
     def __init__(self):
-        self.http_port, self.socks_port = free_port(), free_port()
         self.arrivals = []  # (monotonic time, message id)
         self.lock = threading.Lock()
         self.conns = 0
         self.socks = []
-        for port, handler in ((self.http_port, self.http_conn), (self.socks_port, self.socks_conn)):
+        for handler in (self.http_conn, self.socks_conn):
             s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", port))
+            s.bind(("127.0.0.1", 0))  # the kernel's free port: nobody else can answer there
             s.listen(128)
             self.socks.append(s)
             threading.Thread(target=self.serve, args=(s, handler), daemon=True).start()
+        self.http_port, self.socks_port = (s.getsockname()[1] for s in self.socks)
 
     def serve(self, s, handler):
         while True:

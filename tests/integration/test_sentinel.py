@@ -4,35 +4,59 @@ new master by itself; a verification started before the failover verifies
 after it."""
 import os
 import signal
+import socket
 import subprocess
 import time
 
-from harness import OtpdTest, free_port, wait_until
+from harness import OtpdTest, Redis, wait_until
 
 
-class SentinelTest(OtpdTest):
-    def configure(self, cfg):
-        self.replica_port, self.sentinel_port = free_port(), free_port()
-        self.procs = [subprocess.Popen(
-            ["redis-server", "--port", str(self.replica_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.tmp, "--replicaof", "127.0.0.1", str(self.redis.port),
-             "--logfile", os.path.join(self.tmp, "replica.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        conf = os.path.join(self.tmp, "sentinel.conf")
+class Sentinel(Redis):
+    """redis-server --sentinel, monitoring master_port; proven ours like Redis."""
+
+    def __init__(self, workdir, master_port):
+        super().__init__(workdir, name="sentinel")
+        self.master_port = master_port
+
+    def argv(self):
+        # Sentinel rewrites its config file: one per start, on the chosen port.
+        conf = os.path.join(self.dir, "sentinel.%d.conf" % self.port)
         with open(conf, "w") as f:
             f.write("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"
                     "sentinel monitor otpd 127.0.0.1 %d 1\n"
                     "sentinel down-after-milliseconds otpd 500\n"
-                    "sentinel failover-timeout otpd 3000\n" % (self.sentinel_port, self.tmp,
-                                                               os.path.join(self.tmp, "sentinel.log"),
-                                                               self.redis.port))
-        self.procs.append(subprocess.Popen(["redis-server", conf, "--sentinel"], stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL))
-        wait_until(lambda: self.master_port() == self.redis.port, 10, what="the sentinel")
-        cfg["redis"] = {"sentinel": {"addrs": ["127.0.0.1:%d" % free_port(), "127.0.0.1:%d" % self.sentinel_port],
+                    "sentinel failover-timeout otpd 3000\n" % (self.port, self.dir,
+                                                               os.path.join(self.dir, "sentinel.log"),
+                                                               self.master_port))
+        return ["redis-server", conf, "--sentinel"]
+
+
+class SentinelTest(OtpdTest):
+    def configure(self, cfg):
+        # configure() runs again if otpd's port clashes: start the servers once.
+        if not getattr(self, "procs", None):
+            self.procs = []
+            self.replica = Redis(self.tmp, ["--replicaof", "127.0.0.1", str(self.redis.port)], name="replica")
+            self.procs.append(self.replica.start())
+            self.sentinel = Sentinel(self.tmp, self.redis.port)
+            self.procs.append(self.sentinel.start())
+            self.replica_port, self.sentinel_port = self.replica.port, self.sentinel.port
+            # A dead sentinel address: bound but not listening, so nothing can answer there.
+            self.dead = socket.socket()
+            self.dead.bind(("127.0.0.1", 0))
+            wait_until(lambda: self.master_port() == self.redis.port, 10, what="the sentinel")
+        cfg["redis"] = {"sentinel": {"addrs": ["127.0.0.1:%d" % self.dead.getsockname()[1],
+                                               "127.0.0.1:%d" % self.sentinel_port],
                                      "master": "otpd"},
                         "timeout_ms": 100, "breaker_failures": 3, "breaker_open": "500ms"}
         return cfg
+
+    def _stop_all(self):
+        for p in getattr(self, "procs", []):
+            p.stop()
+        if getattr(self, "dead", None):
+            self.dead.close()
+        super()._stop_all()
 
     def master_port(self):
         out = subprocess.run(["redis-cli", "-p", str(self.sentinel_port), "SENTINEL", "get-master-addr-by-name",
@@ -49,21 +73,15 @@ class SentinelTest(OtpdTest):
                              capture_output=True, text=True).stdout
         return "master_link_status:up" in out
 
-    def tearDown(self):
-        try:
-            super().tearDown()
-        finally:
-            for p in self.procs:
-                p.kill()
-                p.wait()
-
     def test_failover(self):
         phone = "+919812345678"
         _, code = self.issue_and_code(phone)  # the first sentinel address is dead: the second answers
         wait_until(self.replica_synced, 10, what="the replica")
         # Sentinel learns of replicas from the master's INFO, every 10 s at most.
         wait_until(self.sentinel_knows_replica, 15, step=0.2, what="the sentinel to see the replica")
-        time.sleep(0.3)  # replication is asynchronous: let the verification reach the replica
+        # Replication is asynchronous: WAIT returns once the replica has
+        # acknowledged every write so far (the verification included).
+        self.assertEqual(self.redis.cmd("WAIT", 1, 5000, timeout=6), 1)
         self.redis.proc.send_signal(signal.SIGKILL)
         self.redis.proc.wait()
         wait_until(lambda: self.master_port() == self.replica_port, 20, step=0.2, what="the failover")

@@ -103,6 +103,43 @@ def free_port(host=HOST):
     return free_ports(1, host)[0]
 
 
+def _listen_inodes(port):
+    """Socket inodes listening on TCP port (Linux /proc)."""
+    out = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        out.add("socket:[%s]" % cols[9])
+        except OSError:
+            pass
+    return out
+
+
+def owns_port(pid, port):
+    """True when process pid holds a socket listening on port."""
+    inodes = _listen_inodes(port)
+    fd_dir = "/proc/%d/fd" % pid
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)) in inodes:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+class KannelPortClash(KannelError):
+    """Another process has one of the ports Kannel was given."""
+
+
 def _port_in_use(port, host=HOST):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -263,13 +300,9 @@ class Kannel:
         extra_core / extra_smsbox / extra_user: raw "key = value" lines
         appended to the core, smsbox and sendsms-user groups."""
         self.workdir = os.path.abspath(workdir)
-        need = [p for p in (sendsms_port, admin_port, smsbox_port, smsc_port)
-                if p is None]
-        auto = iter(free_ports(len(need)) if need else [])
-        self.sendsms_port = sendsms_port or next(auto)
-        self.admin_port = admin_port or next(auto)
-        self.smsbox_port = smsbox_port or next(auto)
-        self.smsc_port = smsc_port or next(auto)
+        self._fixed = dict(sendsms_port=sendsms_port, admin_port=admin_port,
+                           smsbox_port=smsbox_port, smsc_port=smsc_port)
+        self._pick_ports()
         self.user = user
         self.password = password
         self.admin_password = admin_password
@@ -282,6 +315,14 @@ class Kannel:
         self.startup_seconds = None
         self.conf_path = os.path.join(self.workdir, "kannel.conf")
         self.fakesmsc_out = os.path.join(self.workdir, "fakesmsc.out")
+
+    def _pick_ports(self):
+        """Ports the caller left as None are picked with free_ports(): only
+        candidates; start() proves bearerbox and smsbox own them."""
+        need = [k for k, v in self._fixed.items() if v is None]
+        auto = dict(zip(need, free_ports(len(need)) if need else []))
+        for k, v in self._fixed.items():
+            setattr(self, k, v if v is not None else auto[k])
 
     # ---- urls -------------------------------------------------------------
     @property
@@ -408,12 +449,25 @@ user-allow-ip = "{HOST}"
         if self.procs:
             raise KannelError("already started")
         t0 = time.monotonic()
-        deadline = t0 + timeout
         os.makedirs(self.workdir, exist_ok=True)
+        auto = any(v is None for v in self._fixed.values())
+        for attempt in range(3):
+            try:
+                self._start_once(t0 + timeout)
+                break
+            except KannelPortClash:
+                # Picked ports are only candidates: another process took one.
+                if not auto or attempt == 2:
+                    raise
+                self._pick_ports()
+        self.startup_seconds = time.monotonic() - t0
+        return self.startup_seconds
+
+    def _start_once(self, deadline):
         for port in (self.sendsms_port, self.admin_port, self.smsbox_port,
                      self.smsc_port):
             if _port_in_use(port):
-                raise KannelError("port %d on %s already in use" % (port, HOST))
+                raise KannelPortClash("port %d on %s already in use" % (port, HOST))
         with open(self.conf_path, "w") as f:
             f.write(self.config_text())
         # fakesmsc.out is parsed by received(); start from a clean file.
@@ -421,11 +475,37 @@ user-allow-ip = "{HOST}"
         _live.add(self)
         try:
             self._start(deadline)
+            self._check_owners()
+        except KannelError:
+            clash = self._clash()
+            self.stop()
+            if clash:
+                raise KannelPortClash(clash)
+            raise
         except BaseException:
             self.stop()
             raise
-        self.startup_seconds = time.monotonic() - t0
-        return self.startup_seconds
+
+    def _owners(self):
+        return {"bearerbox": (self.admin_port, self.smsbox_port, self.smsc_port),
+                "smsbox": (self.sendsms_port,)}
+
+    def _check_owners(self):
+        """Whatever answered on our ports must be our bearerbox and smsbox."""
+        for name, ports in self._owners().items():
+            for port in ports:
+                if not owns_port(self.procs[name].pid, port):
+                    raise KannelError("port %d answers, but not from our %s" % (port, name))
+
+    def _clash(self):
+        """Why a failed start was a port clash (a port of ours listened on
+        by a process that is not ours), or None."""
+        ours = [p.pid for p in self.procs.values() if p.poll() is None]
+        for ports in self._owners().values():
+            for port in ports:
+                if _listen_inodes(port) and not any(owns_port(pid, port) for pid in ours):
+                    return "port %d is held by another process" % port
+        return None
 
     def _start(self, deadline):
         # -v 1: INFO and up on stdout/err; full DEBUG goes to *.log.
