@@ -221,6 +221,34 @@ class RefusedConnectionTest(MoneyTest):
         self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, PRICE // 2))
 
 
+    def test_reserve_script_takes_again_after_a_refund(self):
+        """reserve.lua itself: a held reservation is not taken twice, and
+        one already given back is never counted as held."""
+        with open(os.path.join(ROOT, "src", "limits", "reserve.lua")) as f:
+            script = f.read()
+        window, cap = 86400000, 10 * PRICE
+        idx = int(self.redis.cmd("TIME")[0]) * 1000 // window
+
+        def reserve(mid, need):
+            return self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:" + mid, need, PRICE, 5, 1, "c0", window,
+                                  cap)
+
+        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, PRICE))  # m1's issue reservation
+        self.assertEqual(reserve("m1", 1)[:2], [1, 1])  # held: nothing taken
+        self.assertEqual(self.reserved(), PRICE)
+        self.redis.cmd("HSET", "otp:msg:m1", "f", 1)  # given back (by refund.lua)
+        self.assertEqual(reserve("m1", 1)[:2], [1, 2])  # so a new one
+        self.assertEqual(self.reserved(), 2 * PRICE)
+        self.assertEqual(reserve("m1", 2)[:2], [1, 2])  # asked again: still the one
+        self.assertEqual(reserve("m1", 3)[:2], [1, 3])  # after a billed attempt: the next
+        self.assertEqual(self.reserved(), 3 * PRICE)
+        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, cap))
+        got = reserve("m1", 4)
+        self.assertEqual((got[0], got[1], got[4]), (0, 3, 0))  # the cap is full: refused, nothing written
+        self.assertEqual(self.reserved(), cap)
+        self.assertEqual(self.money("m1")["r"], "3")
+
+
 class Pause429Test(MoneyTest):
     def test_a_429_pauses_every_send(self):
         self.fake.control(statuses=[429], retry_after=1)

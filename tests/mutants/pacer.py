@@ -54,7 +54,7 @@ MUTANTS = [
          file="src/limits/reserve.lua",
          old="if r >= need and f < r then",
          new="if r >= need then",
-         test="test_money.RefusedConnectionTest.test_refunded_exactly_once_across_sigkill",
+         test="test_money.RefusedConnectionTest.test_reserve_script_takes_again_after_a_refund",
          why="a reservation already given back counts as held: the retry is free"),
     dict(name="provider-408-not-billed",
          file="src/provider/provider.c",
