@@ -116,7 +116,8 @@ struct limits_grant {
 enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, int64_t price_minor, int64_t issue_ms,
                            struct limits_grant *out, char *err);
 
-/* Gives back reservation idx of message id, at most once ever. *result:
+/* Gives back reservation idx of message id (0: its latest, for a message
+ * that was never tried), at most once ever. *result:
  * 1 given back, 0 it already was (nothing done), -1 idx is not the
  * message's latest reservation (nothing done). *anomalies counts cap
  * windows whose sum was below the price (left as they were). OTP_ESTORE

@@ -15,7 +15,8 @@
 --
 -- KEYS[1] the global cost hash; KEYS[2] (optional) the message hash
 -- ARGV: price, reserved_ms (Redis time of the reservation), ncaps, then
---       2 per cap: field, window_ms; then (with KEYS[2]) idx
+--       2 per cap: field, window_ms; then (with KEYS[2]) idx, the
+--       reservation to give back (0: the latest, for a message never tried)
 -- Returns {status, anomalies}: status 1 given back, 0 already given back
 -- (nothing done), -1 idx is not the message's latest reservation (nothing
 -- done); anomalies counts the windows that would have gone below zero.
@@ -26,6 +27,7 @@ if KEYS[2] then
   local idx = tonumber(ARGV[4 + ncaps * 2])
   local m = redis.call('HMGET', KEYS[2], 'r', 'f', 'p', 't')
   local r, f = tonumber(m[1] or 1), tonumber(m[2] or 0)
+  if idx == 0 then idx = r end
   if f >= idx then return {0, 0} end
   if idx ~= r then return {-1, 0} end
   if m[3] then price, at = tonumber(m[3]), tonumber(m[4]) end

@@ -425,10 +425,12 @@ static void pacer_end(struct pacer *pc, struct pacer_item *it, const char *state
 {
     pacer_ledger_state(pc, it->m.id, state, "queued,sending", NULL, detail, it->m.attempts, clock_wall_ms());
     pthread_mutex_lock(&pc->mu);
-    if (strcmp(state, "expired") == 0)
+    if (strcmp(state, "expired") == 0) {
         pc->stats.expired++;
-    else
+        pc->stats.cause[PROVIDER_C_EXPIRED]++; /* never reached: not billed */
+    } else {
         pc->stats.failed++;
+    }
     pthread_mutex_unlock(&pc->mu);
     if (it->m.held && pacer_priced(pc, it) && it->m.price_minor > 0) {
         pacer_job(pc, it, PACER_JOB_REFUND);
@@ -616,6 +618,13 @@ static void pacer_reserve_now(struct pacer *pc, struct pacer_item *it)
 
     for (;;) {
         if (pacer_too_late(pc, it, clock_wall_ms())) {
+            /* A restored message never tried has spent nothing: its latest
+             * reservation goes back (once). One that was tried may have
+             * spent it, and what may be spent is never given back. */
+            if (it->m.attempts == 0) {
+                it->m.rsv_idx = 0; /* its latest, whatever a restart took */
+                it->m.held = 1;
+            }
             pacer_slot_free(pc);
             pacer_end(pc, it, "expired", "too little life left while its cost was reserved");
             return;
@@ -990,7 +999,9 @@ static void *pacer_main(void *arg)
             break;
         }
         if (pc->pause_until_ns > clock_mono_ns()) {
-            pacer_unpick(pc, it); /* a 429 came in while this one waited */
+            /* A 429 came in while this one waited: it goes when the pause ends. */
+            it->not_before_ns = pc->pause_until_ns;
+            pacer_ready(pc, it);
             continue;
         }
         pacer_slot_free(pc);

@@ -4,7 +4,10 @@
  * run and push the accepted message into it; one pacer thread drains the
  * queue on absolute deadlines at exactly `rate` sends a second, through
  * curl multi so provider latency does not lower the rate, with at most
- * `max_inflight` calls at once. Every state change goes to the ledger.
+ * `max_inflight` calls at once. A second thread, the money thread, takes
+ * the cost reservations of retries and gives back the reservations of
+ * messages that end unbilled (struct pacer_money), so the sending thread
+ * never waits on Redis. Every state change goes to the ledger.
  */
 #ifndef OTPD_PACER_H
 #define OTPD_PACER_H
@@ -51,7 +54,8 @@ struct pacer_money {
      * are the reservation held. */
     enum otp_rc (*reserve)(void *ctx, const char *id, int need, int64_t price_minor, int64_t issue_ms, int *ok,
                            int *idx, int64_t *at_ms, char *why, size_t why_cap, char *err);
-    /* Gives back reservation idx of message id, at most once ever.
+    /* Gives back reservation idx of message id (0: its latest), at most
+     * once ever.
      * *result: 1 given back, 0 it already was, -1 an anomaly (logged and
      * counted by the pacer). */
     enum otp_rc (*refund)(void *ctx, const char *id, int idx, int64_t price_minor, int64_t cost_ms, int *result,
