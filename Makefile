@@ -37,7 +37,7 @@ OTP_SRC      := src/otp/code.c src/otp/otp.c
 HTTP_SRC     := src/http/http.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
-LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
+LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys

@@ -679,3 +679,38 @@ void ledger_stats(struct ledger *l, struct ledger_stats *out)
     *out = l->stats;
     pthread_mutex_unlock(&l->mu);
 }
+
+enum otp_rc ledger_wire_times(struct ledger *l, int64_t since_ms, int64_t now_ms, int n, int64_t *out_ms, int *got,
+                              char *err)
+{
+    /* Each 'sending' event is one call; its outcome is the first sends row
+     * of that message at or after it. */
+    static const char sql[] = "SELECT e.ts_ms, (SELECT MIN(s.ts_ms) FROM sends s WHERE s.message_id = e.message_id "
+                              "AND s.ts_ms >= e.ts_ms) FROM message_events e "
+                              "WHERE e.state = 'sending' AND e.ts_ms >= ?1 ORDER BY e.id DESC LIMIT ?2";
+    sqlite3_stmt *st = NULL;
+    enum otp_rc rc = OTP_OK;
+    int step = SQLITE_DONE;
+
+    *got = 0;
+    pthread_mutex_lock(&l->rmu);
+    if (sqlite3_prepare_v2(l->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
+        rc = OTP_EIO;
+        goto out;
+    }
+    sqlite3_bind_int64(st, 1, since_ms);
+    sqlite3_bind_int(st, 2, n);
+    while (*got < n && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t t = sqlite3_column_type(st, 1) == SQLITE_NULL ? now_ms : sqlite3_column_int64(st, 1);
+        out_ms[(*got)++] = t;
+    }
+    if (*got < n && step != SQLITE_DONE) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
+        rc = OTP_EIO;
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&l->rmu);
+    return rc;
+}

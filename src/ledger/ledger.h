@@ -123,4 +123,15 @@ struct ledger_stats {
 };
 void ledger_stats(struct ledger *l, struct ledger_stats *out);
 
+/*
+ * For the pacer's first sends after a start: a time by which each of the
+ * newest n provider calls started since since_ms had surely gone on the
+ * wire, newest first, as Unix ms. That is the call's sends row (written
+ * when its outcome was known, so never before the request left), or now_ms
+ * for a call with no such row (in flight when otpd stopped or died, or its
+ * row lost). Fills out_ms[0..*got-1]. Runs on the caller's thread.
+ */
+enum otp_rc ledger_wire_times(struct ledger *l, int64_t since_ms, int64_t now_ms, int n, int64_t *out_ms, int *got,
+                              char *err);
+
 #endif

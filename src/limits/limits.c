@@ -13,6 +13,7 @@
 
 #include "issue.lua.h"
 #include "refund.lua.h"
+#include "reserve.lua.h"
 #include "verify.lua.h"
 
 #define LIMITS_KEYS_MAX 6
@@ -461,5 +462,125 @@ enum otp_rc limits_refund(struct limits *l, int64_t price_minor, int64_t reserve
 out:
     store_reply_free(rep);
     rules_put(l, rs);
+    return rc;
+}
+
+struct limits_money {
+    struct limits *l;
+    struct store *store;
+    int h_reserve, h_refund;
+};
+
+struct limits_money *limits_money_new(struct limits *l, struct store *s)
+{
+    struct limits_money *m = calloc(1, sizeof(*m));
+
+    if (m == NULL)
+        return NULL;
+    m->l = l;
+    m->store = s;
+    m->h_reserve = store_script(s, limits_reserve_lua);
+    m->h_refund = store_script(s, limits_refund_lua);
+    return m;
+}
+
+void limits_money_free(struct limits_money *m)
+{
+    free(m);
+}
+
+/* The money hash of message id. */
+static void money_key(const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "otp:msg:%s", id);
+}
+
+enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, int64_t price_minor, int64_t issue_ms,
+                           struct limits_grant *out, char *err)
+{
+    struct limits_rules *rs = rules_get(m->l);
+    struct limits_args a = {0};
+    struct store_reply *rep = NULL;
+    char key[64];
+    size_t i;
+    enum otp_rc rc;
+
+    /* reserve.lua's reply: {ok, idx, at_ms, retry_ms, cap}. */
+    enum { R_OK, R_IDX, R_AT, R_RETRY, R_CAP, R_N };
+
+    memset(out, 0, sizeof(*out));
+    money_key(id, key, sizeof(key));
+    args_str(&a, "otp:cost");
+    args_str(&a, key);
+    args_int(&a, need);
+    args_int(&a, price_minor);
+    args_int(&a, issue_ms);
+    args_int(&a, (int64_t)rs->n_caps);
+    for (i = 0; i < rs->n_caps; i++) {
+        snprintf(a.num[a.n], sizeof(a.num[0]), "c%zu", i); /* the cap's field, as limits_issue names it */
+        args_str(&a, a.num[a.n]);
+        args_int(&a, rs->caps[i].window_ms);
+        args_int(&a, rs->caps[i].max_minor);
+    }
+    rc = store_eval(m->store, m->h_reserve, 2, a.n, a.v, &rep, err);
+    if (rc != OTP_OK)
+        goto out;
+    if (rep->n != R_N) {
+        snprintf(err, OTP_ERR_LEN, "limits: reserve script gave %zu values, want %d", rep->n, (int)R_N);
+        rc = OTP_ESTORE;
+        goto out;
+    }
+    out->ok = rep->ints[R_OK] == 1;
+    out->idx = (int)rep->ints[R_IDX];
+    out->at_ms = rep->ints[R_AT];
+    out->retry_ms = rep->ints[R_RETRY];
+    if (!out->ok && rep->ints[R_CAP] >= 0 && (size_t)rep->ints[R_CAP] < rs->n_caps)
+        out->cap_window_ms = rs->caps[rep->ints[R_CAP]].window_ms;
+out:
+    store_reply_free(rep);
+    rules_put(m->l, rs);
+    return rc;
+}
+
+enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, int64_t price_minor,
+                               int64_t cost_ms, int *result, int *anomalies, char *err)
+{
+    struct limits_rules *rs = rules_get(m->l);
+    struct limits_args a = {0};
+    struct store_reply *rep = NULL;
+    char key[64];
+    size_t i;
+    enum otp_rc rc;
+
+    /* refund.lua's reply: {status, anomalies}. */
+    enum { F_STATUS, F_ANOMALIES, F_N };
+
+    *result = 0;
+    *anomalies = 0;
+    money_key(id, key, sizeof(key));
+    args_str(&a, "otp:cost");
+    args_str(&a, key);
+    args_int(&a, price_minor);
+    args_int(&a, cost_ms);
+    args_int(&a, (int64_t)rs->n_caps);
+    for (i = 0; i < rs->n_caps; i++) {
+        snprintf(a.num[a.n], sizeof(a.num[0]), "c%zu", i);
+        args_str(&a, a.num[a.n]);
+        args_int(&a, rs->caps[i].window_ms);
+    }
+    args_int(&a, idx);
+    rc = store_eval(m->store, m->h_refund, 2, a.n, a.v, &rep, err);
+    if (rc != OTP_OK)
+        goto out;
+    if (rep->n != F_N) {
+        snprintf(err, OTP_ERR_LEN, "limits: refund script gave %zu values, want %d", rep->n, (int)F_N);
+        rc = OTP_ESTORE;
+        goto out;
+    }
+    *result = (int)rep->ints[F_STATUS];
+    *anomalies = (int)rep->ints[F_ANOMALIES];
+out:
+    store_reply_free(rep);
+    rules_put(m->l, rs);
     return rc;
 }

@@ -88,4 +88,41 @@ enum otp_rc limits_ip_key(const char *ip, char *out, size_t cap);
 /* Builds the Redis key of a rule's key kind into out; pure, for tests. */
 void limits_key(enum cfg_key kind, const struct limits_request *rq, char *out, size_t cap);
 
+/*
+ * The pacer's side of the cost caps (DESIGN.md, "Pacer": what a failure
+ * costs), run on the pacer's money thread: reserve.lua and refund.lua on a
+ * per-message money hash, so each reservation is taken and given back at
+ * most once. Build with limits_money_new before s is shared (it registers
+ * a script); it reads l's caps at each call, so SIGHUP applies.
+ */
+struct limits_money;
+
+struct limits_money *limits_money_new(struct limits *l, struct store *s);
+void limits_money_free(struct limits_money *m);
+
+/* What reserve.lua decided. */
+struct limits_grant {
+    int ok;          /* 1: the message holds reservation idx; 0: a cap has no room */
+    int idx;         /* the reservation held (1 is the issue's) */
+    int64_t at_ms;   /* Redis time it was taken: its cap windows */
+    int64_t retry_ms; /* when refused: until the full cap's window ends */
+    int64_t cap_window_ms; /* when refused: the full cap's window */
+};
+
+/* Makes sure message id holds reservation need or a later one not given
+ * back, taking a new one of price_minor against every cap if not.
+ * issue_ms is the Redis time of the issue's reservation. OTP_OK with the
+ * decision in *out, or OTP_ESTORE with detail in err. Blocks on Redis. */
+enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, int64_t price_minor, int64_t issue_ms,
+                           struct limits_grant *out, char *err);
+
+/* Gives back reservation idx of message id (0: its latest, for a message
+ * that was never tried), at most once ever. *result:
+ * 1 given back, 0 it already was (nothing done), -1 idx is not the
+ * message's latest reservation (nothing done). *anomalies counts cap
+ * windows whose sum was below the price (left as they were). OTP_ESTORE
+ * with detail in err when Redis fails. Blocks on Redis. */
+enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, int64_t price_minor,
+                               int64_t cost_ms, int *result, int *anomalies, char *err);
+
 #endif

@@ -553,5 +553,10 @@ char *otp_metrics(struct otp *o)
             "# HELP otpd_ledger_failures_total Ledger writes or commits that failed.\n"
             "# TYPE otpd_ledger_failures_total counter\notpd_ledger_failures_total %llu\n",
         (unsigned long long)ls.commits, (unsigned long long)ls.rows, (unsigned long long)ls.failures);
+    {
+        char money[4096];
+        if (pacer_metrics(o->d.pacer, money, sizeof(money)) > 0)
+            put(&t, "%s", money);
+    }
     return t.s;
 }

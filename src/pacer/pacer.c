@@ -14,7 +14,19 @@
  * callback: after the connection is made, before the request is sent), and
  * a send waits until the request `rate` sends ago is a second (and a margin)
  * old, so no 1-second window ever holds more than `rate` calls, retries
- * included, even when a new connection is slow to open.
+ * included, even when a new connection is slow to open. At start the ring
+ * is seeded from the ledger, so a restart keeps the spacing of the sends
+ * before it. A provider 429 pauses every send, not only its message's.
+ *
+ * Money. Each attempt is classified by provider_cause_row: never reached
+ * (not billed: the message keeps its reservation for a retry, or gives it
+ * back when it ends), outcome unknown or accepted (billed: the reservation
+ * is spent and counted in otpd_spend_minor_total). A retry after a billed
+ * attempt needs a new reservation, taken against every cap; refunds and
+ * reservations run on a second thread (the money thread, a FIFO bounded by
+ * the queue's capacity), so the thread that owns the wire waits on nothing
+ * but its clock and curl. A message goes back to the ready list only once
+ * it holds its reservation.
  */
 #include "pacer.h"
 
@@ -28,6 +40,7 @@
 #include <curl/curl.h>
 
 #include "../base/clock.h"
+#include "../base/log.h"
 
 #define NS_PER_S 1000000000ull
 #define NS_PER_MS 1000000ull
@@ -41,11 +54,23 @@
 /* A transfer whose ring slot has been taken by a later send. */
 #define PACER_NO_SLOT SIZE_MAX
 
+/* A pause after a 429 without Retry-After: base << n, within these. */
+#define PACER_PAUSE_MIN_MS 1000
+#define PACER_PAUSE_MAX_MS 60000
+/* The money thread's wait before it asks a failing Redis again. */
+#define PACER_MONEY_RETRY_MS 500
+
+/* What the money thread is asked to do with an item. */
+enum pacer_job { PACER_JOB_RESERVE, PACER_JOB_REFUND };
+
 /* A queued or waiting message. */
 struct pacer_item {
     struct pacer_item *next;
     struct pacer_msg m;
     uint64_t not_before_ns; /* retries only: not sent before this */
+    int64_t issue_ms;       /* Redis time of the issue's reservation (number 1) */
+    enum pacer_job job;     /* on the money thread's list */
+    int need;               /* PACER_JOB_RESERVE: the reservation asked for */
 };
 
 /* One provider call in flight. */
@@ -62,6 +87,7 @@ struct pacer_xfer {
     char reply[PACER_REPLY_MAX];
     size_t reply_len;
     int64_t retry_after_ms; /* from a Retry-After header */
+    int wrote;              /* 1 once curl was about to write the request: from then it may be billed */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -69,8 +95,9 @@ struct pacer {
     const struct config *cfg;
     struct provider *provider;
     struct ledger *ledger;
-    pacer_refund_fn refund;
-    void *refund_ctx;
+    struct pacer_money money;
+    int has_money;
+    int64_t min_life_ms; /* min(30 s, ttl / 4): less than this left, a code is not sent */
     CURLM *multi;
     pthread_t thread;
     int started;
@@ -80,6 +107,17 @@ struct pacer {
     size_t ring_pos;
     struct pacer_xfer *xfers; /* calls in flight; pacer thread only */
     unsigned seed;
+    uint64_t pause_until_ns;  /* after a 429: no send before this; pacer thread only */
+    int n429;                 /* 429s in a row; pacer thread only */
+
+    /* The money thread's FIFO; wmu is never held with mu. */
+    pthread_t money_thread;
+    int money_started;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcond;
+    struct pacer_item *jhead, *jtail;
+    int jobs, jobs_max;
+    int wstop;
 
     pthread_mutex_t mu; /* guards everything below */
     struct pacer_item *head, *tail; /* the queue, oldest first */
@@ -91,8 +129,8 @@ struct pacer {
     struct pacer_stats stats;
 };
 
-struct pacer *pacer_new(const struct config *c, struct provider *p, struct ledger *l, pacer_refund_fn refund,
-                        void *refund_ctx, char *err)
+struct pacer *pacer_new(const struct config *c, struct provider *p, struct ledger *l,
+                        const struct pacer_money *money, char *err)
 {
     struct pacer *pc = calloc(1, sizeof(*pc));
 
@@ -107,11 +145,20 @@ struct pacer *pacer_new(const struct config *c, struct provider *p, struct ledge
     pc->cfg = c;
     pc->provider = p;
     pc->ledger = l;
-    pc->refund = refund;
-    pc->refund_ctx = refund_ctx;
+    if (money != NULL) {
+        pc->money = *money;
+        pc->has_money = 1;
+    }
+    pc->min_life_ms = c->otp_ttl_ms / 4 < 30000 ? c->otp_ttl_ms / 4 : 30000;
+    /* Every item is in one place at a time and items are bounded by the
+     * queue's capacity (restored ones aside), so this bound is never the
+     * limit in practice; reaching it is handled, not assumed away. */
+    pc->jobs_max = 2 * c->pacer_capacity + c->pacer_max_inflight + 16;
     pc->period_ns = NS_PER_S / (uint64_t)c->pacer_rate;
     pc->seed = (unsigned)clock_mono_ns();
     pthread_mutex_init(&pc->mu, NULL);
+    pthread_mutex_init(&pc->wmu, NULL);
+    pthread_cond_init(&pc->wcond, NULL);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (pc->multi = curl_multi_init()) == NULL) {
         snprintf(err, OTP_ERR_LEN, "pacer: curl init failed");
         pacer_free(pc);
@@ -147,20 +194,108 @@ void pacer_release(struct pacer *pc)
     pthread_mutex_unlock(&pc->mu);
 }
 
-/* Appends m to the queue; reserved says whether a slot is already taken. */
-static void pacer_append(struct pacer *pc, const struct pacer_msg *m, int reserved)
-{
-    struct pacer_item *it = calloc(1, sizeof(*it));
+/* Counts one stat under the lock. */
+#define PACER_COUNT(pc, field, n)                                                                                      \
+    do {                                                                                                               \
+        pthread_mutex_lock(&(pc)->mu);                                                                                 \
+        (pc)->stats.field += (n);                                                                                      \
+        pthread_mutex_unlock(&(pc)->mu);                                                                               \
+    } while (0)
 
-    pthread_mutex_lock(&pc->mu);
-    if (it == NULL) {
-        /* The message is 'queued' in the ledger: a restart sends it. */
-        if (reserved)
-            pc->used--;
-        pthread_mutex_unlock(&pc->mu);
+/*
+ * Ledger writes of the pacer. A submission fails only when out of memory
+ * or once the ledger is closing; it is tried once more, then logged and
+ * counted (otpd_pacer_ledger_failures_total), never dropped silently. A
+ * state change that never lands leaves the message 'queued' or 'sending',
+ * which the next start settles (sent again, at least once).
+ */
+static void pacer_ledger_failed(struct pacer *pc, const char *what, const char *id)
+{
+    log_msg(LOG_ERROR, "ledger: cannot record %s of message %s; the next start settles it", what, id);
+    PACER_COUNT(pc, ledger_failures, 1);
+}
+
+static void pacer_ledger_state(struct pacer *pc, const char *id, const char *state, const char *from,
+                               const char *provider_id, const char *detail, int attempts, int64_t ts_ms)
+{
+    int tries;
+
+    for (tries = 0; tries < 2; tries++)
+        if (ledger_message_state(pc->ledger, id, state, from, provider_id, detail, attempts, ts_ms) == OTP_OK)
+            return;
+    pacer_ledger_failed(pc, state, id);
+}
+
+static void pacer_ledger_send(struct pacer *pc, const struct ledger_send *s)
+{
+    int tries;
+
+    for (tries = 0; tries < 2; tries++)
+        if (ledger_send(pc->ledger, s) == OTP_OK)
+            return;
+    pacer_ledger_failed(pc, "a provider call", s->message_id);
+}
+
+/* 1 when its code has too little life left to go on the wire now. */
+static int pacer_too_late(const struct pacer *pc, const struct pacer_item *it, int64_t now_ms)
+{
+    return it->m.expires_ms - now_ms < pc->min_life_ms;
+}
+
+/* The price an attempt of it may cost: its reservation, else the list
+ * price (no caps configured), else 0. */
+static int64_t pacer_price(const struct pacer *pc, const struct pacer_item *it)
+{
+    int64_t p = it->m.price_minor >= 0 ? it->m.price_minor : config_price(pc->cfg, it->m.to);
+
+    return p > 0 ? p : 0;
+}
+
+/* 1 when its cost is tracked against the caps. */
+static int pacer_priced(const struct pacer *pc, const struct pacer_item *it)
+{
+    return pc->has_money && it->m.price_minor >= 0;
+}
+
+/* Hands it to the money thread; never blocks for long. On overflow a
+ * reservation is not asked for (the message ends) and a refund is lost
+ * (counted: the caps then hold more than was spent, never less). */
+static void pacer_job(struct pacer *pc, struct pacer_item *it, enum pacer_job job)
+{
+    pthread_mutex_lock(&pc->wmu);
+    if (pc->jobs < pc->jobs_max && !pc->wstop) {
+        it->job = job;
+        it->next = NULL;
+        if (pc->jtail)
+            pc->jtail->next = it;
+        else
+            pc->jhead = it;
+        pc->jtail = it;
+        pc->jobs++;
+        pthread_cond_signal(&pc->wcond);
+        pthread_mutex_unlock(&pc->wmu);
         return;
     }
-    it->m = *m;
+    pthread_mutex_unlock(&pc->wmu);
+    if (job == PACER_JOB_REFUND) {
+        log_msg(LOG_ERROR, "pacer: refund of message %s dropped (money queue full or stopping)", it->m.id);
+        PACER_COUNT(pc, refunds_lost, 1);
+    } else {
+        pacer_ledger_state(pc, it->m.id, "failed", "queued,sending", NULL, "no room to reserve its cost", -1,
+                           clock_wall_ms());
+        pthread_mutex_lock(&pc->mu);
+        pc->used--;
+        pc->stats.failed++;
+        pthread_mutex_unlock(&pc->mu);
+    }
+    memset(&it->m, 0, sizeof(it->m));
+    free(it);
+}
+
+/* Appends it to the queue; reserved says whether a slot is already taken. */
+static void pacer_append(struct pacer *pc, struct pacer_item *it, int reserved)
+{
+    pthread_mutex_lock(&pc->mu);
     if (!reserved)
         pc->used++;
     pc->queued++;
@@ -173,14 +308,54 @@ static void pacer_append(struct pacer *pc, const struct pacer_msg *m, int reserv
     curl_multi_wakeup(pc->multi);
 }
 
+static struct pacer_item *pacer_item_new(const struct pacer_msg *m)
+{
+    struct pacer_item *it = calloc(1, sizeof(*it));
+
+    if (it != NULL) {
+        it->m = *m;
+        it->issue_ms = m->cost_ms;
+    }
+    return it;
+}
+
 void pacer_push(struct pacer *pc, const struct pacer_msg *m)
 {
-    pacer_append(pc, m, 1);
+    struct pacer_item *it = pacer_item_new(m);
+
+    if (it == NULL) {
+        /* The message is 'queued' in the ledger: a restart sends it. */
+        pacer_release(pc);
+        return;
+    }
+    it->m.rsv_idx = 1; /* issue.lua's */
+    it->m.held = 1;
+    pacer_append(pc, it, 1);
 }
 
 void pacer_restore(struct pacer *pc, const struct pacer_msg *m)
 {
-    pacer_append(pc, m, 0);
+    struct pacer_item *it = pacer_item_new(m);
+
+    if (it == NULL)
+        return; /* still 'queued' or 'sending' in the ledger: the next start */
+    if (!pacer_priced(pc, it)) {
+        it->m.held = 1;
+        pacer_append(pc, it, 0);
+        return;
+    }
+    /* What the message held before the restart is not known here: the call
+     * of a 'sending' message may have been billed, and a reservation may
+     * have been given back with its ledger row lost. Ask for one past every
+     * attempt made; reserve.lua takes nothing when the issue's is still held
+     * (no attempt yet). */
+    it->m.held = 0;
+    it->m.rsv_idx = 0;
+    it->need = it->m.attempts + 1;
+    pthread_mutex_lock(&pc->mu);
+    pc->used++;
+    pthread_mutex_unlock(&pc->mu);
+    pacer_job(pc, it, PACER_JOB_RESERVE);
 }
 
 /* Takes the next message to send: a due retry first, then the queue's
@@ -217,7 +392,7 @@ static void pacer_slot_free(struct pacer *pc)
     pthread_mutex_unlock(&pc->mu);
 }
 
-/* Puts an item back at the queue's head (on stop). */
+/* Puts an item back at the queue's head (on stop, or a pause). */
 static void pacer_unpick(struct pacer *pc, struct pacer_item *it)
 {
     pthread_mutex_lock(&pc->mu);
@@ -229,28 +404,49 @@ static void pacer_unpick(struct pacer *pc, struct pacer_item *it)
     pthread_mutex_unlock(&pc->mu);
 }
 
-/* Ends a message unsent or failed: ledger, refund, counters. */
+/* Puts it on the retry list, in not_before order; its slot is counted. */
+static void pacer_ready(struct pacer *pc, struct pacer_item *it)
+{
+    struct pacer_item **pp;
+
+    pthread_mutex_lock(&pc->mu);
+    for (pp = &pc->retry; *pp && (*pp)->not_before_ns <= it->not_before_ns; pp = &(*pp)->next)
+        ;
+    it->next = *pp;
+    *pp = it;
+    pthread_mutex_unlock(&pc->mu);
+    curl_multi_wakeup(pc->multi);
+}
+
+/* Ends a message unsent or failed: ledger, counters, and its reservation
+ * back if it still holds one (on the money thread). Its slot is already
+ * free. Any thread. */
 static void pacer_end(struct pacer *pc, struct pacer_item *it, const char *state, const char *detail)
 {
-    ledger_message_state(pc->ledger, it->m.id, state, "queued,sending", NULL, detail, it->m.attempts,
-                         clock_wall_ms());
-    if (pc->refund && it->m.price_minor > 0)
-        pc->refund(pc->refund_ctx, it->m.price_minor, it->m.cost_ms);
+    pacer_ledger_state(pc, it->m.id, state, "queued,sending", NULL, detail, it->m.attempts, clock_wall_ms());
     pthread_mutex_lock(&pc->mu);
-    if (strcmp(state, "expired") == 0)
+    if (strcmp(state, "expired") == 0) {
         pc->stats.expired++;
-    else
+        pc->stats.cause[PROVIDER_C_EXPIRED]++; /* never reached: not billed */
+    } else {
         pc->stats.failed++;
+    }
     pthread_mutex_unlock(&pc->mu);
+    if (it->m.held && pacer_priced(pc, it) && it->m.price_minor > 0) {
+        pacer_job(pc, it, PACER_JOB_REFUND);
+        return;
+    }
+    memset(&it->m, 0, sizeof(it->m));
     free(it);
 }
 
-/* Schedules a retry, or ends the message when retries or its life run out. */
+/* Schedules a retry, or ends the message when retries or its life run out.
+ * A retry after a call that may have been billed goes to the money thread
+ * first for its reservation. */
 static void pacer_retry(struct pacer *pc, struct pacer_item *it, int64_t retry_after_ms, const char *why)
 {
     int64_t base = pc->cfg->pacer_retry_base_ms, backoff_ms, now_ms = clock_wall_ms();
-    struct pacer_item **pp;
-    char detail[PROVIDER_ERR_MAX + 32];
+    char detail[PROVIDER_ERR_MAX + 48];
     int shift = it->m.attempts - 1 < 16 ? it->m.attempts - 1 : 16;
 
     if (it->m.attempts > pc->cfg->pacer_retry_max) {
@@ -262,22 +458,47 @@ static void pacer_retry(struct pacer *pc, struct pacer_item *it, int64_t retry_a
     backoff_ms = (base << shift) + (int64_t)(rand_r(&pc->seed) % (unsigned)(base > 0 ? base : 1));
     if (retry_after_ms > backoff_ms)
         backoff_ms = retry_after_ms;
-    if (now_ms + backoff_ms >= it->m.expires_ms) {
-        snprintf(detail, sizeof(detail), "code expires before a retry: %s", why);
-        pacer_end(pc, it, "failed", detail);
+    if (now_ms + backoff_ms + pc->min_life_ms > it->m.expires_ms) {
+        snprintf(detail, sizeof(detail), "too little life left for a retry: %s", why);
+        pacer_end(pc, it, "expired", detail);
         return;
     }
     snprintf(detail, sizeof(detail), "retry in %lld ms: %s", (long long)backoff_ms, why);
-    ledger_message_state(pc->ledger, it->m.id, "queued", "sending", NULL, detail, it->m.attempts, now_ms);
+    pacer_ledger_state(pc, it->m.id, "queued", "sending", NULL, detail, it->m.attempts, now_ms);
     it->not_before_ns = clock_mono_ns() + (uint64_t)backoff_ms * NS_PER_MS;
     pthread_mutex_lock(&pc->mu);
-    for (pp = &pc->retry; *pp && (*pp)->not_before_ns <= it->not_before_ns; pp = &(*pp)->next)
-        ;
-    it->next = *pp;
-    *pp = it;
     pc->used++;
     pc->stats.retried++;
     pthread_mutex_unlock(&pc->mu);
+    if (pacer_priced(pc, it) && !it->m.held) {
+        it->need = it->m.rsv_idx + 1;
+        pacer_job(pc, it, PACER_JOB_RESERVE);
+        return;
+    }
+    pacer_ready(pc, it);
+}
+
+/* A 429 pauses every send: for its Retry-After, else a backoff that grows
+ * with each 429 in a row. The sender thread only. */
+static void pacer_pause(struct pacer *pc, int64_t retry_after_ms)
+{
+    int64_t ms = retry_after_ms;
+    uint64_t until;
+
+    if (ms <= 0) {
+        int shift = pc->n429 < 6 ? pc->n429 : 6;
+        ms = pc->cfg->pacer_retry_base_ms << shift;
+        if (ms < PACER_PAUSE_MIN_MS)
+            ms = PACER_PAUSE_MIN_MS;
+        if (ms > PACER_PAUSE_MAX_MS)
+            ms = PACER_PAUSE_MAX_MS;
+    }
+    pc->n429++;
+    until = clock_mono_ns() + (uint64_t)ms * NS_PER_MS;
+    if (until > pc->pause_until_ns)
+        pc->pause_until_ns = until;
+    log_msg(LOG_WARN, "provider answered 429: every send paused for %lld ms", (long long)ms);
+    PACER_COUNT(pc, paused_429, 1);
 }
 
 /* Records the outcome of one provider call and moves the message on. */
@@ -285,6 +506,9 @@ static void pacer_outcome(struct pacer *pc, struct pacer_item *it, long status, 
                           struct provider_result *res)
 {
     static const char *const outcome_names[] = {"sent", "transient", "permanent"};
+    const struct provider_cause_info *ci = provider_cause_row(res->cause);
+    int64_t price = pacer_price(pc, it);
+    int billed = ci->cls != PROVIDER_UNREACHED;
     struct ledger_send s = {
         .ts_ms = clock_wall_ms(),
         .message_id = it->m.id,
@@ -292,35 +516,179 @@ static void pacer_outcome(struct pacer *pc, struct pacer_item *it, long status, 
         .provider = pc->provider->ops->name,
         .http_status = status,
         .latency_ms = latency_ms,
-        .outcome = outcome_names[res->outcome],
+        .outcome = outcome_names[ci->outcome],
         .provider_id = res->provider_id[0] ? res->provider_id : NULL,
         .error = res->error[0] ? res->error : NULL,
-        .cost_minor = res->outcome == PROVIDER_SENT ? it->m.price_minor : 0,
+        .cost_minor = billed ? price : 0,
     };
 
-    ledger_send(pc->ledger, &s);
-    switch (res->outcome) {
-    case PROVIDER_SENT:
-        ledger_message_state(pc->ledger, it->m.id, "sent", "queued,sending", s.provider_id, NULL, it->m.attempts,
-                             s.ts_ms);
-        pthread_mutex_lock(&pc->mu);
-        pc->stats.sent++;
-        pthread_mutex_unlock(&pc->mu);
-        free(it);
-        break;
-    case PROVIDER_TRANSIENT:
-        pthread_mutex_lock(&pc->mu);
+    pacer_ledger_send(pc, &s);
+    pthread_mutex_lock(&pc->mu);
+    pc->stats.cause[res->cause < PROVIDER_C_COUNT ? res->cause : PROVIDER_C_BROKEN]++;
+    if (ci->cls == PROVIDER_ACCEPTED)
+        pc->stats.spend_accepted_minor += (uint64_t)price;
+    else if (ci->cls == PROVIDER_UNKNOWN)
+        pc->stats.spend_unknown_minor += (uint64_t)price;
+    if (ci->outcome == PROVIDER_TRANSIENT)
         pc->stats.transient++;
-        pthread_mutex_unlock(&pc->mu);
-        pacer_retry(pc, it, res->retry_after_ms, res->error);
-        break;
-    case PROVIDER_PERMANENT:
-        pthread_mutex_lock(&pc->mu);
+    else if (ci->outcome == PROVIDER_PERMANENT)
         pc->stats.permanent++;
-        pthread_mutex_unlock(&pc->mu);
+    pthread_mutex_unlock(&pc->mu);
+    if (billed)
+        it->m.held = 0; /* spent: the provider may bill it */
+    if (res->cause == PROVIDER_C_429)
+        pacer_pause(pc, res->retry_after_ms);
+    else if (ci->cls == PROVIDER_ACCEPTED)
+        pc->n429 = 0;
+    if (res->cause == PROVIDER_C_4XX)
+        log_msg(LOG_ERROR, "provider refused message %s for good (%s): check the credentials", it->m.id,
+                res->error);
+    if (ci->cls == PROVIDER_ACCEPTED) {
+        pacer_ledger_state(pc, it->m.id, "sent", "queued,sending", s.provider_id, NULL, it->m.attempts, s.ts_ms);
+        PACER_COUNT(pc, sent, 1);
+        memset(&it->m, 0, sizeof(it->m));
+        free(it);
+    } else if (ci->retry) {
+        pacer_retry(pc, it, res->retry_after_ms, res->error);
+    } else {
         pacer_end(pc, it, "failed", res->error);
-        break;
     }
+}
+
+/* The money thread's wait between tries while Redis fails; 1 if stopping. */
+static int pacer_money_nap(struct pacer *pc)
+{
+    struct timespec ts;
+    int stop;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)(PACER_MONEY_RETRY_MS * (int64_t)NS_PER_MS);
+    ts.tv_sec += ts.tv_nsec / (long)NS_PER_S;
+    ts.tv_nsec %= (long)NS_PER_S;
+    pthread_mutex_lock(&pc->wmu);
+    if (!pc->wstop)
+        pthread_cond_timedwait(&pc->wcond, &pc->wmu, &ts);
+    stop = pc->wstop;
+    pthread_mutex_unlock(&pc->wmu);
+    return stop;
+}
+
+/* Gives back its reservation (once: refund.lua marks it), then frees it.
+ * While Redis fails it tries again; when stopping, once more only. */
+static void pacer_refund_now(struct pacer *pc, struct pacer_item *it)
+{
+    char err[OTP_ERR_LEN] = "";
+    int result = 0, warned = 0, stopping = 0;
+
+    for (;;) {
+        if (pc->money.refund(pc->money.ctx, it->m.id, it->m.rsv_idx, it->m.price_minor, it->m.cost_ms, &result,
+                             err) == OTP_OK)
+            break;
+        if (stopping) {
+            /* The caps then hold more than was spent, never less. */
+            log_msg(LOG_ERROR, "pacer: refund of message %s lost at stop: %s", it->m.id, err);
+            PACER_COUNT(pc, refunds_lost, 1);
+            goto out;
+        }
+        if (!warned++)
+            log_msg(LOG_WARN, "pacer: refund of message %s waits for Redis: %s", it->m.id, err);
+        stopping = pacer_money_nap(pc); /* when stopping, one more try */
+    }
+    if (result == 1) {
+        PACER_COUNT(pc, refunds, 1);
+    } else if (result == 0) {
+        PACER_COUNT(pc, refund_dups, 1);
+    } else {
+        log_msg(LOG_ERROR, "pacer: refund of message %s reservation %d refused: not its latest (anomaly)",
+                it->m.id, it->m.rsv_idx);
+        PACER_COUNT(pc, refund_anomalies, 1);
+    }
+out:
+    memset(&it->m, 0, sizeof(it->m));
+    free(it);
+}
+
+/* Gets it the reservation it needs, then makes it ready; or ends it when a
+ * cap has no room or its code runs out of life first. */
+static void pacer_reserve_now(struct pacer *pc, struct pacer_item *it)
+{
+    char err[OTP_ERR_LEN] = "", why[96] = "", detail[160];
+    int ok = 0, idx = 0, warned = 0;
+    int64_t at_ms = 0;
+
+    for (;;) {
+        if (pacer_too_late(pc, it, clock_wall_ms())) {
+            /* A restored message never tried has spent nothing: its latest
+             * reservation goes back (once). One that was tried may have
+             * spent it, and what may be spent is never given back. */
+            if (it->m.attempts == 0) {
+                it->m.rsv_idx = 0; /* its latest, whatever a restart took */
+                it->m.held = 1;
+            }
+            pacer_slot_free(pc);
+            pacer_end(pc, it, "expired", "too little life left while its cost was reserved");
+            return;
+        }
+        if (pc->money.reserve(pc->money.ctx, it->m.id, it->need, it->m.price_minor, it->issue_ms, &ok, &idx,
+                              &at_ms, why, sizeof(why), err) == OTP_OK)
+            break;
+        if (!warned++)
+            log_msg(LOG_WARN, "pacer: cost reservation of message %s waits for Redis: %s", it->m.id, err);
+        if (pacer_money_nap(pc)) {
+            /* Stopping: the message stays 'queued' in the ledger for the next start. */
+            pacer_slot_free(pc);
+            memset(&it->m, 0, sizeof(it->m));
+            free(it);
+            return;
+        }
+    }
+    if (!ok) {
+        PACER_COUNT(pc, reserve_refused, 1);
+        snprintf(detail, sizeof(detail), "cost_cap: %s", why);
+        pacer_slot_free(pc);
+        pacer_end(pc, it, "failed", detail);
+        return;
+    }
+    if (idx != it->m.rsv_idx)
+        PACER_COUNT(pc, reservations, 1);
+    it->m.rsv_idx = idx;
+    it->m.cost_ms = at_ms;
+    it->m.held = 1;
+    pacer_ready(pc, it);
+}
+
+static void *pacer_money_main(void *arg)
+{
+    struct pacer *pc = arg;
+    int stop;
+
+    for (;;) {
+        struct pacer_item *it;
+        pthread_mutex_lock(&pc->wmu);
+        while (pc->jhead == NULL && !pc->wstop)
+            pthread_cond_wait(&pc->wcond, &pc->wmu);
+        if ((it = pc->jhead) == NULL) {
+            pthread_mutex_unlock(&pc->wmu);
+            break;
+        }
+        pc->jhead = it->next;
+        if (pc->jhead == NULL)
+            pc->jtail = NULL;
+        pc->jobs--;
+        stop = pc->wstop;
+        pthread_mutex_unlock(&pc->wmu);
+        it->next = NULL;
+        if (stop && it->job == PACER_JOB_RESERVE) {
+            /* Stopping: the message is 'queued' in the ledger; the next start reserves. */
+            pacer_slot_free(pc);
+            memset(&it->m, 0, sizeof(it->m));
+            free(it);
+        } else if (it->job == PACER_JOB_REFUND)
+            pacer_refund_now(pc, it);
+        else
+            pacer_reserve_now(pc, it);
+    }
+    return NULL;
 }
 
 static size_t pacer_on_body(char *data, size_t size, size_t n, void *arg)
@@ -360,6 +728,7 @@ static int pacer_on_prereq(void *arg, char *primary_ip, char *local_ip, int prim
     struct pacer_xfer *x = arg;
 
     (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    x->wrote = 1;
     if (x->slot != PACER_NO_SLOT)
         x->pc->ring[x->slot] = clock_mono_ns();
     return CURL_PREREQFUNC_OK;
@@ -415,12 +784,11 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
     enum otp_rc rc;
 
     it->m.attempts++;
-    ledger_message_state(pc->ledger, it->m.id, "sending", "queued,sending", NULL, NULL, it->m.attempts,
-                         clock_wall_ms());
+    pacer_ledger_state(pc, it->m.id, "sending", "queued,sending", NULL, NULL, it->m.attempts, clock_wall_ms());
     if (x == NULL) {
         pacer_ring_unsent(pc, slot);
         snprintf(res.error, sizeof(res.error), "out of memory");
-        res.outcome = PROVIDER_TRANSIENT;
+        provider_set_cause(&res, PROVIDER_C_UNSENT);
         pacer_outcome(pc, it, 0, 0, &res);
         return;
     }
@@ -431,7 +799,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
         else
             pacer_ring_unsent(pc, slot);
         if (rc != OTP_OK) {
-            res.outcome = PROVIDER_PERMANENT;
+            provider_set_cause(&res, PROVIDER_C_LOCAL);
             snprintf(res.error, sizeof(res.error), "cannot build the request (%s)", otp_rc_str(rc));
         }
         pacer_outcome(pc, it, 0, (int64_t)((clock_mono_ns() - t0) / NS_PER_MS), &res);
@@ -446,7 +814,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
         pacer_ring_unsent(pc, slot);
         free(x);
         snprintf(res.error, sizeof(res.error), "curl: out of memory");
-        res.outcome = PROVIDER_TRANSIENT;
+        provider_set_cause(&res, PROVIDER_C_UNSENT);
         pacer_outcome(pc, it, 0, 0, &res);
         return;
     }
@@ -482,7 +850,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
         pacer_ring_unsent(pc, slot);
         pacer_xfer_free(x);
         snprintf(res.error, sizeof(res.error), "curl: cannot start the transfer");
-        res.outcome = PROVIDER_TRANSIENT;
+        provider_set_cause(&res, PROVIDER_C_UNSENT);
         pacer_outcome(pc, it, 0, 0, &res);
         return;
     }
@@ -528,8 +896,17 @@ static void pacer_progress(struct pacer *pc)
         if (msg->data.result == CURLE_OK)
             curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
         pc->provider->ops->classify(pc->provider->self, status, x->reply, x->reply_len, &res);
-        if (msg->data.result != CURLE_OK)
+        if (msg->data.result != CURLE_OK) {
+            /* No answer. Once curl was about to write the request, the
+             * provider may have it: billed, whatever the error says. */
+            if (!x->wrote)
+                provider_set_cause(&res, PROVIDER_C_UNSENT);
+            else if (msg->data.result == CURLE_OPERATION_TIMEDOUT)
+                provider_set_cause(&res, PROVIDER_C_TIMEOUT);
+            else
+                provider_set_cause(&res, PROVIDER_C_BROKEN);
             snprintf(res.error, sizeof(res.error), "%s", curl_easy_strerror(msg->data.result));
+        }
         if (res.retry_after_ms == 0)
             res.retry_after_ms = x->retry_after_ms;
         pacer_detach(pc, x);
@@ -595,9 +972,9 @@ static void *pacer_main(void *arg)
             pacer_wait(pc, wait_ns);
             continue;
         }
-        if (it->m.expires_ms <= clock_wall_ms()) {
+        if (pacer_too_late(pc, it, clock_wall_ms())) {
             pacer_slot_free(pc);
-            pacer_end(pc, it, "expired", "the code expired in the queue");
+            pacer_end(pc, it, "expired", "too little life left in the queue");
             continue;
         }
         if (idle && next_ns < now)
@@ -612,6 +989,8 @@ static void *pacer_main(void *arg)
         due = next_ns;
         if (oldest != 0 && oldest != PACER_PENDING && oldest + NS_PER_S + PACER_MARGIN_NS > due)
             due = oldest + NS_PER_S + PACER_MARGIN_NS;
+        if (pc->pause_until_ns > due)
+            due = pc->pause_until_ns; /* a 429 holds every send */
         pacer_sleep_until(pc, due);
         while (pc->inflight >= pc->cfg->pacer_max_inflight && !pacer_stopping(pc))
             pacer_wait(pc, 50 * NS_PER_MS); /* the bulkhead is full: wait, then send one */
@@ -619,9 +998,15 @@ static void *pacer_main(void *arg)
             pacer_unpick(pc, it);
             break;
         }
+        if (pc->pause_until_ns > clock_mono_ns()) {
+            /* A 429 came in while this one waited: it goes when the pause ends. */
+            it->not_before_ns = pc->pause_until_ns;
+            pacer_ready(pc, it);
+            continue;
+        }
         pacer_slot_free(pc);
-        if (it->m.expires_ms <= clock_wall_ms()) {
-            pacer_end(pc, it, "expired", "the code expired in the queue");
+        if (pacer_too_late(pc, it, clock_wall_ms())) {
+            pacer_end(pc, it, "expired", "too little life left when it would go on the wire");
             continue;
         }
         now = clock_mono_ns();
@@ -638,8 +1023,43 @@ static void *pacer_main(void *arg)
     return NULL;
 }
 
+/* Fills the ring with the ledger's last calls, so the first sends after a
+ * start keep their spacing: each entry is a time the call had surely left,
+ * moved onto the monotonic clock. */
+static void pacer_seed(struct pacer *pc)
+{
+    int64_t now_ms = clock_wall_ms(), *times = calloc((size_t)pc->cfg->pacer_rate, sizeof(*times));
+    uint64_t now_ns = clock_mono_ns();
+    char err[OTP_ERR_LEN] = "";
+    int got = 0, i, rate = pc->cfg->pacer_rate;
+
+    if (times == NULL || ledger_wire_times(pc->ledger, now_ms - pc->cfg->pacer_timeout_ms - 2000, now_ms, rate,
+                                           times, &got, err) != OTP_OK) {
+        /* Without the history, wait a second before the first send. */
+        log_msg(LOG_WARN, "pacer: cannot read the last sends (%s); the first send waits a second",
+                err[0] ? err : "out of memory");
+        pc->pause_until_ns = now_ns + NS_PER_S + PACER_MARGIN_NS;
+        free(times);
+        return;
+    }
+    /* Newest first in times; the ring's oldest entry is at ring_pos 0. */
+    for (i = 0; i < got; i++) {
+        int64_t age_ms = now_ms - times[i] > 0 ? now_ms - times[i] : 0;
+        uint64_t age_ns = (uint64_t)age_ms * NS_PER_MS;
+        pc->ring[rate - 1 - i] = age_ns < now_ns ? now_ns - age_ns : 0;
+    }
+    pc->ring_pos = 0;
+    free(times);
+}
+
 enum otp_rc pacer_start(struct pacer *pc, char *err)
 {
+    pacer_seed(pc);
+    if (pthread_create(&pc->money_thread, NULL, pacer_money_main, pc) != 0) {
+        snprintf(err, OTP_ERR_LEN, "pacer: cannot start the money thread");
+        return OTP_EIO;
+    }
+    pc->money_started = 1;
     if (pthread_create(&pc->thread, NULL, pacer_main, pc) != 0) {
         snprintf(err, OTP_ERR_LEN, "pacer: cannot start the thread");
         return OTP_EIO;
@@ -648,12 +1068,31 @@ enum otp_rc pacer_start(struct pacer *pc, char *err)
     return OTP_OK;
 }
 
+/* Stops the money thread once the sender is done: refunds queued by then
+ * are tried (once more if Redis fails); reservations wait for the next
+ * start (their messages are 'queued' in the ledger). */
+static void pacer_money_stop(struct pacer *pc)
+{
+    if (!pc->money_started)
+        return;
+    pthread_mutex_lock(&pc->wmu);
+    pc->wstop = 1;
+    pthread_cond_broadcast(&pc->wcond);
+    pthread_mutex_unlock(&pc->wmu);
+    pthread_join(pc->money_thread, NULL);
+    pc->money_started = 0;
+}
+
 void pacer_stop(struct pacer *pc, int64_t grace_ms)
 {
     uint64_t deadline = clock_mono_ns() + (uint64_t)grace_ms * NS_PER_MS;
 
-    if (pc == NULL || !pc->started)
+    if (pc == NULL)
         return;
+    if (!pc->started) {
+        pacer_money_stop(pc);
+        return;
+    }
     pthread_mutex_lock(&pc->mu);
     pc->stopping = 1;
     pthread_mutex_unlock(&pc->mu);
@@ -664,6 +1103,7 @@ void pacer_stop(struct pacer *pc, int64_t grace_ms)
      * ledger and follows pacer.on_restart_sending at the next start. */
     while (pc->inflight > 0 && clock_mono_ns() < deadline)
         pacer_wait(pc, 20 * NS_PER_MS);
+    pacer_money_stop(pc);
 }
 
 static void pacer_list_free(struct pacer_item *it)
@@ -693,7 +1133,10 @@ void pacer_free(struct pacer *pc)
     }
     pacer_list_free(pc->head);
     pacer_list_free(pc->retry);
+    pacer_list_free(pc->jhead); /* jobs never taken: the money thread never started */
     pthread_mutex_destroy(&pc->mu);
+    pthread_mutex_destroy(&pc->wmu);
+    pthread_cond_destroy(&pc->wcond);
     free(pc->ring);
     free(pc->owner);
     free(pc);
@@ -716,4 +1159,55 @@ int pacer_full(struct pacer *pc)
     full = pc->stopping || pc->used >= pc->cfg->pacer_capacity;
     pthread_mutex_unlock(&pc->mu);
     return full;
+}
+
+size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
+{
+    struct pacer_stats st;
+    const char *cur = pc->cfg->currency[0] ? pc->cfg->currency : "none";
+    size_t n = 0;
+    int i, k;
+
+    pacer_stats(pc, &st);
+#define PACER_PUT(...)                                                                                                 \
+    do {                                                                                                               \
+        k = snprintf(out + n, cap - n, __VA_ARGS__);                                                                   \
+        if (k < 0 || (size_t)k >= cap - n)                                                                             \
+            return n;                                                                                                  \
+        n += (size_t)k;                                                                                                \
+    } while (0)
+    if (cap == 0)
+        return 0;
+    out[0] = '\0';
+    PACER_PUT("# HELP otpd_spend_minor_total Price of provider attempts the provider could bill, counted when "
+              "classified: accepted (2xx) or unknown (the request left, no verdict).\n"
+              "# TYPE otpd_spend_minor_total counter\n"
+              "otpd_spend_minor_total{currency=\"%s\",outcome=\"accepted\"} %llu\n"
+              "otpd_spend_minor_total{currency=\"%s\",outcome=\"unknown\"} %llu\n",
+              cur, (unsigned long long)st.spend_accepted_minor, cur, (unsigned long long)st.spend_unknown_minor);
+    PACER_PUT("# HELP otpd_provider_attempts_total Provider attempts by cause (see provider.c).\n"
+              "# TYPE otpd_provider_attempts_total counter\n");
+    for (i = 0; i < PROVIDER_C_COUNT; i++)
+        PACER_PUT("otpd_provider_attempts_total{cause=\"%s\"} %llu\n",
+                  provider_cause_row((enum provider_cause)i)->name, (unsigned long long)st.cause[i]);
+    PACER_PUT("# HELP otpd_cost_refunds_total Cost reservations given back, by result.\n"
+              "# TYPE otpd_cost_refunds_total counter\n"
+              "otpd_cost_refunds_total{result=\"refunded\"} %llu\n"
+              "otpd_cost_refunds_total{result=\"already\"} %llu\n"
+              "otpd_cost_refunds_total{result=\"anomaly\"} %llu\n"
+              "otpd_cost_refunds_total{result=\"lost\"} %llu\n"
+              "# HELP otpd_cost_reservations_total Reservations the pacer asked for a retry, by result.\n"
+              "# TYPE otpd_cost_reservations_total counter\n"
+              "otpd_cost_reservations_total{result=\"taken\"} %llu\n"
+              "otpd_cost_reservations_total{result=\"cost_cap\"} %llu\n"
+              "# HELP otpd_pacer_paused_total Times a provider 429 paused every send.\n"
+              "# TYPE otpd_pacer_paused_total counter\notpd_pacer_paused_total %llu\n"
+              "# HELP otpd_pacer_ledger_failures_total Pacer ledger writes that failed twice (logged).\n"
+              "# TYPE otpd_pacer_ledger_failures_total counter\notpd_pacer_ledger_failures_total %llu\n",
+              (unsigned long long)st.refunds, (unsigned long long)st.refund_dups,
+              (unsigned long long)st.refund_anomalies, (unsigned long long)st.refunds_lost,
+              (unsigned long long)st.reservations, (unsigned long long)st.reserve_refused,
+              (unsigned long long)st.paused_429, (unsigned long long)st.ledger_failures);
+#undef PACER_PUT
+    return n;
 }

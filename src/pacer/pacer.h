@@ -4,7 +4,10 @@
  * run and push the accepted message into it; one pacer thread drains the
  * queue on absolute deadlines at exactly `rate` sends a second, through
  * curl multi so provider latency does not lower the rate, with at most
- * `max_inflight` calls at once. Every state change goes to the ledger.
+ * `max_inflight` calls at once. A second thread, the money thread, takes
+ * the cost reservations of retries and gives back the reservations of
+ * messages that end unbilled (struct pacer_money), so the sending thread
+ * never waits on Redis. Every state change goes to the ledger.
  */
 #ifndef OTPD_PACER_H
 #define OTPD_PACER_H
@@ -28,29 +31,61 @@ struct pacer_msg {
     char text[PACER_TEXT_MAX];   /* holds the code: memory only, never logged */
     char dlr_query[160];         /* "id=..&tag=..", "" for none */
     int64_t expires_ms;          /* wall clock; never sent after this */
-    int64_t price_minor;         /* cost reserved; -1 none */
-    int64_t cost_ms;             /* Redis time of the reservation */
+    int64_t price_minor;         /* cost reserved; -1 none (no cost caps) */
+    int64_t cost_ms;             /* Redis time of the reservation held */
     int attempts;                /* provider calls made so far */
+    /* Set by the pacer: the reservation the message holds (1 is the
+     * issue's) and whether it is still unspent. A call that may have been
+     * billed spends it; a retry then needs the next one. */
+    int rsv_idx;
+    int held;
 };
 
-/* Called on the pacer thread when a message ends unsent or failed for
- * good, so its cost reservation can be given back. */
-typedef void (*pacer_refund_fn)(void *ctx, int64_t price_minor, int64_t cost_ms);
+/*
+ * The cost caps, as the pacer needs them; called on the pacer's money
+ * thread only, never on the thread that owns the wire (both block on
+ * Redis). Each returns OTP_OK, or OTP_ESTORE with detail in err (the pacer
+ * tries again later).
+ */
+struct pacer_money {
+    /* Makes sure message id holds reservation need or a later one not
+     * given back (a new one is taken against every cap if not). *ok 0
+     * when a cap has no room; then why names it. On *ok 1, *idx and *at_ms
+     * are the reservation held. */
+    enum otp_rc (*reserve)(void *ctx, const char *id, int need, int64_t price_minor, int64_t issue_ms, int *ok,
+                           int *idx, int64_t *at_ms, char *why, size_t why_cap, char *err);
+    /* Gives back reservation idx of message id (0: its latest), at most
+     * once ever.
+     * *result: 1 given back, 0 it already was, -1 an anomaly (logged and
+     * counted by the pacer). */
+    enum otp_rc (*refund)(void *ctx, const char *id, int idx, int64_t price_minor, int64_t cost_ms, int *result,
+                          char *err);
+    void *ctx;
+};
 
 struct pacer_stats {
     uint64_t sent, failed, expired, retried, transient, permanent, dropped_full;
     uint64_t depth, inflight;
+    uint64_t paused_429;             /* times a 429 paused every send */
+    uint64_t refunds, refund_dups, refund_anomalies, refunds_lost;
+    uint64_t reservations, reserve_refused;
+    uint64_t ledger_failures;        /* ledger submissions that failed even when tried again */
+    uint64_t spend_accepted_minor;   /* price of attempts the provider accepted */
+    uint64_t spend_unknown_minor;    /* price of attempts that may have been billed */
+    uint64_t cause[PROVIDER_C_COUNT]; /* attempts by cause */
 };
 
 /*
  * Builds a pacer for c's pacer block that sends through p and records in l
- * (both borrowed, outliving the pacer). Does not start the thread. NULL
+ * (both borrowed, outliving the pacer); money (copied; NULL for none) is
+ * how it reserves and gives back cost. Does not start the threads. NULL
  * with detail in err on failure.
  */
-struct pacer *pacer_new(const struct config *c, struct provider *p, struct ledger *l, pacer_refund_fn refund,
-                        void *refund_ctx, char *err);
+struct pacer *pacer_new(const struct config *c, struct provider *p, struct ledger *l,
+                        const struct pacer_money *money, char *err);
 
-/* Starts the pacer thread. */
+/* Seeds the send spacing from the ledger's last calls (a restart keeps the
+ * spacing of the sends before it) and starts the sender and money threads. */
 enum otp_rc pacer_start(struct pacer *pc, char *err);
 
 /* Takes a queue slot for a message about to be decided. OTP_EFULL when
@@ -64,7 +99,9 @@ void pacer_release(struct pacer *pc);
 void pacer_push(struct pacer *pc, const struct pacer_msg *m);
 
 /* Puts back a message found in the ledger at start-up, in ledger order,
- * without a reservation (it was accepted before the restart). */
+ * without a queue reservation (it was accepted before the restart). It is
+ * sent once the money thread has made sure it holds a cost reservation
+ * (the one it had may have been spent or given back before the restart). */
 void pacer_restore(struct pacer *pc, const struct pacer_msg *m);
 
 /* Stops intake, lets calls in flight finish for up to grace_ms, then joins
@@ -74,6 +111,10 @@ void pacer_stop(struct pacer *pc, int64_t grace_ms);
 void pacer_free(struct pacer *pc);
 
 void pacer_stats(struct pacer *pc, struct pacer_stats *out);
+
+/* Appends the pacer's money metrics (Prometheus text) to out (cap bytes,
+ * NUL-terminated); returns the length written. */
+size_t pacer_metrics(struct pacer *pc, char *out, size_t cap);
 
 /* 1 while a new message would get queue_full. */
 int pacer_full(struct pacer *pc);

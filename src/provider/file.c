@@ -27,7 +27,8 @@ static enum otp_rc file_prepare(void *self, const struct sms *m, struct provider
     (void)req;
     json_decref(line);
     *done = 1;
-    res->outcome = ok ? PROVIDER_SENT : PROVIDER_TRANSIENT;
+    /* A line that could not be written was not delivered: nothing billed. */
+    provider_set_cause(res, ok ? PROVIDER_C_ACCEPTED : PROVIDER_C_UNSENT);
     if (!ok)
         snprintf(res->error, sizeof(res->error), "cannot write the sink file");
     return OTP_OK;

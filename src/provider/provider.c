@@ -44,16 +44,57 @@ void provider_free(struct provider *p)
     free(p);
 }
 
+/*
+ * Every attempt's cost, in one place. A cause is "unknown" whenever the
+ * request may have reached the provider, since that is money that may have
+ * been spent: a payment system counts it until it is proved otherwise.
+ */
+static const struct provider_cause_info provider_causes[PROVIDER_C_COUNT] = {
+    [PROVIDER_C_ACCEPTED] = {"accepted", PROVIDER_ACCEPTED, 0, PROVIDER_SENT},
+    [PROVIDER_C_TIMEOUT] = {"timeout", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
+    [PROVIDER_C_BROKEN] = {"broken", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
+    [PROVIDER_C_408] = {"http_408", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
+    [PROVIDER_C_5XX] = {"http_5xx", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
+    [PROVIDER_C_ODD_STATUS] = {"http_other", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
+    [PROVIDER_C_429] = {"http_429", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT},
+    [PROVIDER_C_4XX] = {"http_4xx", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT},
+    [PROVIDER_C_UNSENT] = {"unsent", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT},
+    [PROVIDER_C_LOCAL] = {"local", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT},
+    [PROVIDER_C_EXPIRED] = {"expired", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT},
+};
+
+const struct provider_cause_info *provider_cause_row(enum provider_cause c)
+{
+    return &provider_causes[c < PROVIDER_C_COUNT ? c : PROVIDER_C_BROKEN];
+}
+
+void provider_set_cause(struct provider_result *res, enum provider_cause c)
+{
+    res->cause = c;
+    res->outcome = provider_cause_row(c)->outcome;
+}
+
 void provider_classify_status(long status, struct provider_result *res)
 {
-    if (status >= 200 && status < 300) {
-        res->outcome = PROVIDER_SENT;
-        return;
-    }
-    if (status == 0 || status == 408 || status == 429 || status >= 500)
-        res->outcome = PROVIDER_TRANSIENT;
+    enum provider_cause c;
+
+    if (status >= 200 && status < 300)
+        c = PROVIDER_C_ACCEPTED;
+    else if (status == 408)
+        c = PROVIDER_C_408;
+    else if (status == 429)
+        c = PROVIDER_C_429;
+    else if (status >= 400 && status < 500)
+        c = PROVIDER_C_4XX;
+    else if (status >= 500)
+        c = PROVIDER_C_5XX;
+    else if (status == 0)
+        c = PROVIDER_C_BROKEN; /* no status at all: the pacer knows better and overrides */
     else
-        res->outcome = PROVIDER_PERMANENT;
+        c = PROVIDER_C_ODD_STATUS;
+    provider_set_cause(res, c);
+    if (c == PROVIDER_C_ACCEPTED)
+        return;
     if (status == 0)
         snprintf(res->error, sizeof(res->error), "no answer");
     else

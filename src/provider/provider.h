@@ -37,14 +37,53 @@ struct provider_http {
     const char *pass;
 };
 
+/* The ledger's name for an attempt ("sent", "transient", "permanent"). */
 enum provider_outcome { PROVIDER_SENT, PROVIDER_TRANSIENT, PROVIDER_PERMANENT };
 
+/*
+ * What one attempt costs (DESIGN.md, "Pacer"). Never reached: the provider
+ * cannot bill it, and the message's reservation is kept for a retry or
+ * given back. Unknown: the request left, so the provider may bill it; a
+ * retry needs a reservation of its own. Accepted: billed.
+ */
+enum provider_class { PROVIDER_UNREACHED, PROVIDER_UNKNOWN, PROVIDER_ACCEPTED };
+
+/* Why an attempt ended; each has one row in provider_cause_row's table. */
+enum provider_cause {
+    PROVIDER_C_ACCEPTED,     /* 2xx */
+    PROVIDER_C_TIMEOUT,      /* no answer in time after the request was written */
+    PROVIDER_C_BROKEN,       /* reset or other transport error after the request was written */
+    PROVIDER_C_408,          /* the provider timed out reading: it may have acted */
+    PROVIDER_C_5XX,          /* a server error: it may have acted */
+    PROVIDER_C_ODD_STATUS,   /* 1xx or 3xx: not a refusal, so it may have acted */
+    PROVIDER_C_429,          /* refused for rate: retried after Retry-After, pauses every send */
+    PROVIDER_C_4XX,          /* refused for good (bad credentials, bad number) */
+    PROVIDER_C_UNSENT,       /* failed before the request was written (refused, DNS, connect timeout) */
+    PROVIDER_C_LOCAL,        /* our side could not make the request */
+    PROVIDER_C_EXPIRED,      /* the code had too little life left to go on the wire */
+    PROVIDER_C_COUNT
+};
+
+struct provider_cause_info {
+    const char *name;              /* a metric label */
+    enum provider_class cls;
+    int retry;                     /* 1: try again (within retry.max and the code's life) */
+    enum provider_outcome outcome; /* for the ledger */
+};
+
 struct provider_result {
-    enum provider_outcome outcome;
+    enum provider_outcome outcome; /* from cause, through provider_set_cause */
+    enum provider_cause cause;
     char provider_id[PROVIDER_ID_MAX]; /* the provider's message id, "" when none */
     char error[PROVIDER_ERR_MAX];      /* a short, secret-free reason */
     int64_t retry_after_ms;            /* from a Retry-After header; 0 when none */
 };
+
+/* The row of cause c. */
+const struct provider_cause_info *provider_cause_row(enum provider_cause c);
+
+/* Sets res->cause and res->outcome from cause c. */
+void provider_set_cause(struct provider_result *res, enum provider_cause c);
 
 struct provider_ops {
     const char *name;
@@ -67,8 +106,9 @@ struct provider {
 struct provider *provider_new(const struct config *c, char *err);
 void provider_free(struct provider *p);
 
-/* The classification every HTTP adapter shares: 2xx sent; 408, 429, 5xx
- * and no answer transient; other 4xx permanent. */
+/* The classification every HTTP adapter shares, for an answer with a
+ * status (the pacer classifies transport errors itself): see the table in
+ * provider.c. */
 void provider_classify_status(long status, struct provider_result *res);
 
 /* Appends s percent-encoded (RFC 3986 unreserved kept) to out; returns -1

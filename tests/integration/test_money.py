@@ -1,0 +1,421 @@
+"""What a send attempt costs (issue 8, DESIGN.md "Pacer"): every attempt the
+provider could bill is reserved against the caps and counted in
+otpd_spend_minor_total; one it never reached gives its reservation back,
+exactly once, even across a SIGKILL; a 429 pauses every send; a restart
+keeps the spacing of the sends before it; a code with too little life left
+is never sent. Real redis-server, the fake provider, bin/otpd."""
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import threading
+
+from harness import ROOT, OtpdTest, free_port, wait_until
+
+PRICE = 20  # "+91"
+
+
+def phones(n, start=0):
+    return ["+9198%08d" % (start + i) for i in range(n)]
+
+
+def metric(text, name, **labels):
+    """The value of one sample of /metrics, or None."""
+    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+)(?:\{([^}]*)\})? (\d+)$", line)
+        if m and m.group(1) == name:
+            got = ",".join(sorted((m.group(2) or "").split(","))) if m.group(2) else ""
+            if got == want:
+                return int(m.group(3))
+    return None
+
+
+class ResetServer:
+    """A provider that reads the whole request, then resets the connection:
+    the request left, so the attempt may have been billed."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                m = re.search(rb"content-length: *(\d+)", data, re.I)
+                if m:
+                    want = data.index(b"\r\n\r\n") + 4 + int(m.group(1))
+                    while len(data) < want:
+                        chunk = c.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                self.count += 1
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+
+    def close(self):
+        self.sock.close()
+
+
+class MoneyTest(OtpdTest):
+    pacer = {"rate": 20, "capacity": 100, "max_inflight": 8, "retry": {"max": 2, "base": "100ms"},
+             "timeout": "2s"}
+    caps = [{"window": "1h", "max": 100000}]
+    ttl = "5m"
+    provider_url = None  # None: the fake provider
+
+    def configure(self, cfg):
+        cfg["pacer"] = dict(self.pacer)
+        cfg["otp"]["ttl"] = self.ttl
+        cfg["cost"] = {"currency": "INR", "prices": {"+91": PRICE, "*": 500}, "caps": [dict(c) for c in self.caps]}
+        if self.provider_url is not None:
+            cfg["provider"] = {"type": "webhook", "url": self.provider_url()}
+        return cfg
+
+    # Observations.
+    def msg(self, mid):
+        rows = self.otpd.rows("SELECT * FROM messages WHERE id = ?", mid)
+        return rows[0] if rows else None
+
+    def state(self, mid):
+        m = self.msg(mid)
+        return m["state"] if m else None
+
+    def wait_state(self, mid, *states, timeout=10):
+        wait_until(lambda: self.state(mid) in states, timeout, what="message %s in %s" % (mid, states))
+        return self.state(mid)
+
+    def sends(self, mid):
+        return self.otpd.rows("SELECT * FROM sends WHERE message_id = ? ORDER BY id", mid)
+
+    def reserved(self, cap=0):
+        """The sum reserved in cap's current window (field c<cap> of otp:cost)."""
+        v = self.redis.cmd("HGET", "otp:cost", "c%d" % cap)
+        return int(v.split(":")[1]) if v else 0
+
+    def money(self, mid):
+        """The message's money hash (reserve.lua, refund.lua)."""
+        flat = self.redis.cmd("HGETALL", "otp:msg:" + mid) or []
+        return dict(zip(flat[::2], flat[1::2]))
+
+    def metrics(self):
+        return self.otpd.call("GET", "/metrics", auth=None)[2]
+
+    def spend(self, outcome):
+        return metric(self.metrics(), "otpd_spend_minor_total", currency="INR", outcome=outcome)
+
+    def issue_ok(self, phone):
+        st, _, body = self.otpd.issue(phone)
+        self.assertEqual(st, 202, body)
+        return body["id"]
+
+
+class SlowProviderTest(MoneyTest):
+    """The issue's opening case: a provider slower than pacer.timeout."""
+    pacer = dict(MoneyTest.pacer, timeout="300ms", retry={"max": 5, "base": "100ms"})
+    caps = [{"window": "1h", "max": 3 * PRICE}]
+
+    def test_attempts_times_price_within_the_cap_and_all_counted(self):
+        self.fake.control(latency_ms=3000)
+        mid = self.issue_ok("+919800000001")
+        self.assertEqual(self.wait_state(mid, "failed", "sent", timeout=15), "failed")
+        attempts = len(self.fake.requests())
+        sends = self.sends(mid)
+        spend = self.spend("unknown")
+        print("\nslow provider: %d attempts reached the provider, %d sends rows, cost %d, cap %d, "
+              "spend{unknown} %d, spend{accepted} %d, reserved %d"
+              % (attempts, len(sends), attempts * PRICE, 3 * PRICE, spend, self.spend("accepted"), self.reserved()))
+        self.assertLessEqual(attempts * PRICE, 3 * PRICE)
+        self.assertEqual(attempts, 3)  # the issue's reservation and two retries'; the fourth had no room
+        self.assertEqual([(s["outcome"], s["http_status"], s["cost_minor"]) for s in sends],
+                         [("transient", None, PRICE)] * 3)
+        self.assertEqual(spend, attempts * PRICE)  # every attempt the provider could bill
+        self.assertEqual(self.spend("accepted"), 0)
+        self.assertEqual(self.reserved(), 3 * PRICE)  # nothing that may have been billed was given back
+        self.assertTrue(self.msg(mid)["detail"].startswith("cost_cap: no room in the 3600s cap"),
+                        self.msg(mid)["detail"])
+        self.assertEqual(self.otpd.issue("+919800000002")[2]["error"], "cost_cap")
+
+
+class RefusedConnectionTest(MoneyTest):
+    """A provider nobody listens on: never reached, so never billed."""
+    closed_port = free_port()
+    provider_url = staticmethod(lambda: "http://127.0.0.1:%d/sms" % RefusedConnectionTest.closed_port)
+    pacer = dict(MoneyTest.pacer, retry={"max": 1, "base": "100ms"})
+    caps = [{"window": "1d", "max": PRICE}]
+
+    def test_refunded_exactly_once_across_sigkill(self):
+        a = self.issue_ok("+919800000001")
+        self.assertEqual(self.reserved(), PRICE)
+        # The ledger is held: the writer blocks after Redis was refunded.
+        lock = sqlite3.connect(self.otpd.config["ledger"]["path"], timeout=5, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        try:
+            wait_until(lambda: self.money(a).get("f") == "1", 10, what="the refund in Redis")
+            self.assertEqual(self.reserved(), 0)
+            self.otpd.kill(signal.SIGKILL)
+            self.otpd.proc.wait()
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        self.assertIn(self.state(a), ("queued", "sending"))  # its ledger row never landed
+        # Slower retries now, so the restored message holds the cap a while.
+        cfg = self.otpd.config
+        cfg["pacer"]["retry"] = {"max": 3, "base": "500ms"}
+        self.restart(cfg)
+        # At start the message holds a reservation again before it is tried:
+        # the one it had was given back.
+        wait_until(lambda: int(self.money(a).get("r", "1")) >= 2, 5, what="a new reservation for the restored one")
+        self.assertEqual(self.reserved(), PRICE)
+        st, _, body = self.otpd.issue("+919800000002")
+        self.assertEqual((st, body["error"]), (503, "cost_cap"))  # the cap is held by a, not free
+        self.assertEqual(self.wait_state(a, "failed", timeout=15), "failed")
+        wait_until(lambda: self.money(a).get("f") == self.money(a)["r"], 5, what="the new reservation given back")
+        self.assertEqual(self.reserved(), 0)
+        text = self.metrics()
+        self.assertEqual(metric(text, "otpd_cost_refunds_total", result="refunded"), 1)
+        self.assertEqual(metric(text, "otpd_cost_refunds_total", result="already"), 0)
+        self.assertEqual(metric(text, "otpd_cost_refunds_total", result="anomaly"), 0)
+        self.assertEqual(self.spend("unknown"), 0)
+        self.assertEqual(self.spend("accepted"), 0)
+        self.issue_ok("+919800000003")  # given back once: the cap has room for one again
+        self.assertEqual(self.reserved(), PRICE)
+
+    def test_refund_script_marks_and_reports_instead_of_clamping(self):
+        """refund.lua itself, run by the real Redis: a second refund of one
+        reservation does nothing, and a window holding less than the price
+        is reported and left alone, never clamped to 0 in silence."""
+        with open(os.path.join(ROOT, "src", "limits", "refund.lua")) as f:
+            script = f.read()
+        now_ms = int(self.redis.cmd("TIME")[0]) * 1000
+        window = 86400000
+        idx = now_ms // window
+        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, 3 * PRICE))
+        args = [PRICE, now_ms, 1, "c0", window]
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m1", *args, 1), [1, 0])
+        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, 2 * PRICE))
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m1", *args, 1), [0, 0])
+        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, 2 * PRICE))
+        self.assertGreater(self.redis.cmd("PTTL", "otp:msg:m1"), 86000000)  # the mark lives a day
+        # idx 0: the latest reservation, here reserve.lua's second one.
+        self.redis.cmd("HSET", "otp:msg:m3", "r", 2, "p", PRICE, "t", now_ms)
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m3", *args, 0), [1, 0])
+        self.assertEqual(self.redis.cmd("HGET", "otp:msg:m3", "f"), "2")
+        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, PRICE))
+        # Less in the window than the price: reported, and the window kept.
+        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, PRICE // 2))
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m2", *args, 1), [1, 1])
+        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, PRICE // 2))
+
+
+    def test_reserve_script_takes_again_after_a_refund(self):
+        """reserve.lua itself: a held reservation is not taken twice, and
+        one already given back is never counted as held."""
+        with open(os.path.join(ROOT, "src", "limits", "reserve.lua")) as f:
+            script = f.read()
+        window, cap = 86400000, 10 * PRICE
+        idx = int(self.redis.cmd("TIME")[0]) * 1000 // window
+
+        def reserve(mid, need):
+            return self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:" + mid, need, PRICE, 5, 1, "c0", window,
+                                  cap)
+
+        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, PRICE))  # m1's issue reservation
+        self.assertEqual(reserve("m1", 1)[:2], [1, 1])  # held: nothing taken
+        self.assertEqual(self.reserved(), PRICE)
+        self.redis.cmd("HSET", "otp:msg:m1", "f", 1)  # given back (by refund.lua)
+        self.assertEqual(reserve("m1", 1)[:2], [1, 2])  # so a new one
+        self.assertEqual(self.reserved(), 2 * PRICE)
+        self.assertEqual(reserve("m1", 2)[:2], [1, 2])  # asked again: still the one
+        self.assertEqual(reserve("m1", 3)[:2], [1, 3])  # after a billed attempt: the next
+        self.assertEqual(self.reserved(), 3 * PRICE)
+        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, cap))
+        got = reserve("m1", 4)
+        self.assertEqual((got[0], got[1], got[4]), (0, 3, 0))  # the cap is full: refused, nothing written
+        self.assertEqual(self.reserved(), cap)
+        self.assertEqual(self.money("m1")["r"], "3")
+
+
+class Pause429Test(MoneyTest):
+    def test_a_429_pauses_every_send(self):
+        self.fake.control(statuses=[429], retry_after=1)
+        first = self.issue_ok("+919800000001")
+        wait_until(lambda: self.fake.requests(), 5, what="the 429")
+        t429 = self.fake.requests()[0]["t_us"] / 1e6
+        others = [self.issue_ok(p) for p in phones(3, 100)]
+        for mid in [first] + others:
+            self.wait_state(mid, "sent", timeout=10)
+        reqs = self.fake.requests()
+        self.assertEqual(reqs[0]["status"], 429)
+        later = [r["t_us"] / 1e6 - t429 for r in reqs[1:]]
+        self.assertEqual(len(later), 4)
+        self.assertGreaterEqual(min(later), 1.0, later)  # nobody went out during the Retry-After
+        self.assertEqual(metric(self.metrics(), "otpd_pacer_paused_total"), 1)
+        # Never reached: the first message kept its one reservation.
+        self.assertEqual(self.reserved(), 4 * PRICE)
+        self.assertEqual([s["cost_minor"] for s in self.sends(first)], [0, PRICE])
+
+    def test_a_429_without_retry_after_backs_off(self):
+        self.fake.control(statuses=[429])
+        first = self.issue_ok("+919800000001")
+        wait_until(lambda: self.fake.requests(), 5, what="the 429")
+        t429 = self.fake.requests()[0]["t_us"] / 1e6
+        other = self.issue_ok("+919800000002")
+        self.wait_state(first, "sent")
+        self.wait_state(other, "sent")
+        later = [r["t_us"] / 1e6 - t429 for r in self.fake.requests()[1:]]
+        self.assertGreaterEqual(min(later), 1.0, later)
+
+
+class RestartTest(MoneyTest):
+    pacer = dict(MoneyTest.pacer, rate=1)
+
+    def test_restart_at_rate_1_keeps_the_spacing(self):
+        a = self.issue_ok("+919800000001")
+        self.wait_state(a, "sent")
+        wait_until(lambda: self.sends(a), 5, what="a's send row")
+        self.otpd.kill(signal.SIGKILL)
+        self.otpd.proc.wait()
+        self.restart()
+        b = self.issue_ok("+919800000002")
+        self.wait_state(b, "sent")
+        ts = [r["t_us"] / 1e6 for r in self.fake.requests()]
+        self.assertEqual(len(ts), 2)
+        self.assertGreaterEqual(ts[1] - ts[0], 1.0, "the first send after the restart came too early")
+
+
+class MinLifeTest(MoneyTest):
+    # min(30 s, ttl / 4) = 2.5 s; at 8 a second the 62nd message onwards has less.
+    pacer = dict(MoneyTest.pacer, rate=8, capacity=100)
+    ttl = "10s"
+
+    def test_too_little_life_left_is_never_sent(self):
+        n = 66
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            res = list(ex.map(self.otpd.issue, phones(n)))
+        self.assertEqual([r[0] for r in res], [202] * n)
+        ids = [r[2]["id"] for r in res]
+        wait_until(lambda: all(self.state(i) in ("sent", "expired") for i in ids), 15, what="every message to end")
+        arrivals = {json.loads(q["body"])["id"]: q["t_us"] / 1e3 for q in self.fake.requests()}
+        expired = [i for i in ids if self.state(i) == "expired"]
+        self.assertGreaterEqual(len(expired), 3)
+        for i in ids:
+            m = self.msg(i)
+            if m["state"] == "sent":
+                left = m["expires_ms"] - arrivals[i]
+                self.assertGreaterEqual(left, 2500 - 75, "sent with %d ms left" % left)  # 3 % of 2.5 s
+            else:
+                self.assertNotIn(i, arrivals)
+                self.assertEqual(self.sends(i), [])
+                self.assertLess(m["expires_ms"] - m["updated_ms"], 2500)
+        wait_until(lambda: self.reserved() == (n - len(expired)) * PRICE, 5, what="the expired ones refunded")
+
+
+class AttemptClassTest(MoneyTest):
+    """One message per class: what reaches the ledger, the caps and the spend."""
+    pacer = dict(MoneyTest.pacer, timeout="300ms", retry={"max": 1, "base": "100ms"})
+
+    def settle(self, mid, state):
+        self.assertEqual(self.wait_state(mid, "sent", "failed", timeout=10), state)
+        if state == "failed":
+            wait_until(lambda: metric(self.metrics(), "otpd_cost_refunds_total", result="refunded") is not None,
+                       2, what="metrics")
+
+    def check(self, statuses, state, sends, reserved, unknown, accepted):
+        self.fake.control(statuses=statuses)
+        mid = self.issue_ok("+919800000001")
+        self.settle(mid, state)
+        got = [(s["outcome"], s["http_status"], s["cost_minor"]) for s in self.sends(mid)]
+        self.assertEqual(got, sends)
+        wait_until(lambda: self.reserved() == reserved, 5, what="reserved %d (is %d)" % (reserved, self.reserved()))
+        self.assertEqual((self.spend("unknown"), self.spend("accepted")), (unknown, accepted))
+        return mid
+
+    def test_500_is_billed_and_the_retry_reserves_again(self):
+        self.check([500], "sent", [("transient", 500, PRICE), ("sent", 200, PRICE)], 2 * PRICE, PRICE, PRICE)
+
+    def test_408_is_billed(self):
+        self.check([408], "sent", [("transient", 408, PRICE), ("sent", 200, PRICE)], 2 * PRICE, PRICE, PRICE)
+
+    def test_400_is_not_billed_and_refunded(self):
+        self.check([400], "failed", [("permanent", 400, 0)], 0, 0, 0)
+
+    def test_401_is_not_billed_refunded_and_alerts(self):
+        self.check([401], "failed", [("permanent", 401, 0)], 0, 0, 0)
+        self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="http_4xx"), 1)
+
+    def test_429_is_not_billed_and_keeps_its_reservation(self):
+        self.check([429], "sent", [("transient", 429, 0), ("sent", 200, PRICE)], PRICE, 0, PRICE)
+
+    def test_hang_past_the_timeout_is_billed(self):
+        self.fake.control(hang=True)
+        mid = self.issue_ok("+919800000001")
+        wait_until(lambda: self.sends(mid), 5, what="the timed-out call")
+        self.fake.control(hang=False)
+        self.settle(mid, "sent")
+        self.assertEqual([(s["outcome"], s["http_status"], s["cost_minor"]) for s in self.sends(mid)],
+                         [("transient", None, PRICE), ("sent", 200, PRICE)])
+        self.assertEqual(self.reserved(), 2 * PRICE)
+        self.assertEqual((self.spend("unknown"), self.spend("accepted")), (PRICE, PRICE))
+        self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="timeout"), 1)
+
+
+class ResetTest(MoneyTest):
+    """A connection reset after the request left: the provider may bill it."""
+    pacer = dict(MoneyTest.pacer, retry={"max": 1, "base": "100ms"})
+    server = None
+    provider_url = staticmethod(lambda: "http://127.0.0.1:%d/sms" % ResetTest.server.port)
+
+    def setUp(self):
+        ResetTest.server = ResetServer()
+        super().setUp()
+
+    def tearDown(self):
+        try:
+            super().tearDown()
+        finally:
+            ResetTest.server.close()
+
+    def test_reset_is_billed_and_never_refunded(self):
+        mid = self.issue_ok("+919800000001")
+        self.assertEqual(self.wait_state(mid, "failed"), "failed")
+        self.assertEqual(self.server.count, 2)
+        self.assertEqual([(s["outcome"], s["http_status"], s["cost_minor"]) for s in self.sends(mid)],
+                         [("transient", None, PRICE)] * 2)
+        self.assertEqual(self.reserved(), 2 * PRICE)
+        self.assertEqual(self.spend("unknown"), 2 * PRICE)
+        self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="broken"), 2)
+
+
+class UnsentTest(MoneyTest):
+    """Connection refused: never reached, retried on the same reservation, given back once."""
+    closed_port = free_port()
+    provider_url = staticmethod(lambda: "http://127.0.0.1:%d/sms" % UnsentTest.closed_port)
+    pacer = dict(MoneyTest.pacer, retry={"max": 2, "base": "100ms"})
+
+    def test_refused_is_not_billed(self):
+        mid = self.issue_ok("+919800000001")
+        self.assertEqual(self.wait_state(mid, "failed"), "failed")
+        self.assertEqual([(s["outcome"], s["cost_minor"]) for s in self.sends(mid)], [("transient", 0)] * 3)
+        wait_until(lambda: self.reserved() == 0, 5, what="the refund")
+        self.assertEqual(self.money(mid).get("f"), "1")
+        self.assertEqual(self.spend("unknown"), 0)
+        self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="unsent"), 3)
