@@ -100,8 +100,10 @@ if ARGV[1] == 'a' then
   for _, c in ipairs(rec.c) do
     local key = KEYS[c[1]]
     local sum = window_count(redis.call('HGET', key, c[2]), c[3])
-    if sum > 0 then
-      redis.call('HSET', key, c[2], fmt(c[3]) .. ':' .. fmt(math.max(0, sum - c[4])))
+    if sum > c[4] then
+      redis.call('HSET', key, c[2], fmt(c[3]) .. ':' .. fmt(sum - c[4]))
+    elseif sum > 0 then
+      redis.call('HDEL', key, c[2])
     end
   end
   if rec.v and redis.call('HGET', KEYS[1], 'i') == rec.v[1] then
