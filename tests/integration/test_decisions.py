@@ -142,14 +142,12 @@ class DebugSleepTest(DecisionsTest):
         is left taken without an SMS."""
         self.avoid_boundary(3600, 10)
         self.accepted(self.otpd.issue(P2))
-        before, undo = self.decision_state(), self.undo_keys()
+        before = self.decision_state()
         s = self.debug_sleep(0.5)
         self.refused(self.otpd.issue(P), 503, "store_unavailable")
         self.woke(s)
         # The stalled call did run after Redis woke: it took the phone's only slot and the price.
-        wait_until(lambda: len(self.undo_keys()) == len(undo) + 1 or None, what="the stalled issue to run")
-        self.assertEqual(len(self.log_of(P, "phone_1")), 1)
-        self.assertEqual(self.cost_sum(3600000), 2 * PRICE)
+        wait_until(lambda: len(self.log_of(P, "phone_1")) == 1 or None, what="the stalled issue to run")
         # The retry: the instance abandons the 503'd call first, then decides.
         r = self.otpd.issue(P)
         self.accepted(r)

@@ -1,0 +1,66 @@
+"""Mutants for decisions that are never lost (issue 8, limits side): each a small plausible bug, and the
+test that must catch it."""
+MUTANTS = [
+    dict(name="store-no-retry-after-timeout",
+         file="src/store/store.c",
+         old="    for (try = 0; try < 2; try++) {",
+         new="    for (try = 0; try < 1; try++) {",
+         test="test_decisions.DebugSleepTest.test_retry_on_fresh_connection_returns_recorded_outcome",
+         why="a timeout after the script ran is a 503 at once: quota taken, no SMS"),
+    dict(name="issue-rerun-takes-again",
+         file="src/limits/issue.lua",
+         old="if rec then return cjson.decode(rec).o end",
+         new="",
+         test="test_decisions.DebugSleepTest.test_retry_on_fresh_connection_returns_recorded_outcome",
+         why="the retry of a call that already ran takes the quota and the price a second time"),
+    dict(name="abandon-keeps-cost",
+         file="src/limits/issue.lua",
+         old="      redis.call('HSET', key, c[2], fmt(c[3]) .. ':' .. fmt(sum - c[4]))",
+         new="      redis.call('HSET', key, c[2], fmt(c[3]) .. ':' .. fmt(sum))",
+         test="test_decisions.StoppedRedisTest",
+         why="a 503'd issue that ran later keeps its cost reservation"),
+    dict(name="abandon-no-tombstone",
+         file="src/limits/issue.lua",
+         old="""  redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
+  if not rec or rec == TOMB then return 0 end""",
+         new="""  if not rec or rec == TOMB then return 0 end
+  redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)""",
+         test="test_decisions.ScriptOrderTest",
+         why="an issue that runs after its abandon takes quota nobody will give back"),
+    dict(name="near-dead-code-resent",
+         file="src/limits/issue.lua",
+         old="(exp - now) * 3 >= ttl",
+         new="(exp - now) * 4 >= ttl",
+         test="test_decisions.NearDeadTest",
+         why="a code with less than a third of its life left is sent again instead of replaced"),
+    dict(name="resend-after-ignores-fixed-window",
+         file="src/limits/issue.lua",
+         old="      if count + 1 >= limit then nxt = reset end",
+         new="      if count + 1 > limit then nxt = reset end",
+         test="test_decisions.ResendAfterTest",
+         why="resend_after says 1 s while a full fixed window refuses until its end"),
+    dict(name="resend-after-newest-log-entry",
+         file="src/limits/issue.lua",
+         old="      if #log >= limit then nxt = tonumber(log[#log - limit + 1]) + window - now end",
+         new="      if #log >= limit then nxt = tonumber(log[#log]) + window - now end",
+         test="test_decisions.ResendAfterTest",
+         why="resend_after waits for the newest sliding-log entry instead of the oldest counted one"),
+    dict(name="wrong-guess-lock-newest",
+         file="src/limits/verify.lua",
+         old="retry = tonumber(log[1]) + wwindow - now\nif #log >= wlimit then",
+         new="retry = tonumber(log[#log]) + wwindow - now\nif #log >= wlimit then",
+         test="test_decisions.WrongGuessSlidingTest",
+         why="a wrong-guess lock lasts until the newest wrong guess leaves the window, not the oldest counted"),
+    dict(name="cap-field-by-position",
+         file="src/limits/limits.c",
+         old="""        limits_cap_field(rs->caps[i].window_ms, a->num[a->n], sizeof(a->num[0]));
+        args_str(a, a->num[a->n]);
+        args_int(a, rs->caps[i].window_ms);
+        args_int(a, rs->caps[i].max_minor);""",
+         new="""        limits_cap_field((int64_t)i, a->num[a->n], sizeof(a->num[0]));
+        args_str(a, a->num[a->n]);
+        args_int(a, rs->caps[i].window_ms);
+        args_int(a, rs->caps[i].max_minor);""",
+         test="test_decisions.CapNamesTest",
+         why="cost-cap state named by position: reordering the caps resets the spend"),
+]
