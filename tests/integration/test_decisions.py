@@ -161,6 +161,34 @@ class DebugSleepTest(DecisionsTest):
         self.assertEqual(set(after) - set(before), {"otp:{%s}" % P})
 
 
+class VerifySleepTest(DecisionsTest):
+    limits = [{"name": "wrong_codes", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 5, "window": "1h"}]
+
+    def test_unanswered_guesses_cost_nothing(self):
+        """A right guess and a wrong one answered 503 ran when Redis woke
+        (the first ended the verification, the second counted an attempt);
+        the retries are decided as if they had not happened."""
+        self.avoid_boundary(3600, 10)
+        _, code = self.issue_and_code(P)
+        r = self.otpd.verify(P, wrong_of(code))
+        self.assertEqual(r[2]["attempts_left"], 2, r[2])
+        s = self.debug_sleep(0.5)
+        self.refused(self.otpd.verify(P, wrong_of(code)), 503, "store_unavailable")
+        self.woke(s)
+        wait_until(lambda: len(self.log_of(P, "wrong_codes")) == 2 or None, what="the stalled guess to run")
+        r = self.otpd.verify(P, wrong_of(code))
+        self.assertEqual((r[0], r[2]["attempts_left"]), (422, 1), r[2])
+        self.assertEqual(len(self.log_of(P, "wrong_codes")), 2)
+        s = self.debug_sleep(0.5)
+        self.refused(self.otpd.verify(P, code), 503, "store_unavailable")
+        self.woke(s)
+        wait_until(lambda: self.redis.cmd("HGET", "otp:{%s}" % P, "i") is None or None,
+                   what="the stalled right guess to end the verification")
+        r = self.otpd.verify(P, code)
+        self.assertEqual(r[0], 200, r[2])
+        self.assertEqual(self.metric("otpd_store_abandons_total"), 2)
+
+
 # 2. SIGSTOP with several issues in flight --------------------------------------------------------------
 class StoppedRedisTest(DecisionsTest):
     limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1m"},
