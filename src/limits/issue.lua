@@ -18,16 +18,17 @@
 --   so that when it runs later it takes nothing. The undo key then holds
 --   the tombstone, so a repeated abandon gives nothing back twice.
 -- Each script is atomic, so both orders are safe: a retry after a 503 is
--- decided as if the unanswered attempt had not happened. An undo entry
--- that nobody abandons simply expires: the instance answered 202 and
--- committed its rows.
+-- decided as if the unanswered attempt had not happened.
+-- * op 'c' (commit), sent once the instance's ledger rows are committed,
+--   deletes the record (KEYS is then the undo key alone); a record whose
+--   commit is lost simply expires.
 --
 -- KEYS[1]   the phone's hash, otp:{+91...}: verification fields and one
 --           field per phone rule
 -- KEYS[2..#KEYS-1] the other keys that rules (and the cost caps) use, each
 --           a hash with one field per rule
 -- KEYS[#KEYS] the undo key otp:u:<rid>
--- ARGV: op ('i' issue, 'a' abandon), vid, vhash, ttl_ms, max_attempts,
+-- ARGV: op ('i' issue, 'a' abandon, 'c' commit), vid, vhash, ttl_ms, max_attempts,
 --       price (-1: none), nrules, ncaps, cost key index (0: none),
 --       undo_ttl_ms, then 7 per rule:
 --       kind, key index, field, limit, window_ms, burst, shadow
@@ -69,6 +70,10 @@ local function live_log(v, window)
     end
   end
   return log
+end
+
+if ARGV[1] == 'c' then
+  return redis.call('DEL', undo_key)
 end
 
 if ARGV[1] == 'a' then

@@ -365,6 +365,21 @@ void limits_abandon(struct limits *l, const struct limits_undo *u)
     }
 }
 
+void limits_commit(struct limits *l, const struct limits_undo *u)
+{
+    struct store_reply *rep = NULL;
+    char err[OTP_ERR_LEN];
+    const char *args[2];
+
+    if (u->nkeys == 0)
+        return;
+    args[0] = u->keys[u->nkeys - 1]; /* the undo key */
+    args[1] = "c";
+    /* issue.lua's commit deletes KEYS[#KEYS], whichever script wrote it. */
+    if (store_eval(l->store, l->h_issue, 1, 2, args, &rep, err) == OTP_OK)
+        store_reply_free(rep);
+}
+
 void limits_stats(struct limits *l, struct limits_stats *out)
 {
     pthread_mutex_lock(&l->pmu);
@@ -602,6 +617,7 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, 
     }
     if (wrong != NULL && out->shadow_lock)
         snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
+    limits_commit(l, &u); /* answered: nobody will abandon it */
 out:
     store_reply_free(rep);
     rules_put(l, rs);

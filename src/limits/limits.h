@@ -104,6 +104,12 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, 
  * committed): now if Redis answers, else queued for the next flush. */
 void limits_abandon(struct limits *l, const struct limits_undo *u);
 
+/* Discards an accepted issue's undo record once its rows are committed
+ * (limits_verify does it itself once it has read its reply),
+ * so it costs Redis memory for a round trip, not for its whole TTL. A
+ * failure costs nothing (the record expires) and is not reported. */
+void limits_commit(struct limits *l, const struct limits_undo *u);
+
 /* Runs the queued abandons; returns how many are still queued. Each
  * request does this first; a caller with no traffic (/readyz) may too. */
 size_t limits_flush(struct limits *l);

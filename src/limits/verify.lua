@@ -16,6 +16,7 @@
 -- with that rid returns the recorded reply and changes nothing; op 'a'
 -- (abandon) puts the verification back as it was and removes the
 -- wrong-guess time, or leaves a tombstone when the guess has not run yet.
+-- Once otpd has read the reply it deletes the record (issue.lua's op 'c').
 --
 -- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2] the undo key
 -- ARGV: op ('v' verify, 'a' abandon), guess hash, max_attempts,

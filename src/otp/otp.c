@@ -297,6 +297,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     }
     pacer_push(o->d.pacer, &m);
     memset(&m, 0, sizeof(m));
+    limits_commit(o->d.limits, &li.undo);
     out->rc = OTP_OK;
     out->expires_in_s = li.expires_in_ms / 1000;
     out->resend_after_s = ceil_s(li.resend_after_ms);
