@@ -386,6 +386,7 @@ static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, stru
     const char *tag = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "tag");
     char status[32] = "", detail[64];
     int delivered = -1;
+    enum otp_rc rc;
 
     if (rq->route == ROUTE_DLR_KANNEL) {
         const char *s = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "status");
@@ -404,7 +405,14 @@ static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, stru
             delivered = 0;
         snprintf(detail, sizeof(detail), "twilio %s", status);
     }
-    if (id == NULL || tag == NULL || otp_delivery(h->otp, id, tag, delivered, detail) != OTP_OK)
+    if (id == NULL || tag == NULL)
+        return http_problem(con, 404, "not_found", "unknown message", NULL, NULL);
+    rc = otp_delivery(h->otp, id, tag, delivered, detail);
+    if (rc == OTP_EIO) { /* not recorded: the provider retries a 5xx */
+        struct otp_answer a = {.rc = OTP_EIO, .retry_after_s = 1};
+        return http_problem(con, 503, "ledger_unavailable", "the report could not be recorded", &a, NULL);
+    }
+    if (rc != OTP_OK)
         return http_problem(con, 404, "not_found", "unknown message", NULL, NULL);
     return http_json(con, 200, json_pack("{s:b}", "ok", 1), NULL);
 }

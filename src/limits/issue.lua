@@ -3,28 +3,52 @@
 -- continuation) of the phone's verification. All or nothing: when an
 -- enforced rule or a cost cap refuses, nothing is written.
 --
+-- Decisions that are never lost. Every call carries a request id (rid,
+-- random per HTTP request) and its undo key otp:u:<rid> (the last KEYS).
+-- An accepted issue records there, for undo_ttl_ms (seconds), its reply
+-- and everything it took: the sliding-log members it added, the counters
+-- and token-bucket times it advanced, the resend delay it set, the cost it
+-- reserved and the verification it created or replaced. Then:
+-- * a second call with the same rid (otpd retries once on a fresh
+--   connection after a timeout) takes nothing and returns the recorded
+--   reply, so an answer lost on the wire is not paid twice;
+-- * op 'a' (abandon), sent by an instance that answered 503 (or could not
+--   commit its ledger rows) for that rid: if the record is there, every
+--   take is given back; if the issue has not run yet, a tombstone is left
+--   so that when it runs later it takes nothing. The undo key then holds
+--   the tombstone, so a repeated abandon gives nothing back twice.
+-- Each script is atomic, so both orders are safe: a retry after a 503 is
+-- decided as if the unanswered attempt had not happened.
+-- * op 'c' (commit), sent once the instance's ledger rows are committed,
+--   deletes the record (KEYS is then the undo key alone); a record whose
+--   commit is lost simply expires.
+--
 -- KEYS[1]   the phone's hash, otp:{+91...}: verification fields and one
 --           field per phone rule
--- KEYS[2..] the other keys that rules (and the cost caps) use, each a hash
---           with one field per rule
--- ARGV: vid, vhash, ttl_ms, max_attempts, price (-1: none), nrules, ncaps,
---       cost key index (0: none), then 7 per rule:
+-- KEYS[2..#KEYS-1] the other keys that rules (and the cost caps) use, each
+--           a hash with one field per rule
+-- KEYS[#KEYS] the undo key otp:u:<rid>
+-- ARGV: op ('i' issue, 'a' abandon, 'c' commit), vid, vhash, ttl_ms, max_attempts,
+--       price (-1: none), nrules, ncaps, cost key index (0: none),
+--       undo_ttl_ms, then 7 per rule:
 --       kind, key index, field, limit, window_ms, burst, shadow
---       then 3 per cap: field, window_ms, max
+--       then 3 per cap: field (named by the cap's window), window_ms, max
+--       (abandon reads only op and undo_ttl_ms)
 -- kinds: 1 sliding_log, 2 fixed_window, 3 token_bucket, 4 resend_delay,
---        5 wrong_guess_cap
--- Returns {allowed, now_ms, vid, expires_in_ms, is_new, cost_retry_ms,
---          then 3 per rule: verdict (1 ok, 0 refused), remaining, reset_ms
---          (the retry time when refused)}
+--        5 wrong_guess_cap (a log of wrong-guess times, written by verify)
+-- Returns {allowed (1 yes, 0 refused, -1 abandoned before it ran), now_ms,
+--          vid, expires_in_ms, is_new, cost_retry_ms, next_ms (when a new
+--          issue would pass every enforced rule and cap), then 3 per rule:
+--          verdict (1 ok, 0 refused), remaining, reset_ms (the retry time
+--          when refused)}
+-- Abandon returns 1 when it gave takes back, 0 when it left a tombstone
+-- or found one.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl, maxatt, price = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local nrules, ncaps, costkey = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local out = {0, now, '', 0, 0, 0}
-local writes = {}
-local keep = {}
-local refused = false
+local undo_key = KEYS[#KEYS]
+local undo_ttl = tonumber(ARGV[10])
+local TOMB = 'x'
 
 local function fmt(n) return string.format('%.0f', n) end
 
@@ -37,41 +61,113 @@ local function window_count(v, idx)
   return 0
 end
 
+-- The entries of a log field ("ts ts ts") still inside the window.
+local function live_log(v, window)
+  local log = {}
+  if v then
+    for ts in string.gmatch(v, '%d+') do
+      if tonumber(ts) > now - window then log[#log + 1] = ts end
+    end
+  end
+  return log
+end
+
+if ARGV[1] == 'c' then
+  return redis.call('DEL', undo_key)
+end
+
+if ARGV[1] == 'a' then
+  local rec = redis.call('GET', undo_key)
+  redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
+  if not rec or rec == TOMB then return 0 end
+  rec = cjson.decode(rec)
+  for _, w in ipairs(rec.w) do
+    local key, field, kind = KEYS[w[1]], w[2], w[3]
+    local v = redis.call('HGET', key, field)
+    local new = nil
+    if kind == 1 and v then
+      local rest, gone = {}, false
+      for ts in string.gmatch(v, '%d+') do
+        if not gone and ts == w[4] then gone = true else rest[#rest + 1] = ts end
+      end
+      new = table.concat(rest, ' ')
+    elseif kind == 2 then
+      local c = window_count(v, w[4])
+      if c > 0 then new = fmt(w[4]) .. ':' .. (c - 1) end
+    elseif kind == 3 and v then
+      new = fmt(tonumber(v) - w[4])
+    elseif kind == 4 and v == w[5] then
+      new = w[4]
+    end
+    if new == '' then redis.call('HDEL', key, field)
+    elseif new then redis.call('HSET', key, field, new) end
+  end
+  for _, c in ipairs(rec.c) do
+    local key = KEYS[c[1]]
+    local sum = window_count(redis.call('HGET', key, c[2]), c[3])
+    if sum > c[4] then
+      redis.call('HSET', key, c[2], fmt(c[3]) .. ':' .. fmt(sum - c[4]))
+    elseif sum > 0 then
+      redis.call('HDEL', key, c[2])
+    end
+  end
+  if rec.v and redis.call('HGET', KEYS[1], 'i') == rec.v[1] then
+    if rec.v[2] ~= '' then
+      redis.call('HSET', KEYS[1], 'i', rec.v[2], 'h', rec.v[3], 'e', rec.v[4], 'a', rec.v[5])
+    else
+      redis.call('HDEL', KEYS[1], 'i', 'h', 'e', 'a')
+    end
+  end
+  return 1
+end
+
+local rec = redis.call('GET', undo_key)
+if rec == TOMB then return {-1, now, '', 0, 0, 0, 0} end
+if rec then return cjson.decode(rec).o end
+
+local ttl, maxatt, price = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local nrules, ncaps, costkey = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local out = {0, now, '', 0, 0, 0, 0}
+local writes = {}
+local undo = {}
+local keep = {}
+local refused = false
+local next_ms = 0
+
 local function want(k, ms)
   if not keep[k] or keep[k] < ms then keep[k] = ms end
 end
 
 for r = 0, nrules - 1 do
-  local a = 9 + r * 7
+  local a = 11 + r * 7
   local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
   local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local shadow = ARGV[a + 6] == '1'
   local v = redis.call('HGET', KEYS[k], field)
-  local ok, remaining, reset, new, hold = true, 0, 0, nil, 0
-  if kind == 1 then
-    local log = {}
-    if v then
-      for ts in string.gmatch(v, '%d+') do
-        if tonumber(ts) > now - window then log[#log + 1] = ts end
-      end
-    end
+  local ok, remaining, reset, new, hold, nxt, u = true, 0, 0, nil, 0, 0, nil
+  if kind == 1 or kind == 5 then
+    local log = live_log(v, window)
     if #log >= limit then
       ok, reset = false, tonumber(log[#log - limit + 1]) + window - now
-    else
+    elseif kind == 1 then
       log[#log + 1] = fmt(now)
-      new, hold = table.concat(log, ' '), window
+      new, hold, u = table.concat(log, ' '), window, fmt(now)
       remaining, reset = limit - #log, tonumber(log[1]) + window - now
+      -- Full now: the next issue passes when the oldest counted entry leaves.
+      if #log >= limit then nxt = tonumber(log[#log - limit + 1]) + window - now end
+    else
+      remaining = limit - #log
+      reset = #log > 0 and tonumber(log[1]) + window - now or 0
     end
-  elseif kind == 2 or kind == 5 then
+  elseif kind == 2 then
     local idx = math.floor(now / window)
     local count = window_count(v, idx)
     reset = (idx + 1) * window - now
     if count >= limit then
       ok = false
-    elseif kind == 2 then
-      new, hold, remaining = fmt(idx) .. ':' .. (count + 1), reset, limit - count - 1
     else
-      remaining = limit - count
+      new, hold, remaining, u = fmt(idx) .. ':' .. (count + 1), reset, limit - count - 1, idx
+      if count + 1 >= limit then nxt = reset end
     end
   elseif kind == 3 then
     local step = math.ceil(window / limit)
@@ -80,27 +176,40 @@ for r = 0, nrules - 1 do
     if now < allow_at then
       ok, reset = false, allow_at - now
     else
-      new, hold = fmt(tat + step), tat + step - now
+      new, hold, u = fmt(tat + step), tat + step - now, step
       remaining, reset = math.floor((now - allow_at) / step), tat + step - now
+      nxt = math.max(0, allow_at + step - now)
     end
   elseif kind == 4 then
     local untl = tonumber(v or 0) or 0
     if now < untl then
       ok, reset = false, untl - now
     else
-      new, hold, reset = fmt(now + window), window, window
+      new, hold, reset, nxt = fmt(now + window), window, window, window
+      u = {v or '', fmt(now + window)}
     end
   end
   if not ok and not shadow then refused = true end
-  if ok and new then writes[#writes + 1] = {k, field, new} ; want(k, hold) end
+  if ok and new then
+    writes[#writes + 1] = {k, field, new}
+    want(k, hold)
+    if type(u) == 'table' then
+      undo[#undo + 1] = {k, field, kind, u[1], u[2]}
+    else
+      undo[#undo + 1] = {k, field, kind, u}
+    end
+  end
+  if ok and not shadow and nxt > next_ms then next_ms = nxt end
   out[#out + 1] = ok and 1 or 0
   out[#out + 1] = remaining
   out[#out + 1] = reset
 end
 
-local cost_new = {}
+-- Caps are named by their window, so two caps with one window share one
+-- sum (and take the price once).
+local cost_new, cost_undo = {}, {}
 if price >= 0 and costkey > 0 then
-  local a = 9 + nrules * 7
+  local a = 11 + nrules * 7
   for c = 0, ncaps - 1 do
     local field, window, max = ARGV[a + c * 3], tonumber(ARGV[a + c * 3 + 1]), tonumber(ARGV[a + c * 3 + 2])
     local idx = math.floor(now / window)
@@ -110,29 +219,41 @@ if price >= 0 and costkey > 0 then
       refused = true
       if reset > out[6] then out[6] = reset end
     else
-      cost_new[#cost_new + 1] = {field, fmt(idx) .. ':' .. fmt(sum + price)}
+      if not cost_new[field] then cost_undo[#cost_undo + 1] = {costkey, field, idx, price} end
+      cost_new[field] = fmt(idx) .. ':' .. fmt(sum + price)
       want(costkey, reset)
+      if sum + 2 * price > max and reset > next_ms then next_ms = reset end
     end
   end
 end
 if refused then return out end
 
 for _, w in ipairs(writes) do redis.call('HSET', KEYS[w[1]], w[2], w[3]) end
-for _, w in ipairs(cost_new) do redis.call('HSET', KEYS[costkey], w[1], w[2]) end
+for field, v in pairs(cost_new) do redis.call('HSET', KEYS[costkey], field, v) end
 
-local cur = redis.call('HMGET', KEYS[1], 'i', 'e', 'a')
-local exp = tonumber(cur[2] or 0) or 0
-if cur[1] and exp > now and (tonumber(cur[3]) or 0) < maxatt then
+-- A live verification is continued (same code, a new message) while at
+-- least a third of otp.ttl is left; with less, an SMS would arrive nearly
+-- dead, so a new verification (a new code) replaces it.
+local cur = redis.call('HMGET', KEYS[1], 'i', 'h', 'e', 'a')
+local exp = tonumber(cur[3] or 0) or 0
+local vrec = nil
+if cur[1] and (exp - now) * 3 >= ttl and (tonumber(cur[4]) or 0) < maxatt then
   out[3], out[5] = cur[1], 0
 else
+  if cur[1] then
+    vrec = {ARGV[2], cur[1], cur[2] or '', cur[3] or '0', cur[4] or '0'}
+  else
+    vrec = {ARGV[2], '', '', '', ''}
+  end
   exp = now + ttl
-  redis.call('HSET', KEYS[1], 'i', ARGV[1], 'h', ARGV[2], 'e', fmt(exp), 'a', 0)
-  out[3], out[5] = ARGV[1], 1
+  redis.call('HSET', KEYS[1], 'i', ARGV[2], 'h', ARGV[3], 'e', fmt(exp), 'a', 0)
+  out[3], out[5] = ARGV[2], 1
 end
-out[1], out[4] = 1, exp - now
+out[1], out[4], out[7] = 1, exp - now, next_ms
 want(1, exp - now)
 
 for k, ms in pairs(keep) do
   if redis.call('PTTL', KEYS[k]) < ms then redis.call('PEXPIRE', KEYS[k], ms) end
 end
+redis.call('SET', undo_key, cjson.encode({o = out, w = undo, c = cost_undo, v = vrec}), 'PX', undo_ttl)
 return out

@@ -11,13 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/log.h"
 #include "issue.lua.h"
 #include "refund.lua.h"
 #include "reserve.lua.h"
 #include "verify.lua.h"
 
-#define LIMITS_KEYS_MAX 6
-#define LIMITS_ARGS_MAX (8 + 32 * 7 + 8 * 3 + LIMITS_KEYS_MAX)
+#define LIMITS_ARGS_MAX (10 + 32 * 7 + 8 * 3 + LIMITS_KEYS_MAX + 1)
+#define LIMITS_PENDING_MAX 4096 /* abandons waiting for Redis; beyond, dropped and counted */
+
+/* issue.lua's reply (see its header): fixed values, then 3 per rule. */
+enum issue_reply {
+    IR_ALLOWED,     /* 1 accepted, 0 refused, -1 abandoned before it ran */
+    IR_NOW,         /* Redis's clock, ms */
+    IR_VID,         /* the verification to send */
+    IR_EXPIRES,     /* its life left, ms */
+    IR_IS_NEW,      /* 1 when vid is the proposed id */
+    IR_COST_RETRY,  /* the cost caps' wait, ms; 0 when they allow */
+    IR_NEXT,        /* when a new issue would pass every enforced rule, ms */
+    IR_RULES        /* then IR_PER_RULE values per rule */
+};
+enum { IR_RULE_OK, IR_RULE_REMAINING, IR_RULE_RESET, IR_PER_RULE };
+
+/* verify.lua's reply. */
+enum verify_reply { VR_STATUS, VR_VID, VR_ATTEMPTS_LEFT, VR_WINDOW_LEFT, VR_SHADOW_LOCK, VR_WRONG, VR_COUNT };
 
 /* The rules in force; immutable once built. */
 struct limits_rules {
@@ -35,6 +52,10 @@ struct limits {
     int h_issue, h_verify, h_refund;
     pthread_mutex_t mu;
     struct limits_rules *cur;
+    pthread_mutex_t pmu; /* guards the abandon queue and stats; never held across a Redis call */
+    struct limits_undo *pending[LIMITS_PENDING_MAX];
+    size_t n_pending;
+    struct limits_stats stats;
 };
 
 /* Argument strings of one script call, with room for the numbers. */
@@ -130,6 +151,7 @@ struct limits *limits_new(struct store *s, const struct config *c)
     l->h_verify = store_script(s, limits_verify_lua);
     l->h_refund = store_script(s, limits_refund_lua);
     pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->pmu, NULL);
     return l;
 }
 
@@ -138,7 +160,10 @@ void limits_free(struct limits *l)
     if (l == NULL)
         return;
     rules_free(l->cur);
+    while (l->n_pending > 0)
+        free(l->pending[--l->n_pending]);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->pmu);
     free(l);
 }
 
@@ -250,6 +275,132 @@ static void append_name(char *list, size_t cap, const char *name)
     snprintf(list + n, cap - n, "%s%s", n ? "," : "", name);
 }
 
+void limits_cap_field(int64_t window_ms, char *out, size_t cap)
+{
+    snprintf(out, cap, "c%lld", (long long)window_ms);
+}
+
+/* Runs one abandon (op 'a' of issue.lua or verify.lua) for u. */
+static enum otp_rc undo_run(struct limits *l, const struct limits_undo *u, char *err)
+{
+    struct limits_args a = {0};
+    struct store_reply *rep = NULL;
+    int k, maybe_ran, nargs = u->verify ? 7 : 9; /* ARGV before undo_ttl_ms */
+    enum otp_rc rc;
+
+    for (k = 0; k < u->nkeys; k++)
+        args_str(&a, u->keys[k]);
+    args_str(&a, "a");
+    for (k = 1; k < nargs; k++)
+        args_str(&a, "");
+    args_int(&a, LIMITS_UNDO_TTL_MS);
+    rc = store_eval_idem(l->store, u->verify ? l->h_verify : l->h_issue, u->nkeys, a.n, a.v, &rep, &maybe_ran,
+                         err);
+    store_reply_free(rep);
+    if (rc == OTP_OK) {
+        pthread_mutex_lock(&l->pmu);
+        l->stats.abandoned++;
+        pthread_mutex_unlock(&l->pmu);
+    }
+    return rc;
+}
+
+/* Queues u (copied) for the next flush. */
+static void undo_queue(struct limits *l, const struct limits_undo *u)
+{
+    struct limits_undo *c = malloc(sizeof(*c));
+    int queued = 0;
+
+    if (c != NULL)
+        *c = *u;
+    pthread_mutex_lock(&l->pmu);
+    if (c != NULL && l->n_pending < LIMITS_PENDING_MAX) {
+        l->pending[l->n_pending++] = c;
+        queued = 1;
+    } else {
+        l->stats.dropped++;
+    }
+    pthread_mutex_unlock(&l->pmu);
+    if (!queued) {
+        free(c);
+        log_msg(LOG_ERROR, "limits: abandon queue full; a 503'd request may keep its takes for %d s",
+                LIMITS_UNDO_TTL_MS / 1000);
+    }
+}
+
+size_t limits_flush(struct limits *l)
+{
+    char err[OTP_ERR_LEN];
+    size_t left;
+
+    for (;;) {
+        struct limits_undo *u = NULL;
+        pthread_mutex_lock(&l->pmu);
+        if (l->n_pending > 0)
+            u = l->pending[--l->n_pending];
+        pthread_mutex_unlock(&l->pmu);
+        if (u == NULL)
+            break;
+        if (undo_run(l, u, err) != OTP_OK) {
+            undo_queue(l, u); /* Redis still away: try again on the next flush */
+            free(u);
+            break;
+        }
+        free(u);
+    }
+    pthread_mutex_lock(&l->pmu);
+    left = l->n_pending;
+    pthread_mutex_unlock(&l->pmu);
+    return left;
+}
+
+void limits_abandon(struct limits *l, const struct limits_undo *u)
+{
+    char err[OTP_ERR_LEN];
+
+    if (u->nkeys == 0)
+        return;
+    if (undo_run(l, u, err) != OTP_OK) {
+        log_msg(LOG_WARN, "limits: abandon deferred until Redis answers: %s", err);
+        undo_queue(l, u);
+    }
+}
+
+void limits_commit(struct limits *l, const struct limits_undo *u)
+{
+    struct store_reply *rep = NULL;
+    char err[OTP_ERR_LEN];
+    const char *args[2];
+
+    if (u->nkeys == 0)
+        return;
+    args[0] = u->keys[u->nkeys - 1]; /* the undo key */
+    args[1] = "c";
+    /* issue.lua's commit deletes KEYS[#KEYS], whichever script wrote it. */
+    if (store_eval(l->store, l->h_issue, 1, 2, args, &rep, err) == OTP_OK)
+        store_reply_free(rep);
+}
+
+void limits_stats(struct limits *l, struct limits_stats *out)
+{
+    pthread_mutex_lock(&l->pmu);
+    *out = l->stats;
+    out->pending = l->n_pending;
+    pthread_mutex_unlock(&l->pmu);
+}
+
+/* Runs the queued abandons before a new decision, cheaply when none. */
+static void flush_first(struct limits *l)
+{
+    size_t n;
+
+    pthread_mutex_lock(&l->pmu);
+    n = l->n_pending;
+    pthread_mutex_unlock(&l->pmu);
+    if (n > 0)
+        limits_flush(l);
+}
+
 /* Reads issue.lua's reply into out. A refusal names the lock if there is
  * one, else the enforced rule that refuses longest; its Retry-After is the
  * longest wait of every refusal, cost caps included, so it is never early. */
@@ -258,18 +409,20 @@ static void issue_read(const struct cfg_rule *const *used, size_t n_used, const 
 {
     const struct cfg_rule *lock = NULL, *limit = NULL;
     int64_t best_remaining = INT64_MAX, best_reset = -1, lock_reset = 0, limit_reset = -1;
-    int64_t wait_ms = rep->ints[5]; /* the cost caps' wait, 0 when they allow */
+    int64_t wait_ms = rep->ints[IR_COST_RETRY];
     size_t i;
 
-    out->now_ms = rep->ints[1];
-    snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[2] ? rep->strs[2] : "");
-    out->expires_in_ms = rep->ints[3];
-    /* ints[4] says whether vid is the proposed id; the ledger does not need it
-     * (the verification row is inserted or kept with every message). */
+    out->now_ms = rep->ints[IR_NOW];
+    snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[IR_VID] ? rep->strs[IR_VID] : "");
+    out->expires_in_ms = rep->ints[IR_EXPIRES];
+    out->resend_after_ms = rep->ints[IR_NEXT];
+    /* IR_IS_NEW says whether vid is the proposed id; the ledger does not
+     * need it (the verification row is inserted or kept with every message). */
     for (i = 0; i < n_used; i++) {
         const struct cfg_rule *r = used[i];
-        int ok = rep->ints[6 + i * 3] == 1;
-        int64_t remaining = rep->ints[7 + i * 3], reset = rep->ints[8 + i * 3];
+        const long long *v = rep->ints + IR_RULES + i * IR_PER_RULE;
+        int ok = v[IR_RULE_OK] == 1;
+        int64_t remaining = v[IR_RULE_REMAINING], reset = v[IR_RULE_RESET];
         if (!ok && r->shadow) {
             append_name(out->shadow, sizeof(out->shadow), r->name);
         } else if (!ok) {
@@ -285,11 +438,9 @@ static void issue_read(const struct cfg_rule *const *used, size_t n_used, const 
                 best_reset = reset;
                 header_set(&out->header, r, remaining, reset);
             }
-            if (r->algo == CFG_ALGO_RESEND_DELAY)
-                out->resend_after_ms = reset;
         }
     }
-    if (rep->ints[0] == 1) {
+    if (rep->ints[IR_ALLOWED] == 1) {
         out->rc = OTP_OK;
         return;
     }
@@ -304,42 +455,53 @@ static void issue_read(const struct cfg_rule *const *used, size_t n_used, const 
     }
 }
 
+/* The undo key of request id rid. */
+static void undo_key(const char *rid, char *out, size_t cap)
+{
+    snprintf(out, cap, "otp:u:%s", rid);
+}
+
 enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out, char *err)
 {
     const struct cfg_rule *used[32];
-    char keys[LIMITS_KEYS_MAX][300];
     int key_of[CFG_KEY_COUNT + 1] = {0}; /* 1-based KEYS index per key kind; last: cost */
-    struct limits_rules *rs = rules_get(l);
+    struct limits_rules *rs;
     struct limits_args *a = calloc(1, sizeof(*a));
     struct store_reply *rep = NULL;
+    struct limits_undo *u = &out->undo;
     size_t i, n_used = 0;
-    int nkeys = 1, k;
+    int nkeys = 1, k, maybe_ran = 0;
     enum otp_rc rc = OTP_ENOMEM;
 
     memset(out, 0, sizeof(*out));
+    flush_first(l);
+    rs = rules_get(l);
     if (a == NULL) {
         snprintf(err, OTP_ERR_LEN, "limits: out of memory");
         goto out;
     }
-    limits_key(CFG_KEY_PHONE, rq, keys[0], sizeof(keys[0]));
+    limits_key(CFG_KEY_PHONE, rq, u->keys[0], sizeof(u->keys[0]));
     key_of[CFG_KEY_PHONE] = 1;
     for (i = 0; i < rs->n_rules && n_used < 32; i++) {
         const struct cfg_rule *r = &rs->rules[i];
         if (!rule_applies(r, rq))
             continue;
         if (key_of[r->key] == 0) {
-            limits_key(r->key, rq, keys[nkeys], sizeof(keys[0]));
+            limits_key(r->key, rq, u->keys[nkeys], sizeof(u->keys[0]));
             key_of[r->key] = ++nkeys;
         }
         used[n_used++] = r;
     }
     out->price_minor = rs->n_caps > 0 ? price_of(rs, rq->phone) : -1;
     if (out->price_minor >= 0) {
-        snprintf(keys[nkeys], sizeof(keys[0]), "otp:cost");
+        snprintf(u->keys[nkeys], sizeof(u->keys[0]), "otp:cost");
         key_of[CFG_KEY_COUNT] = ++nkeys;
     }
+    undo_key(rq->rid, u->keys[nkeys], sizeof(u->keys[0]));
+    nkeys++;
     for (k = 0; k < nkeys; k++)
-        args_str(a, keys[k]);
+        args_str(a, u->keys[k]);
+    args_str(a, "i");
     args_str(a, rq->vid);
     args_str(a, rq->vhash);
     args_int(a, rq->ttl_ms);
@@ -348,6 +510,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     args_int(a, (int64_t)n_used);
     args_int(a, (int64_t)rs->n_caps);
     args_int(a, key_of[CFG_KEY_COUNT]);
+    args_int(a, LIMITS_UNDO_TTL_MS);
     for (i = 0; i < n_used; i++) {
         const struct cfg_rule *r = used[i];
         args_int(a, (int64_t)r->algo + 1);
@@ -359,65 +522,87 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         args_str(a, r->shadow ? "1" : "0");
     }
     for (i = 0; i < rs->n_caps; i++) {
-        snprintf(a->num[a->n], sizeof(a->num[0]), "c%zu", i); /* the cap's field */
+        limits_cap_field(rs->caps[i].window_ms, a->num[a->n], sizeof(a->num[0]));
         args_str(a, a->num[a->n]);
         args_int(a, rs->caps[i].window_ms);
         args_int(a, rs->caps[i].max_minor);
     }
-    rc = store_eval(l->store, l->h_issue, nkeys, a->n, a->v, &rep, err);
-    if (rc != OTP_OK)
+    u->nkeys = nkeys;
+    rc = store_eval_idem(l->store, l->h_issue, nkeys, a->n, a->v, &rep, &maybe_ran, err);
+    if (rc != OTP_OK) {
+        if (maybe_ran)
+            undo_queue(l, u);
         goto out;
-    if (rep->n != 6 + n_used * 3 || rep->strs[0] != NULL) {
-        snprintf(err, OTP_ERR_LEN, "limits: issue script gave %zu values, want %zu", rep->n, 6 + n_used * 3);
+    }
+    if (rep->n != IR_RULES + n_used * IR_PER_RULE || rep->strs[IR_ALLOWED] != NULL ||
+        rep->ints[IR_ALLOWED] < 0) {
+        snprintf(err, OTP_ERR_LEN, "limits: issue script gave %zu values (want %zu) or was abandoned", rep->n,
+                 IR_RULES + n_used * IR_PER_RULE);
+        undo_queue(l, u);
         rc = OTP_ESTORE;
         goto out;
     }
     issue_read(used, n_used, rep, out);
 out:
+    if (rc != OTP_OK || out->rc != OTP_OK)
+        u->nkeys = 0; /* nothing taken that the caller could abandon */
     store_reply_free(rep);
     free(a);
     rules_put(l, rs);
     return rc;
 }
 
-enum otp_rc limits_verify(struct limits *l, const char *phone, const char *guess_hash, int max_attempts,
-                          struct limits_verify *out, char *err)
+enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, const char *guess_hash,
+                          int max_attempts, struct limits_verify *out, char *err)
 {
-    struct limits_rules *rs = rules_get(l);
+    struct limits_rules *rs;
     struct limits_request rq = {0};
     const struct cfg_rule *wrong = NULL;
     struct limits_args a = {0};
+    struct limits_undo u = {0};
     struct store_reply *rep = NULL;
-    char key[64];
     const char *status;
     size_t i;
+    int maybe_ran = 0;
     enum otp_rc rc;
 
     memset(out, 0, sizeof(*out));
+    flush_first(l);
+    rs = rules_get(l);
     for (i = 0; i < rs->n_rules; i++)
         if (rs->rules[i].algo == CFG_ALGO_WRONG_GUESS_CAP)
             wrong = &rs->rules[i];
     rq.phone = phone;
-    limits_key(CFG_KEY_PHONE, &rq, key, sizeof(key));
-    args_str(&a, key);
+    u.verify = 1;
+    u.nkeys = 2;
+    limits_key(CFG_KEY_PHONE, &rq, u.keys[0], sizeof(u.keys[0]));
+    undo_key(rid, u.keys[1], sizeof(u.keys[1]));
+    args_str(&a, u.keys[0]);
+    args_str(&a, u.keys[1]);
+    args_str(&a, "v");
     args_str(&a, guess_hash);
     args_int(&a, max_attempts);
     args_str(&a, wrong ? wrong->field : "");
     args_int(&a, wrong ? wrong->limit : 0);
     args_int(&a, wrong ? wrong->window_ms : 1);
     args_str(&a, wrong && wrong->shadow ? "1" : "0");
-    rc = store_eval(l->store, l->h_verify, 1, a.n, a.v, &rep, err);
-    if (rc != OTP_OK)
+    args_int(&a, LIMITS_UNDO_TTL_MS);
+    rc = store_eval_idem(l->store, l->h_verify, 2, a.n, a.v, &rep, &maybe_ran, err);
+    if (rc != OTP_OK) {
+        if (maybe_ran)
+            undo_queue(l, &u);
         goto out;
-    if (rep->n != 6 || (status = rep->strs[0]) == NULL) {
+    }
+    if (rep->n != VR_COUNT || (status = rep->strs[VR_STATUS]) == NULL || strcmp(status, "abandoned") == 0) {
         snprintf(err, OTP_ERR_LEN, "limits: verify script gave a bad reply");
+        undo_queue(l, &u);
         rc = OTP_ESTORE;
         goto out;
     }
-    snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[1] ? rep->strs[1] : "");
-    out->attempts_left = (int)rep->ints[2];
-    out->retry_ms = rep->ints[3];
-    out->shadow_lock = rep->ints[4] == 1;
+    snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[VR_VID] ? rep->strs[VR_VID] : "");
+    out->attempts_left = (int)rep->ints[VR_ATTEMPTS_LEFT];
+    out->retry_ms = rep->ints[VR_WINDOW_LEFT];
+    out->shadow_lock = rep->ints[VR_SHADOW_LOCK] == 1;
     if (strcmp(status, "ok") == 0)
         out->rc = OTP_OK;
     else if (strcmp(status, "wrong") == 0)
@@ -427,12 +612,13 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *guess
     else
         out->rc = OTP_ENOTFOUND;
     if (wrong != NULL && !wrong->shadow) {
-        header_set(&out->header, wrong, wrong->limit - rep->ints[5], out->retry_ms);
+        header_set(&out->header, wrong, wrong->limit - rep->ints[VR_WRONG], out->retry_ms);
         if (out->rc == OTP_ELOCKED)
             snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
     }
     if (wrong != NULL && out->shadow_lock)
         snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
+    limits_commit(l, &u); /* answered: nobody will abandon it */
 out:
     store_reply_free(rep);
     rules_put(l, rs);
@@ -444,7 +630,7 @@ enum otp_rc limits_refund(struct limits *l, int64_t price_minor, int64_t reserve
     struct limits_rules *rs = rules_get(l);
     struct limits_args a = {0};
     struct store_reply *rep = NULL;
-    size_t i;
+    size_t i, j, n = 0;
     enum otp_rc rc = OTP_OK;
 
     if (price_minor <= 0 || rs->n_caps == 0)
@@ -452,12 +638,19 @@ enum otp_rc limits_refund(struct limits *l, int64_t price_minor, int64_t reserve
     args_str(&a, "otp:cost");
     args_int(&a, price_minor);
     args_int(&a, reserved_ms);
-    args_int(&a, (int64_t)rs->n_caps);
+    args_int(&a, 0); /* the number of distinct cap windows, set below */
     for (i = 0; i < rs->n_caps; i++) {
-        snprintf(a.num[a.n], sizeof(a.num[0]), "c%zu", i);
+        /* Caps with one window share one field: give back once. */
+        for (j = 0; j < i && rs->caps[j].window_ms != rs->caps[i].window_ms; j++)
+            ;
+        if (j < i)
+            continue;
+        limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
         args_str(&a, a.num[a.n]);
         args_int(&a, rs->caps[i].window_ms);
+        n++;
     }
+    snprintf(a.num[3], sizeof(a.num[0]), "%zu", n);
     rc = store_eval(l->store, l->h_refund, 1, a.n, a.v, &rep, err);
 out:
     store_reply_free(rep);

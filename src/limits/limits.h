@@ -15,6 +15,12 @@
 
 #define LIMITS_IP_KEY_MAX 64
 #define LIMITS_ID_MAX 33
+#define LIMITS_KEYS_MAX 6   /* Redis keys of one issue, the undo key aside */
+#define LIMITS_KEY_LEN 300
+/* How long a script's undo record (and a tombstone) lives in Redis: long
+ * enough for the instance that answered 503 to abandon the request once
+ * Redis answers again, short enough to cost no memory worth counting. */
+#define LIMITS_UNDO_TTL_MS 30000
 
 struct limits;
 
@@ -24,6 +30,7 @@ struct limits_request {
     const char *device_id; /* NULL when absent */
     const char *ip_key;    /* from limits_ip_key, NULL when absent */
     const char *api_key;   /* the caller's configured name */
+    const char *rid;       /* this request's id (random, LIMITS_ID_MAX - 1 hex) */
     const char *vid;       /* a fresh verification id, used if none is live */
     const char *vhash;     /* the keyed hash of vid's code */
     int64_t ttl_ms;
@@ -39,6 +46,14 @@ struct limits_header {
     int64_t reset_s;         /* t */
 };
 
+/* What an instance needs to abandon one script call: its request id and
+ * the keys it ran on (the undo key last). */
+struct limits_undo {
+    int verify; /* 0: issue.lua, 1: verify.lua */
+    int nkeys;  /* 0: nothing to abandon */
+    char keys[LIMITS_KEYS_MAX + 1][LIMITS_KEY_LEN];
+};
+
 struct limits_issue {
     enum otp_rc rc;              /* OK, ELIMITED, ELOCKED or ECOST */
     char reason[CFG_NAME_MAX];   /* the refusing rule, "" for OK and ECOST */
@@ -48,8 +63,9 @@ struct limits_issue {
     char vid[LIMITS_ID_MAX];     /* the verification to send the code of */
     int64_t expires_in_ms;
     int64_t now_ms;              /* Redis's clock at the decision */
-    int64_t resend_after_ms;     /* the resend delay just taken; 0 when none */
+    int64_t resend_after_ms;     /* until a new issue would pass every enforced rule and cap */
     int64_t price_minor;         /* reserved against the caps; -1 when none */
+    struct limits_undo undo;     /* for limits_abandon when the issue cannot be completed */
 };
 
 struct limits_verify {
@@ -71,12 +87,44 @@ void limits_free(struct limits *l);
 enum otp_rc limits_reload(struct limits *l, const struct config *c);
 
 /* Runs the issue script. Returns OTP_OK with the decision in *out (which
- * may be a refusal), or OTP_ESTORE with detail in err: fail closed. */
+ * may be a refusal), or OTP_ESTORE with detail in err: fail closed. A
+ * timeout is retried once on a fresh connection (the request id makes the
+ * retry return the first run's outcome); a call that then fails but may
+ * have run, now or when a stalled Redis wakes, is queued for abandoning,
+ * so its takes are given back. Queued abandons of this instance run first,
+ * so a retry after a 503 is decided as if that attempt had not happened. */
 enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out, char *err);
 
-/* Runs the verify script for guess_hash. Same return contract. */
-enum otp_rc limits_verify(struct limits *l, const char *phone, const char *guess_hash, int max_attempts,
-                          struct limits_verify *out, char *err);
+/* Runs the verify script for guess_hash under request id rid. Same return
+ * contract, retry and abandon as limits_issue. */
+enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, const char *guess_hash,
+                          int max_attempts, struct limits_verify *out, char *err);
+
+/* Gives back everything an accepted issue took (its rows could not be
+ * committed): now if Redis answers, else queued for the next flush. */
+void limits_abandon(struct limits *l, const struct limits_undo *u);
+
+/* Discards an accepted issue's undo record once its rows are committed
+ * (limits_verify does it itself once it has read its reply),
+ * so it costs Redis memory for a round trip, not for its whole TTL. A
+ * failure costs nothing (the record expires) and is not reported. */
+void limits_commit(struct limits *l, const struct limits_undo *u);
+
+/* Runs the queued abandons; returns how many are still queued. Each
+ * request does this first; a caller with no traffic (/readyz) may too. */
+size_t limits_flush(struct limits *l);
+
+/* Counters for /metrics. */
+struct limits_stats {
+    uint64_t abandoned; /* abandons that ran (gave back, or left a tombstone) */
+    uint64_t dropped;   /* abandons dropped because the queue was full */
+    uint64_t pending;   /* abandons waiting for Redis */
+};
+void limits_stats(struct limits *l, struct limits_stats *out);
+
+/* The Redis field of a cost cap: named by its window, not its position in
+ * the file, so reordering caps changes nothing. Pure, for tests. */
+void limits_cap_field(int64_t window_ms, char *out, size_t cap);
 
 /* Gives back price_minor reserved at reserved_ms (Redis time). */
 enum otp_rc limits_refund(struct limits *l, int64_t price_minor, int64_t reserved_ms, char *err);

@@ -31,6 +31,7 @@ struct otp {
     char shadow_name[OTP_SHADOW_RULES][CFG_NAME_MAX];
     uint64_t shadow_count[OTP_SHADOW_RULES];
     uint64_t deliveries[2]; /* failed, delivered */
+    uint64_t ledger_errors;  /* ledger submissions that failed even after a retry */
 };
 
 struct otp *otp_new(const struct otp_deps *d)
@@ -171,21 +172,48 @@ static struct ledger_request request_row(const struct otp_req *rq, const char *k
     return r;
 }
 
+/* Every ledger submission's status goes through here: a failure (out of
+ * memory, or the ledger closing) is logged and counted, never dropped
+ * silently. Submissions only fail before anything was queued, so the
+ * caller may retry once. Returns rc. */
+static enum otp_rc ledger_checked(struct otp *o, enum otp_rc rc, const char *what, const char *id)
+{
+    if (rc == OTP_OK)
+        return rc;
+    log_msg(LOG_ERROR, "ledger: %s failed for %s: %s", what, id && id[0] ? id : "-", otp_rc_str(rc));
+    pthread_mutex_lock(&o->mu);
+    o->ledger_errors++;
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
 /* Records a decision without waiting for the commit. */
 static void record(struct otp *o, const struct otp_req *rq, const char *kind, const char *decision,
                    const char *rule, const char *shadow, const char *vid, int status)
 {
     struct ledger_request r = request_row(rq, kind, decision, rule, shadow, vid, NULL, status);
+    enum otp_rc rc = ledger_request(o->d.ledger, &r);
 
-    if (ledger_request(o->d.ledger, &r) != OTP_OK)
-        log_msg(LOG_ERROR, "ledger: cannot record a %s request (out of memory)", kind);
+    if (rc != OTP_OK)
+        rc = ledger_request(o->d.ledger, &r);
+    ledger_checked(o, rc, kind, vid);
+}
+
+/* A verification's new state after a guess; retried once, then counted. */
+static void verification_update(struct otp *o, const char *vid, const char *status, int wrong_delta)
+{
+    enum otp_rc rc = ledger_verification_update(o->d.ledger, vid, status, wrong_delta, clock_wall_ms());
+
+    if (rc != OTP_OK)
+        rc = ledger_verification_update(o->d.ledger, vid, status, wrong_delta, clock_wall_ms());
+    ledger_checked(o, rc, "verification update", vid);
 }
 
 void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
     const struct config *c = o->d.cfg;
     char ip_key[LIMITS_IP_KEY_MAX], vid[CODE_ID_LEN + 1], vhash[CODE_HASH_LEN + 1];
-    char code[CODE_MAX_DIGITS + 1], err[OTP_ERR_LEN] = "";
+    char code[CODE_MAX_DIGITS + 1], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1];
     struct limits_request lr = {0};
     struct limits_issue li;
     struct pacer_msg m;
@@ -213,6 +241,8 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     lr.device_id = rq->device_id;
     lr.ip_key = rq->client_ip ? ip_key : NULL;
     lr.api_key = rq->api_key;
+    code_new_id(rid); /* names this request's script call, for its retry and its abandon */
+    lr.rid = rid;
     lr.vid = vid;
     lr.vhash = vhash;
     lr.ttl_ms = c->otp_ttl_ms;
@@ -267,6 +297,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     }
     pacer_push(o->d.pacer, &m);
     memset(&m, 0, sizeof(m));
+    limits_commit(o->d.limits, &li.undo);
     out->rc = OTP_OK;
     out->expires_in_s = li.expires_in_ms / 1000;
     out->resend_after_s = ceil_s(li.resend_after_ms);
@@ -274,11 +305,12 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     return;
 
 undo:
-    /* Our own failure after the limits were taken: no SMS, the slot and the
-     * cost go back. (Rate-limit quota is not given back; see the README.) */
+    /* Our own failure after the limits were taken: no SMS, the slot goes
+     * back, and so does everything the script took (quota, cost, the
+     * verification it started), through its undo record. */
     memset(&m, 0, sizeof(m));
     pacer_release(o->d.pacer);
-    otp_refund(o->d.limits, li.price_minor, li.now_ms);
+    limits_abandon(o->d.limits, &li.undo);
     out->retry_after_s = 1;
     status = 503;
 refused:
@@ -299,7 +331,7 @@ static int all_digits(const char *s, size_t n)
 void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out)
 {
     const struct config *c = o->d.cfg;
-    char hash[CODE_HASH_LEN + 1], ip_key[LIMITS_IP_KEY_MAX], err[OTP_ERR_LEN] = "";
+    char hash[CODE_HASH_LEN + 1], ip_key[LIMITS_IP_KEY_MAX], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1];
     struct limits_verify lv;
     int status = 400;
 
@@ -315,7 +347,8 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
         goto done;
     }
     code_hash(o->d.keys, rq->phone, guess, hash);
-    if (limits_verify(o->d.limits, rq->phone, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
+    code_new_id(rid);
+    if (limits_verify(o->d.limits, rq->phone, rid, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
         store_down(o, out, "verify", err);
         status = 503;
         goto done;
@@ -327,13 +360,12 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     switch (lv.rc) {
     case OTP_OK:
         answer(out, OTP_OK, "verified", "verified");
-        ledger_verification_update(o->d.ledger, lv.vid, "verified", 0, clock_wall_ms());
+        verification_update(o, lv.vid, "verified", 0);
         status = 200;
         break;
     case OTP_EBADCODE:
         answer(out, OTP_EBADCODE, "invalid_code", "the code is wrong");
-        ledger_verification_update(o->d.ledger, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1,
-                                   clock_wall_ms());
+        verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);
         status = 422;
         break;
     case OTP_ELOCKED:
@@ -341,8 +373,7 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
         snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
         out->retry_after_s = retry_s(lv.retry_ms);
         if (lv.vid[0])
-            ledger_verification_update(o->d.ledger, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1,
-                                       clock_wall_ms());
+            verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);
         status = 429;
         break;
     default:
@@ -366,8 +397,13 @@ enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int del
         return OTP_ENOTFOUND;
     if (delivered < 0)
         return OTP_OK;
-    ledger_message_state(o->d.ledger, id, delivered ? "delivered" : "failed",
-                         delivered ? "sending,sent,failed" : "sending,sent", NULL, detail, -1, clock_wall_ms());
+    /* Surfaced: the caller answers 5xx, so the provider sends the report again. */
+    if (ledger_checked(o,
+                       ledger_message_state(o->d.ledger, id, delivered ? "delivered" : "failed",
+                                            delivered ? "sending,sent,failed" : "sending,sent", NULL, detail, -1,
+                                            clock_wall_ms()),
+                       "delivery report", id) != OTP_OK)
+        return OTP_EIO;
     pthread_mutex_lock(&o->mu);
     o->deliveries[delivered ? 1 : 0]++;
     pthread_mutex_unlock(&o->mu);
@@ -403,7 +439,15 @@ static void recover_one(void *arg, const struct ledger_message *lm)
     else if (build_msg(o, &m, lm->id, lm->verification_id, lm->phone, lm->expires_ms, x->now_ms) != OTP_OK)
         why = "cannot render the message";
     if (why != NULL) {
-        ledger_message_state(o->d.ledger, lm->id, state, "queued,sending", NULL, why, -1, x->now_ms);
+        /* The refund follows the state change only: a message whose end was
+         * not recorded stays pending in the ledger, and the next start ends
+         * (and refunds) it, once. */
+        if (ledger_checked(o, ledger_message_state(o->d.ledger, lm->id, state, "queued,sending", NULL, why, -1,
+                                                   x->now_ms),
+                           "recovery state change", lm->id) != OTP_OK) {
+            x->failed++;
+            return;
+        }
         otp_refund(o->d.limits, lm->price_minor, lm->cost_ms);
         if (strcmp(state, "expired") == 0)
             x->expired++;
@@ -437,6 +481,7 @@ int otp_ready(struct otp *o, char *why, size_t cap)
     /* The ping goes through the breaker: refused at once while it is open,
      * and the half-open probe once it is due, so readiness comes back
      * without API traffic. */
+    limits_flush(o->d.limits); /* abandons of 503'd requests, even without API traffic */
     if (store_ping(o->d.store, err) != OTP_OK) {
         snprintf(why, cap, "redis: %s", err);
         return 0;
@@ -494,11 +539,13 @@ char *otp_metrics(struct otp *o)
     struct store_stats ss;
     struct pacer_stats ps;
     struct ledger_stats ls;
+    struct limits_stats lst;
     int i;
 
     store_stats(o->d.store, &ss);
     pacer_stats(o->d.pacer, &ps);
     ledger_stats(o->d.ledger, &ls);
+    limits_stats(o->d.limits, &lst);
     put(&t, "# HELP otpd_requests_total API decisions by operation and outcome.\n"
             "# TYPE otpd_requests_total counter\n");
     pthread_mutex_lock(&o->mu);
@@ -518,7 +565,17 @@ char *otp_metrics(struct otp *o)
             "otpd_delivery_reports_total{result=\"delivered\"} %llu\n"
             "otpd_delivery_reports_total{result=\"failed\"} %llu\n",
         (unsigned long long)o->deliveries[1], (unsigned long long)o->deliveries[0]);
+    put(&t, "# HELP otpd_ledger_submit_failures_total Ledger writes that could not be submitted (logged).\n"
+            "# TYPE otpd_ledger_submit_failures_total counter\notpd_ledger_submit_failures_total %llu\n",
+        (unsigned long long)o->ledger_errors);
     pthread_mutex_unlock(&o->mu);
+    put(&t, "# HELP otpd_store_abandons_total Script calls abandoned after a 503 (their takes given back).\n"
+            "# TYPE otpd_store_abandons_total counter\notpd_store_abandons_total %llu\n"
+            "# HELP otpd_store_abandons_pending Abandons waiting for Redis to answer.\n"
+            "# TYPE otpd_store_abandons_pending gauge\notpd_store_abandons_pending %llu\n"
+            "# HELP otpd_store_abandons_dropped_total Abandons dropped because their queue was full.\n"
+            "# TYPE otpd_store_abandons_dropped_total counter\notpd_store_abandons_dropped_total %llu\n",
+        (unsigned long long)lst.abandoned, (unsigned long long)lst.pending, (unsigned long long)lst.dropped);
     put(&t, "# HELP otpd_store_calls_total Redis calls.\n# TYPE otpd_store_calls_total counter\n"
             "otpd_store_calls_total %llu\n"
             "# HELP otpd_store_failures_total Redis calls that failed or timed out.\n"

@@ -397,6 +397,69 @@ enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char 
     return *out != NULL ? OTP_OK : OTP_ESTORE;
 }
 
+/* Drops c (broken by a timeout or a reset) and every idle connection with
+ * it, without counting a failure: the caller retries once and counts the
+ * outcome of the retry. */
+static void store_drop(struct store *s, redisContext *c)
+{
+    redisContext *dead[STORE_POOL_MAX];
+    size_t n_dead = 0;
+
+    pthread_mutex_lock(&s->mu);
+    while (s->n_idle > 0)
+        dead[n_dead++] = s->idle[--s->n_idle];
+    pthread_mutex_unlock(&s->mu);
+    redisFree(c);
+    while (n_dead > 0)
+        redisFree(dead[--n_dead]);
+}
+
+enum otp_rc store_eval_idem(struct store *s, int h, int nkeys, int nargs, const char *const *args,
+                            struct store_reply **out, int *maybe_ran, char *err)
+{
+    const char *argv[STORE_ARGS_MAX + 3];
+    char nk[16];
+    redisContext *c;
+    redisReply *r = NULL;
+    int ok, try;
+
+    *out = NULL;
+    *maybe_ran = 0;
+    if (h < 0 || h >= s->n_scripts || nargs > STORE_ARGS_MAX) {
+        snprintf(err, OTP_ERR_LEN, "store: bad script call");
+        return OTP_EINVAL;
+    }
+    if ((c = store_acquire(s, err)) == NULL)
+        return OTP_ESTORE;
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[2] = nk;
+    memcpy(argv + 3, args, (size_t)nargs * sizeof(*args));
+    for (try = 0; try < 2; try++) {
+        r = store_evalsha(s, c, h, nargs + 3, argv, err);
+        if (r != NULL || !c->err)
+            break;
+        /* Timed out or reset: the script may have run. The request id in
+         * its arguments makes a second run return the recorded outcome, so
+         * one retry on a fresh connection is safe. */
+        *maybe_ran = 1;
+        if (try == 1)
+            break;
+        store_drop(s, c);
+        if ((c = store_connect(s, err)) == NULL) {
+            store_release(s, NULL, 0);
+            return OTP_ESTORE;
+        }
+    }
+    ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    if (ok && (*out = store_copy(r)) == NULL)
+        snprintf(err, OTP_ERR_LEN, "store: out of memory");
+    if (r)
+        freeReplyObject(r);
+    store_release(s, c, ok);
+    return *out != NULL ? OTP_OK : OTP_ESTORE;
+}
+
 enum otp_rc store_ping(struct store *s, char *err)
 {
     const char *argv[] = {"PING"};

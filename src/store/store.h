@@ -62,6 +62,18 @@ int store_script(struct store *s, const char *src);
 enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char *const *args,
                        struct store_reply **out, char *err);
 
+/*
+ * store_eval for a script that is idempotent by a request id among its
+ * arguments (a second run returns the first run's recorded outcome). When
+ * the call times out or the connection breaks after the command may have
+ * been sent, it is retried once on a fresh connection; only then is it
+ * OTP_ESTORE. *maybe_ran is 1 when a failed call may still have run (or
+ * may run later, when a stalled Redis wakes), so the caller must abandon
+ * the request id; 0 when it surely did not (breaker open, no connection).
+ */
+enum otp_rc store_eval_idem(struct store *s, int h, int nkeys, int nargs, const char *const *args,
+                            struct store_reply **out, int *maybe_ran, char *err);
+
 void store_reply_free(struct store_reply *r);
 
 /* PING through the pool; OTP_OK when Redis answers in time. */

@@ -1,0 +1,393 @@
+"""Decisions that are never lost (issue 8, limits side), against a real
+redis-server and the real bin/otpd:
+
+- a Redis that stalls (DEBUG SLEEP, SIGSTOP) after or before the issue
+  script ran costs the user nothing: the retry on a fresh connection returns
+  the recorded outcome, and a 503's takes are given back (abandon), so the
+  retry after a 503 is decided as if the unanswered attempt had not happened;
+- both orders of a script and its abandon, run directly in Redis;
+- a verification with less than a third of otp.ttl left is replaced;
+- resend_after is when the next issue really passes every rule;
+- wrong_guess_cap counts over a sliding window;
+- cost-cap state is named by the cap's window, not its position.
+
+Times are read from Redis's clock (the scripts' clock); each timed step
+keeps at least 0.3 s between the moment it tests and the rule's edge."""
+import concurrent.futures
+import json
+import math
+import os
+import signal
+import socket
+import time
+
+import harness
+from harness import ROOT, Redis, wait_until
+from test_limits import LimitsTest
+
+P = "+919812345678"
+P2 = "+919812345679"
+PHONES = ["+91981234567%d" % i for i in range(1, 4)]
+PRICE = 100
+
+
+def wrong_of(code):
+    return "%06d" % ((int(code) + 1) % 1000000)
+
+
+class DebugRedis(Redis):
+    """A private redis-server that accepts DEBUG (off by default since Redis 7)."""
+
+    def start(self):
+        self.proc = harness.subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+             "--save", "", "--appendonly", "no", "--logfile", os.path.join(self.dir, "redis.log"),
+             "--enable-debug-command", "local"],
+            stdout=harness.subprocess.DEVNULL, stderr=harness.subprocess.DEVNULL)
+        wait_until(self.ping, what="redis")
+        return self
+
+
+class DecisionsTest(LimitsTest):
+    """Helpers: Redis's clock, the scripts' state, a stalled Redis."""
+
+    def setUp(self):
+        orig = harness.Redis
+        harness.Redis = DebugRedis
+        try:
+            super().setUp()
+        finally:
+            harness.Redis = orig
+
+    def sleep_until(self, redis_ms):
+        """Sleeps until Redis's clock reads redis_ms (the test's schedule, not a synchronisation)."""
+        left = redis_ms - self.rtime_ms()
+        if left > 0:
+            time.sleep(left / 1000.0)
+
+    def log_of(self, phone, rule):
+        v = self.redis.cmd("HGET", "otp:{%s}" % phone, self.field(rule))
+        return [int(x) for x in v.split()] if v else []
+
+    def cost_sum(self, window_ms):
+        v = self.redis.cmd("HGET", "otp:cost", "c%d" % window_ms)
+        if not v:
+            return 0
+        idx, s = v.split(":")
+        return int(s) if int(idx) == self.rtime_ms() // window_ms else 0
+
+    def undo_keys(self):
+        return sorted(self.redis.cmd("KEYS", "otp:u:*"))
+
+    def decision_state(self):
+        """Every key but the undo records: what a decision depends on."""
+        return {k: v for k, v in self.state().items() if not k.startswith("otp:u:")}
+
+    def debug_sleep(self, seconds):
+        """Starts DEBUG SLEEP on its own connection and returns that socket
+        once a PING on another connection proves Redis is asleep."""
+        s = socket.create_connection(("127.0.0.1", self.redis.port), timeout=5)
+        s.sendall(b"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$%d\r\n%s\r\n" % (len(str(seconds)), str(seconds).encode()))
+        probe = socket.create_connection(("127.0.0.1", self.redis.port), timeout=5)
+        probe.settimeout(0.03)
+        probe.sendall(b"*1\r\n$4\r\nPING\r\n")
+        try:
+            probe.recv(16)
+            self.fail("Redis answered a PING: DEBUG SLEEP did not start first")
+        except socket.timeout:
+            pass  # asleep
+        finally:
+            probe.close()
+        return s
+
+    def woke(self, s):
+        """Waits for DEBUG SLEEP's reply: Redis is awake again."""
+        s.settimeout(10)
+        self.assertEqual(s.recv(16), b"+OK\r\n")
+        s.close()
+
+    def pending(self):
+        return self.metric("otpd_store_abandons_pending")
+
+
+# 1. a timeout after the script ran -------------------------------------------------------------------
+class DebugSleepTest(DecisionsTest):
+    limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1m"}]
+
+    def configure(self, cfg):
+        cfg["cost"] = {"currency": "INR", "prices": {"*": PRICE}, "caps": [{"window": "1h", "max": 100000}]}
+        return cfg
+
+    def test_retry_on_fresh_connection_returns_recorded_outcome(self):
+        """The first try times out while Redis sleeps; the retry on a fresh
+        connection (sent before Redis wakes) is answered with the outcome the
+        first run recorded: one 202, one take, one SMS."""
+        self.otpd.stop()
+        self.otpd.config["redis"]["timeout_ms"] = 200
+        self.otpd.start()
+        self.avoid_boundary(3600, 10)
+        self.accepted(self.otpd.issue(P2))  # loads the script and warms the pool
+        s = self.debug_sleep(0.35)  # > one timeout, < two
+        r = self.otpd.issue(P)
+        self.woke(s)
+        self.accepted(r)
+        self.assertEqual(len(self.log_of(P, "phone_1")), 1)
+        self.assertEqual(self.cost_sum(3600000), 2 * PRICE)
+        self.assert_sms(2)
+
+    def test_sleep_longer_than_both_tries(self):
+        """Both tries time out: 503. Redis then runs both buffered calls (the
+        first takes, the second finds the record). The retry of the request
+        is decided as if the 503'd one had not happened, and no quota or cost
+        is left taken without an SMS."""
+        self.avoid_boundary(3600, 10)
+        self.accepted(self.otpd.issue(P2))
+        before = self.decision_state()
+        s = self.debug_sleep(0.5)
+        self.refused(self.otpd.issue(P), 503, "store_unavailable")
+        self.woke(s)
+        # The stalled call did run after Redis woke: it took the phone's only slot and the price.
+        wait_until(lambda: len(self.log_of(P, "phone_1")) == 1 or None, what="the stalled issue to run")
+        # The retry: the instance abandons the 503'd call first, then decides.
+        r = self.otpd.issue(P)
+        self.accepted(r)
+        self.assertEqual(self.metric("otpd_store_abandons_total"), 1)
+        self.assertEqual(len(self.log_of(P, "phone_1")), 1)
+        self.assertEqual(self.cost_sum(3600000), 2 * PRICE)
+        self.refused(self.otpd.issue(P), 429, "rate_limited", "phone_1")
+        self.assert_sms(2)
+        # Nothing else moved: P's state is the retry's alone.
+        after = self.decision_state()
+        self.assertEqual(set(after) - set(before), {"otp:{%s}" % P})
+
+
+class VerifySleepTest(DecisionsTest):
+    limits = [{"name": "wrong_codes", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 5, "window": "1h"}]
+
+    def test_unanswered_guesses_cost_nothing(self):
+        """A right guess and a wrong one answered 503 ran when Redis woke
+        (the first ended the verification, the second counted an attempt);
+        the retries are decided as if they had not happened."""
+        self.avoid_boundary(3600, 10)
+        _, code = self.issue_and_code(P)
+        r = self.otpd.verify(P, wrong_of(code))
+        self.assertEqual(r[2]["attempts_left"], 2, r[2])
+        s = self.debug_sleep(0.5)
+        self.refused(self.otpd.verify(P, wrong_of(code)), 503, "store_unavailable")
+        self.woke(s)
+        wait_until(lambda: len(self.log_of(P, "wrong_codes")) == 2 or None, what="the stalled guess to run")
+        r = self.otpd.verify(P, wrong_of(code))
+        self.assertEqual((r[0], r[2]["attempts_left"]), (422, 1), r[2])
+        self.assertEqual(len(self.log_of(P, "wrong_codes")), 2)
+        s = self.debug_sleep(0.5)
+        self.refused(self.otpd.verify(P, code), 503, "store_unavailable")
+        self.woke(s)
+        wait_until(lambda: self.redis.cmd("HGET", "otp:{%s}" % P, "i") is None or None,
+                   what="the stalled right guess to end the verification")
+        r = self.otpd.verify(P, code)
+        self.assertEqual(r[0], 200, r[2])
+        self.assertEqual(self.metric("otpd_store_abandons_total"), 2)
+
+
+# 2. SIGSTOP with several issues in flight --------------------------------------------------------------
+class StoppedRedisTest(DecisionsTest):
+    limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1m"},
+              {"name": "all_hour", "key": "global", "algorithm": "fixed_window", "limit": 100, "window": "1h"},
+              {"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "30s"}]
+
+    def configure(self, cfg):
+        cfg["cost"] = {"currency": "INR", "prices": {"*": PRICE}, "caps": [{"window": "1h", "max": 100000}]}
+        return cfg
+
+    def test_takes_given_back_after_resume(self):
+        self.avoid_boundary(3600, 30)
+        self.accepted(self.otpd.issue(P2))  # the script is loaded
+        before, undo = self.decision_state(), self.undo_keys()
+        self.redis.pause()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(len(PHONES)) as ex:
+                answers = list(ex.map(self.otpd.issue, PHONES))
+        finally:
+            self.redis.resume()
+        for r in answers:
+            self.refused(r, 503, "store_unavailable")
+        # Redis runs the buffered calls on resume (each takes, and records
+        # it), and the abandons the instance sent while it waited. Once
+        # /readyz (no API traffic) has run every queued abandon, each 503'd
+        # request is given back or tombstoned, whatever the order.
+        wait_until(lambda: self.otpd.call("GET", "/readyz", auth=None)[0] == 200 and self.pending() == 0 or None,
+                   10, step=0.2, what="the abandons to run")
+        self.assertGreaterEqual(self.metric("otpd_store_abandons_total"), 1)
+        self.assertEqual(self.decision_state(), before)
+        new = set(self.undo_keys()) - set(undo)
+        self.assertTrue(new)
+        for k in new:
+            self.assertEqual(self.redis.cmd("GET", k), "x")  # tombstones: a late copy takes nothing
+        # As if the 503s never happened: each phone gets its one issue now.
+        for p in PHONES:
+            r = self.otpd.issue(p)
+            self.accepted(r)
+            self.assert_rl(r, "phone_1", 1, 60, 0)
+        self.assertEqual(self.cost_sum(3600000), (1 + len(PHONES)) * PRICE)
+        self.assert_sms(1 + len(PHONES))
+
+
+# 3. both orders of a script and its abandon, in Redis itself ---------------------------------------------
+class ScriptOrderTest(DecisionsTest):
+    """issue.lua run directly (EVAL of the tree's source), so the order of a
+    stalled issue and its abandon can be chosen."""
+    limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 2, "window": "1m"}]
+
+    def eval_issue(self, op, rid):
+        with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
+            src = f.read()
+        keys = ["otp:{%s}" % P, "otp:cost", "otp:u:" + rid]
+        args = [op, "v" * 32, "h" * 64, 300000, 3, PRICE, 1, 1, 2, 30000,
+                1, 1, "pl", 2, 60000, 2, 0,
+                "c3600000", 3600000, 100000]
+        return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
+
+    def test_abandon_before_the_issue_runs(self):
+        before = self.decision_state()
+        self.assertEqual(self.eval_issue("a", "r1"), 0)
+        r = self.eval_issue("i", "r1")
+        self.assertEqual(r[0], -1, r)
+        self.assertEqual(self.decision_state(), before)
+
+    def test_abandon_after_the_issue_ran(self):
+        before = self.decision_state()
+        r = self.eval_issue("i", "r2")
+        self.assertEqual(r[0], 1, r)
+        self.assertNotEqual(self.decision_state(), before)
+        self.assertEqual(self.eval_issue("i", "r2"), r)  # a second run replays, takes nothing
+        self.assertEqual(self.eval_issue("a", "r2"), 1)
+        self.assertEqual(self.decision_state(), before)
+        self.assertEqual(self.eval_issue("a", "r2"), 0)  # a second abandon gives nothing back twice
+        self.assertEqual(self.decision_state(), before)
+        self.assertEqual(self.eval_issue("i", "r2")[0], -1)
+        ttl = self.redis.cmd("PTTL", "otp:u:r2")
+        self.assertTrue(0 < ttl <= 30000, ttl)
+
+
+# 4. a near-dead verification is replaced ---------------------------------------------------------------
+class NearDeadTest(DecisionsTest):
+    def configure(self, cfg):
+        cfg["otp"]["ttl"] = "10s"
+        return cfg
+
+    def test_replaced_with_less_than_a_third_left(self):
+        body, code = self.issue_and_code(P)
+        self.assertEqual(body["expires_in"], 10)
+        exp = int(self.redis.cmd("HGET", "otp:{%s}" % P, "e"))
+        # 3.7 s left (more than a third of 10 s): the same code again.
+        self.sleep_until(exp - 3700)
+        body2, code2 = self.issue_and_code(P)
+        self.assertEqual(code2, code)
+        self.assertLessEqual(body2["expires_in"], 3)
+        self.assertEqual(int(self.redis.cmd("HGET", "otp:{%s}" % P, "e")), exp)
+        # 3 s left: a new verification, a new code, a full life.
+        self.sleep_until(exp - 3000)
+        body3, code3 = self.issue_and_code(P)
+        self.assertNotEqual(code3, code)
+        self.assertEqual(body3["expires_in"], 10)
+        self.assertGreater(int(self.redis.cmd("HGET", "otp:{%s}" % P, "e")), exp + 6000)
+        r = self.otpd.verify(P, code)
+        self.assertEqual((r[0], r[2]["error"]), (422, "invalid_code"), r[2])
+        self.assertEqual(self.otpd.verify(P, code3)[0], 200)
+
+
+# 5. resend_after over every rule ------------------------------------------------------------------------
+class ResendAfterTest(DecisionsTest):
+    limits = [{"name": "phone_log", "key": "phone", "algorithm": "sliding_log", "limit": 2, "window": "3s"},
+              {"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "1s"},
+              {"name": "phone_fw", "key": "phone", "algorithm": "fixed_window", "limit": 3, "window": "6s"}]
+
+    def issue_at(self, at_ms):
+        self.sleep_until(at_ms)
+        t = self.rtime_ms()
+        return t, self.otpd.issue(P)
+
+    def check_next(self, t, ra, refuser):
+        """The issue at t said resend_after ra: one second earlier is refused
+        by refuser, at ra it passes. Returns (time, answer) of the pass."""
+        self.refused(self.issue_at(t + (ra - 1) * 1000)[1], 429, "rate_limited", refuser)
+        t2, r = self.issue_at(t + ra * 1000 + 20)
+        self.accepted(r)
+        return t2, r
+
+    def test_resend_after_is_when_the_next_issue_passes(self):
+        w = self.rtime_ms() // 6000 * 6000 + 6000  # the start of the next fixed window
+        t, r = self.issue_at(w + 100)
+        self.assertEqual(self.accepted(r)["resend_after"], 1)  # only the resend delay binds
+        self.refused(self.issue_at(t + 500)[1], 429, "rate_limited", "resend")
+        # At w+1.5: the log is full until w+0.1 leaves at w+3.1: 1.6 s.
+        t, r = self.issue_at(w + 1500)
+        ra = self.accepted(r)["resend_after"]
+        self.assertEqual(ra, 2)
+        t, r = self.check_next(t, ra, "phone_log")
+        # At w+3.5: the fixed window is full until w+6: 2.5 s.
+        ra = self.accepted(r)["resend_after"]
+        self.assertEqual(ra, math.ceil((w + 6000 - t) / 1000.0))
+        self.assertEqual(ra, 3)
+        self.check_next(t, ra, "phone_fw")
+
+
+# 6. wrong_guess_cap over a sliding window ----------------------------------------------------------------
+class WrongGuessSlidingTest(DecisionsTest):
+    limits = [{"name": "wrong_codes", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 2, "window": "4s"}]
+
+    def configure(self, cfg):
+        cfg["otp"]["max_attempts"] = 5
+        return cfg
+
+    def test_lock_before_a_boundary_lasts_the_window(self):
+        b = self.rtime_ms() // 4000 * 4000 + 8000  # a 4 s boundary at least 6 s away
+        self.sleep_until(b - 2500)
+        _, code = self.issue_and_code(P)
+        self.sleep_until(b - 1500)
+        r = self.otpd.verify(P, wrong_of(code))
+        self.assertEqual((r[0], r[2]["attempts_left"]), (422, 4), r[2])
+        first = self.log_of(P, "wrong_codes")[0]
+        self.sleep_until(b - 300)
+        t = self.rtime_ms()
+        r = self.otpd.verify(P, wrong_of(code))
+        ra = self.refused(r, 429, "locked", "wrong_codes")
+        # Locked until the first wrong guess leaves the window, not until the boundary.
+        self.assertEqual(ra, math.ceil((first + 4000 - t) / 1000.0), (first, t))
+        self.assertGreaterEqual(ra, 2)
+        self.sleep_until(b + 500)
+        self.refused(self.otpd.verify(P, code), 429, "locked", "wrong_codes")
+        self.refused(self.otpd.issue(P), 429, "locked", "wrong_codes")
+        # The first wrong guess has left: unlocked, but the second still counts,
+        # so one more wrong guess locks again (no fresh allowance at the boundary).
+        self.sleep_until(first + 4000 + 100)
+        t = self.rtime_ms()
+        r = self.otpd.verify(P, wrong_of(code))
+        second = self.log_of(P, "wrong_codes")[0]
+        ra = self.refused(r, 429, "locked", "wrong_codes")
+        self.assertEqual(ra, math.ceil((second + 4000 - t) / 1000.0))
+        self.assertEqual(len(self.log_of(P, "wrong_codes")), 2)  # bounded by the limit
+
+
+# 7. cost caps named by window ---------------------------------------------------------------------------
+class CapNamesTest(DecisionsTest):
+    def configure(self, cfg):
+        cfg["cost"] = {"currency": "INR", "prices": {"*": PRICE},
+                       "caps": [{"window": "1h", "max": 3 * PRICE}, {"window": "1d", "max": 100 * PRICE}]}
+        return cfg
+
+    def test_reordering_caps_changes_nothing(self):
+        self.avoid_boundary(3600, 30)
+        self.accepted(self.otpd.issue(P))
+        self.accepted(self.otpd.issue(P2))
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["cost"]["caps"].reverse()
+        n = self.otpd.log().count("reloaded")
+        self.otpd.write_config(cfg)
+        self.otpd.kill(signal.SIGHUP)
+        wait_until(lambda: self.otpd.log().count("reloaded") > n, what="otpd to reload")
+        self.accepted(self.otpd.issue("+919812345670"))
+        r = self.otpd.issue("+919812345671")
+        self.refused(r, 503, "cost_cap")
+        self.assertEqual(self.cost_sum(3600000), 3 * PRICE)
+        self.assertEqual(self.cost_sum(86400000), 3 * PRICE)
