@@ -4,7 +4,9 @@
  * SIGTERM or SIGINT, and reloads the limits on SIGHUP. The only place
  * that logs fatal errors and exits.
  *
- * The pacer runs two threads: the sender owns the wire (the queue's far
+ * The main thread waits for signals and, once a second, runs the abandons
+ * of requests answered 503 (limits_flush: Redis calls with the store's
+ * timeout). The pacer runs two threads: the sender owns the wire (the queue's far
  * end, curl multi, the send spacing) and waits on nothing but its clock and
  * curl; the money thread takes its cost reservations and refunds to Redis
  * (reserve.lua, refund.lua) from a bounded FIFO. The pacer's two locks
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
+#include <time.h>
 
 #include "../../src/base/config.h"
 #include "../../src/base/log.h"
@@ -209,8 +212,13 @@ int main(int argc, char **argv)
     log_msg(LOG_INFO, "otpd listening on %s:%d (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host,
             d.cfg->listen_port, d.provider->ops->name, d.cfg->pacer_rate, d.cfg->n_rules);
     for (;;) {
-        if (sigwait(&set, &sig) != 0)
+        /* Between signals, once a second: the abandons of 503'd requests
+         * (limits_flush), so their takes come back without API traffic. */
+        sig = sigtimedwait(&set, NULL, &(struct timespec){1, 0});
+        if (sig < 0) {
+            limits_flush(d.limits);
             continue;
+        }
         if (sig == SIGHUP) {
             otpd_reload(&d, path);
             continue;

@@ -99,20 +99,31 @@ static void *dup_array(const void *src, size_t n, size_t size)
 static struct limits_rules *rules_new(const struct config *c)
 {
     struct limits_rules *r = calloc(1, sizeof(*r));
+    size_t i, j;
 
     if (r == NULL)
         return NULL;
     r->refs = 1;
     r->rules = dup_array(c->rules, c->n_rules, sizeof(*c->rules));
     r->prices = dup_array(c->prices, c->n_prices, sizeof(*c->prices));
-    r->caps = dup_array(c->caps, c->n_caps, sizeof(*c->caps));
+    r->caps = calloc(c->n_caps + 1, sizeof(*c->caps));
     if (!r->rules || !r->prices || !r->caps) {
         rules_free(r);
         return NULL;
     }
     r->n_rules = c->n_rules;
     r->n_prices = c->n_prices;
-    r->n_caps = c->n_caps;
+    /* Cap state is named by its window (limits_cap_field): caps with one
+     * window count one sum, so they become one cap with the tightest max,
+     * and every script reads, takes and gives back that sum once. */
+    for (i = 0; i < c->n_caps; i++) {
+        for (j = 0; j < r->n_caps && r->caps[j].window_ms != c->caps[i].window_ms; j++)
+            ;
+        if (j == r->n_caps)
+            r->caps[r->n_caps++] = c->caps[i];
+        else if (c->caps[i].max_minor < r->caps[j].max_minor)
+            r->caps[j].max_minor = c->caps[i].max_minor;
+    }
     return r;
 }
 
@@ -630,7 +641,7 @@ enum otp_rc limits_refund(struct limits *l, int64_t price_minor, int64_t reserve
     struct limits_rules *rs = rules_get(l);
     struct limits_args a = {0};
     struct store_reply *rep = NULL;
-    size_t i, j, n = 0;
+    size_t i;
     enum otp_rc rc = OTP_OK;
 
     if (price_minor <= 0 || rs->n_caps == 0)
@@ -640,17 +651,11 @@ enum otp_rc limits_refund(struct limits *l, int64_t price_minor, int64_t reserve
     args_int(&a, reserved_ms);
     args_int(&a, 0); /* the number of distinct cap windows, set below */
     for (i = 0; i < rs->n_caps; i++) {
-        /* Caps with one window share one field: give back once. */
-        for (j = 0; j < i && rs->caps[j].window_ms != rs->caps[i].window_ms; j++)
-            ;
-        if (j < i)
-            continue;
         limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
         args_str(&a, a.num[a.n]);
         args_int(&a, rs->caps[i].window_ms);
-        n++;
     }
-    snprintf(a.num[3], sizeof(a.num[0]), "%zu", n);
+    snprintf(a.num[3], sizeof(a.num[0]), "%zu", rs->n_caps);
     rc = store_eval(l->store, l->h_refund, 1, a.n, a.v, &rep, err);
 out:
     store_reply_free(rep);
@@ -710,7 +715,7 @@ enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, int
     args_int(&a, issue_ms);
     args_int(&a, (int64_t)rs->n_caps);
     for (i = 0; i < rs->n_caps; i++) {
-        snprintf(a.num[a.n], sizeof(a.num[0]), "c%zu", i); /* the cap's field, as limits_issue names it */
+        limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
         args_str(&a, a.num[a.n]);
         args_int(&a, rs->caps[i].window_ms);
         args_int(&a, rs->caps[i].max_minor);
@@ -757,7 +762,7 @@ enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, 
     args_int(&a, cost_ms);
     args_int(&a, (int64_t)rs->n_caps);
     for (i = 0; i < rs->n_caps; i++) {
-        snprintf(a.num[a.n], sizeof(a.num[0]), "c%zu", i);
+        limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
         args_str(&a, a.num[a.n]);
         args_int(&a, rs->caps[i].window_ms);
     }

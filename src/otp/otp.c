@@ -410,15 +410,6 @@ enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int del
     return OTP_OK;
 }
 
-void otp_refund(void *ctx, int64_t price_minor, int64_t cost_ms)
-{
-    struct limits *l = ctx;
-    char err[OTP_ERR_LEN];
-
-    if (limits_refund(l, price_minor, cost_ms, err) != OTP_OK)
-        log_msg(LOG_WARN, "cost refund of %lld failed: %s", (long long)price_minor, err);
-}
-
 struct recover_ctx {
     struct otp *o;
     int64_t now_ms;
@@ -430,28 +421,21 @@ static void recover_one(void *arg, const struct ledger_message *lm)
     struct recover_ctx *x = arg;
     struct otp *o = x->o;
     struct pacer_msg m;
-    const char *why = NULL, *state = "failed";
+    const char *why = NULL;
 
+    /* Nothing here gives money back: a 'sending' message's call may have
+     * been billed, and a refund made before the crash may have lost its
+     * ledger row. The pacer expires a restored message whose code is
+     * (nearly) dead and gives back only what refund.lua's per-message mark
+     * shows was never spent, once. */
     if (strcmp(lm->state, "sending") == 0 && o->d.cfg->pacer_on_restart_sending == CFG_SENDING_FAIL)
         why = "otpd stopped while sending (on_restart_sending: fail)";
-    else if (lm->expires_ms <= x->now_ms)
-        why = "the code expired while otpd was down", state = "expired";
     else if (build_msg(o, &m, lm->id, lm->verification_id, lm->phone, lm->expires_ms, x->now_ms) != OTP_OK)
         why = "cannot render the message";
     if (why != NULL) {
-        /* The refund follows the state change only: a message whose end was
-         * not recorded stays pending in the ledger, and the next start ends
-         * (and refunds) it, once. */
-        if (ledger_checked(o, ledger_message_state(o->d.ledger, lm->id, state, "queued,sending", NULL, why, -1,
+        if (ledger_checked(o, ledger_message_state(o->d.ledger, lm->id, "failed", "queued,sending", NULL, why, -1,
                                                    x->now_ms),
-                           "recovery state change", lm->id) != OTP_OK) {
-            x->failed++;
-            return;
-        }
-        otp_refund(o->d.limits, lm->price_minor, lm->cost_ms);
-        if (strcmp(state, "expired") == 0)
-            x->expired++;
-        else
+                           "recovery state change", lm->id) == OTP_OK)
             x->failed++;
         return;
     }
@@ -460,7 +444,10 @@ static void recover_one(void *arg, const struct ledger_message *lm)
     m.attempts = lm->attempts;
     pacer_restore(o->d.pacer, &m);
     memset(&m, 0, sizeof(m));
-    x->restored++;
+    if (lm->expires_ms <= x->now_ms)
+        x->expired++;
+    else
+        x->restored++;
 }
 
 enum otp_rc otp_recover(struct otp *o, char *err)
@@ -469,8 +456,8 @@ enum otp_rc otp_recover(struct otp *o, char *err)
     enum otp_rc rc = ledger_pending(o->d.ledger, recover_one, &x, err);
 
     if (rc == OTP_OK && (x.restored || x.expired || x.failed))
-        log_msg(LOG_INFO, "recovered the queue: %d queued again, %d expired, %d failed", x.restored, x.expired,
-                x.failed);
+        log_msg(LOG_INFO, "recovered the queue: %d queued again, %d dead (the pacer expires them), %d failed",
+                x.restored, x.expired, x.failed);
     return rc;
 }
 

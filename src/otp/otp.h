@@ -79,9 +79,6 @@ enum otp_rc otp_recover(struct otp *o, char *err);
  * transaction committed and the send queue has room; else 0 with why. */
 int otp_ready(struct otp *o, char *why, size_t cap);
 
-/* The pacer's refund hook (a pacer_refund_fn): ctx is the struct limits.
- * Gives back a message's cost reservation; logs when Redis is down. */
-void otp_refund(void *ctx, int64_t price_minor, int64_t cost_ms);
 
 /* Writes the Prometheus text of every counter into a malloc'd string. */
 char *otp_metrics(struct otp *o);

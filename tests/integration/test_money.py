@@ -107,8 +107,10 @@ class MoneyTest(OtpdTest):
         return self.otpd.rows("SELECT * FROM sends WHERE message_id = ? ORDER BY id", mid)
 
     def reserved(self, cap=0):
-        """The sum reserved in cap's current window (field c<cap> of otp:cost)."""
-        v = self.redis.cmd("HGET", "otp:cost", "c%d" % cap)
+        """The sum reserved in the current window of caps[cap] (otp:cost's
+        field c<window_ms>: cap state is named by its window)."""
+        window_ms = {"1h": 3600000, "1d": 86400000}[self.caps[cap]["window"]]
+        v = self.redis.cmd("HGET", "otp:cost", "c%d" % window_ms)
         return int(v.split(":")[1]) if v else 0
 
     def money(self, mid):
@@ -235,10 +237,10 @@ class RefusedConnectionTest(MoneyTest):
         idx = int(self.redis.cmd("TIME")[0]) * 1000 // window
 
         def reserve(mid, need):
-            return self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:" + mid, need, PRICE, 5, 1, "c0", window,
+            return self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:" + mid, need, PRICE, 5, 1, "c%d" % window, window,
                                   cap)
 
-        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, PRICE))  # m1's issue reservation
+        self.redis.cmd("HSET", "otp:cost", "c%d" % window, "%d:%d" % (idx, PRICE))  # m1's issue reservation
         self.assertEqual(reserve("m1", 1)[:2], [1, 1])  # held: nothing taken
         self.assertEqual(self.reserved(), PRICE)
         self.redis.cmd("HSET", "otp:msg:m1", "f", 1)  # given back (by refund.lua)
@@ -247,7 +249,7 @@ class RefusedConnectionTest(MoneyTest):
         self.assertEqual(reserve("m1", 2)[:2], [1, 2])  # asked again: still the one
         self.assertEqual(reserve("m1", 3)[:2], [1, 3])  # after a billed attempt: the next
         self.assertEqual(self.reserved(), 3 * PRICE)
-        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, cap))
+        self.redis.cmd("HSET", "otp:cost", "c%d" % window, "%d:%d" % (idx, cap))
         got = reserve("m1", 4)
         self.assertEqual((got[0], got[1], got[4]), (0, 3, 0))  # the cap is full: refused, nothing written
         self.assertEqual(self.reserved(), cap)
