@@ -1,7 +1,8 @@
 # otpd: one plain Makefile. `make` builds bin/otpd and bin/otpctl;
 # `make test` installs what is missing, builds and runs every suite;
 # `make run` starts a private redis-server and otpd with configs/dev.json.
-# SAN=1 builds everything with AddressSanitizer and UBSan (into build/san).
+# SAN=1 builds everything with AddressSanitizer and UBSan (into build/san); COV=1 with gcov counters
+# (into build/cov, see `make coverage`).
 
 CC      ?= cc
 PKGS    := libmicrohttpd libcurl sqlite3 hiredis jansson libsodium
@@ -20,6 +21,11 @@ ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -O1
 LDFLAGS += -fsanitize=address,undefined
 B       := build/san
+else ifeq ($(COV),1)
+# gcov counters (`make coverage`); -O0 so that lines and branches map to the source.
+CFLAGS  += --coverage -O0
+LDFLAGS += --coverage
+B       := build/cov
 else
 B       := build/rel
 endif
@@ -46,7 +52,7 @@ UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
-.PHONY: all test unit integration run deps lint bench clean fmt fuzz
+.PHONY: all test unit unit-bins integration run deps lint bench clean fmt fuzz mutate coverage coverage-report
 all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
 
 $(B)/%.o: %.c
@@ -91,7 +97,7 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 # Everything the build and the tests need, from Debian's archive.
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
             libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras \
-            wrk cppcheck clang prometheus
+            wrk cppcheck clang prometheus gcovr
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	  grep -q 'install ok installed' || echo $$p; done); \
@@ -100,6 +106,8 @@ deps:
 	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+
+unit-bins: $(UNIT_BINS)
 
 unit: $(UNIT_BINS)
 	@failed=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t || failed=1; done; exit $$failed
@@ -132,10 +140,41 @@ fuzz:
 	mkdir -p build/fuzz/corpus && cp tests/fuzz/corpus/* build/fuzz/corpus/
 	build/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build/fuzz/corpus
 
+# The mutation gate (tests/mutants/): MUTANTS="name ..." picks mutants by substring, MUTATE_JOBS copies in parallel.
+MUTATE_JOBS ?= 2
+mutate:
+	python3 tests/mutants/run.py --jobs $(MUTATE_JOBS) $(MUTANTS)
+
+# Line and branch coverage of src/ per module, unit plus integration tests, from a gcov build in build/cov
+# (bin/ relinks to it through the mode stamp; the next plain `make` relinks back). Counts start from zero each
+# run. Prints the table even when a test fails, then fails. `make coverage-report` prints it again from the
+# counts; per-file detail with the missing lines: build/cov/coverage.txt.
+COV_MODULES := base http otp limits pacer provider store ledger
+coverage:
+	@command -v gcovr >/dev/null || { echo "coverage needs gcovr (make deps)"; exit 1; }
+	@mkdir -p build/cov && find build/cov -name '*.gcda' -delete
+	$(MAKE) COV=1 all unit-bins
+	@st=0; $(MAKE) --no-print-directory COV=1 unit || st=1; \
+	python3 tests/integration/run.py || st=1; \
+	$(MAKE) --no-print-directory coverage-report || st=1; exit $$st
+
+coverage-report:
+	@gcovr -r . build/cov --filter 'src/' --exclude-unreachable-branches \
+	  --csv build/cov/coverage.csv --txt build/cov/coverage.txt
+	@awk -F, -v mods="$(COV_MODULES)" ' \
+	  NR > 1 { split($$1, p, "/"); m = p[2]; lt[m] += $$2; lc[m] += $$3; bt[m] += $$5; bc[m] += $$6; \
+	           LT += $$2; LC += $$3; BT += $$5; BC += $$6 } \
+	  function pct(c, t) { return t ? sprintf("%5.1f%%", 100 * c / t) : "     -" } \
+	  function row(n, a, b, c, d) { printf "%-14s %6d %6d %6s   %8d %6d %6s\n", n, a, b, pct(b, a), c, d, pct(d, c) } \
+	  END { printf "%-14s %6s %6s %6s   %8s %6s %6s\n", "module", "lines", "hit", "", "branches", "taken", ""; \
+	        n = split(mods, ms, " "); for (i = 1; i <= n; i++) row("src/" ms[i], lt[ms[i]], lc[ms[i]], bt[ms[i]], bc[ms[i]]); \
+	        row("src/ (total)", LT, LC, BT, BC) }' build/cov/coverage.csv
+
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
 	rm -rf build bin $(LUA_H) src/ledger/schema.h
 
--include $(shell find build -name '*.d' 2>/dev/null)
+# Only this mode's dependency files: build/ also holds the mutation gate's scratch trees (build/mutate).
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -17,6 +17,7 @@ import re
 import signal
 import threading
 import time
+import unittest
 
 from harness import OTHER_KEY, ROOT, OtpdTest, Redis, code_of, wait_until
 
@@ -25,6 +26,12 @@ P2 = "+919812345679"
 P3 = "+919812345670"
 POLICY_RE = re.compile(r'^"([a-z0-9_]+)";q=(\d+);w=(\d+)$')
 RATELIMIT_RE = re.compile(r'^"([a-z0-9_]+)";r=(\d+);t=(\d+)$')
+
+
+def duration_ms(text):
+    """A config duration ("500ms", "30s", "10m", "1h", "1d") in ms."""
+    m = re.match(r"^(\d+)(ms|s|m|h|d)$", text)
+    return int(m.group(1)) * {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000}[m.group(2)]
 
 
 def wrong_of(code):
@@ -106,6 +113,53 @@ class LimitsTest(OtpdTest):
         now = self.rtime_ms() / 1000.0
         time.sleep(window_s - now % window_s + 0.05)
 
+    def timed_redis(self, fn, *a, **kw):
+        """(fn's result, Redis TIME before, Redis TIME after) in ms: the
+        server decided at some moment between the two."""
+        before = self.rtime_ms()
+        r = fn(*a, **kw)
+        return r, before, self.rtime_ms()
+
+    def assert_retry_at(self, ra, end_ms, before, after, what="refusal"):
+        """Retry-After ra (s) for a refusal that ends at end_ms (Redis time),
+        decided at a moment in [before, after]: never early, and rounded up
+        by at most one second (never below 1)."""
+        lo = max(1, math.ceil((end_ms - after) / 1000.0))
+        hi = max(1, math.ceil((end_ms - before) / 1000.0))
+        self.assertTrue(lo <= ra <= hi, "%s: Retry-After %ds, but the refusal ends %.3fs to %.3fs after the "
+                                        "decision, so it must be in [%d, %d]"
+                        % (what, ra, (end_ms - after) / 1000.0, (end_ms - before) / 1000.0, lo, hi))
+
+    def refused_log(self, key, rule, limit, window_ms, fn, *a, **kw):
+        """Calls fn(*a, **kw), which sliding-log rule `rule` (its log in
+        Redis key `key`) must refuse: 429 rate_limited, Retry-After when the
+        limit-th newest entry leaves the window."""
+        log = sorted(int(x) for x in self.redis.cmd("HGET", key, self.field(rule)).split())
+        self.assertGreaterEqual(len(log), limit, log)
+        r, before, after = self.timed_redis(fn, *a, **kw)
+        ra = self.refused(r, 429, "rate_limited", rule)
+        self.assert_retry_at(ra, log[-limit] + window_ms, before, after, rule)
+        self.assert_rl(r, rule, limit, window_ms // 1000, 0, ra)
+        return ra
+
+    def window_end_ms(self, window_ms, at_ms):
+        """The end of the Unix-aligned fixed window holding at_ms."""
+        return (at_ms // window_ms + 1) * window_ms
+
+    def cost_sums(self):
+        """{cap window in ms: minor units reserved in its current window},
+        read from the cost hash by the window index each value carries
+        ("idx:sum"), so the test does not depend on the fields' names.
+        A cap with nothing reserved in its current window reads 0."""
+        now = self.rtime_ms()
+        flat = self.redis.cmd("HGETALL", "otp:cost") or []
+        pairs = [tuple(int(x) for x in v.split(":")) for v in flat[1::2]]
+        out = {}
+        for cap in self.otpd.config.get("cost", {}).get("caps", []):
+            w = duration_ms(cap["window"])
+            out[w] = sum(s for i, s in pairs if i == now // w)
+        return out
+
     def state(self):
         """Every key with its type and value, for 'nothing changed' checks."""
         out = {}
@@ -116,11 +170,13 @@ class LimitsTest(OtpdTest):
 
     # -- side effects --------------------------------------------------------
     def assert_sms(self, n):
-        """Exactly n messages were accepted and exactly n reached the provider."""
+        """Exactly n messages were accepted and exactly n reached the
+        provider. Only accepted messages are ever queued, and the barrier is
+        every one of them recorded 'sent' (after its provider call): then no
+        further call can come for them."""
         self.assertEqual(len(self.otpd.rows("SELECT id FROM messages")), n)
-        if n:
-            self.wait_messages(n)
-        time.sleep(0.3)
+        wait_until(lambda: all(r["state"] == "sent" for r in self.otpd.rows("SELECT state FROM messages")),
+                   what="every accepted message to be sent")
         self.assertEqual(len(self.fake.requests()), n)
 
     def decisions(self, n, kind="issue"):
@@ -337,10 +393,14 @@ class LockAndLimitTest(LimitsTest):
     def test_retry_after_covers_the_longer_limit(self):
         self.avoid_boundary(60, 5)
         self.accepted(self.otpd.issue(P))
-        self.assertEqual(self.otpd.verify(P, "000000")[0], 429)  # the first wrong guess locks
-        r = self.otpd.issue(P)
+        r, before, after = self.timed_redis(self.otpd.verify, P, "000000")  # the first wrong guess locks
         ra = self.refused(r, 429, "locked", "wrong_1")
-        self.assertGreater(ra, 590)  # the sliding log refuses for ~600 s, the lock for < 60 s
+        self.assert_retry_at(ra, self.window_end_ms(60000, before), before, after, "the lock alone")
+        entry = int(self.redis.cmd("HGET", "otp:{%s}" % P, self.field("phone_1")))
+        r, before, after = self.timed_redis(self.otpd.issue, P)
+        ra = self.refused(r, 429, "locked", "wrong_1")
+        # The sliding log refuses until its entry leaves (600 s), the lock for < 60 s.
+        self.assert_retry_at(ra, entry + 600000, before, after, "a lock beside a longer limit")
 
 
 class CostAndLimitTest(LimitsTest):
@@ -353,8 +413,10 @@ class CostAndLimitTest(LimitsTest):
     def test_retry_after_covers_the_cost_cap(self):
         self.avoid_boundary(3600, 10)
         self.accepted(self.otpd.issue(P))
-        ra = self.refused(self.otpd.issue(P), 429, "rate_limited", "phone_1")
-        self.assertGreater(ra, 2)  # the cap's hour, not the log's 2 s
+        r, before, after = self.timed_redis(self.otpd.issue, P)
+        ra = self.refused(r, 429, "rate_limited", "phone_1")
+        # The cap's hour, not the log's 2 s.
+        self.assert_retry_at(ra, self.window_end_ms(3600000, before), before, after, "a limit beside a full cap")
 
 
 # 3. absent keys ----------------------------------------------------------------
@@ -370,11 +432,11 @@ class AbsentKeyTest(LimitsTest):
         r = self.otpd.issue(P, device_id="d1")
         self.accepted(r)
         self.assert_rl(r, "dev_one", 1, 10, 0)
-        self.refused(self.otpd.issue(P, device_id="d1"), 429, "rate_limited", "dev_one")
+        self.refused_log("otp:d:{d1}", "dev_one", 1, 10000, self.otpd.issue, P, device_id="d1")
         r = self.otpd.issue(P, client_ip="203.0.113.9")
         self.accepted(r)
         self.assert_rl(r, "ip_one", 1, 10, 0)
-        self.refused(self.otpd.issue(P, client_ip="203.0.113.9"), 429, "rate_limited", "ip_one")
+        self.refused_log("otp:ip:{203.0.113.9}", "ip_one", 1, 10000, self.otpd.issue, P, client_ip="203.0.113.9")
         # Still nothing applies without the keys.
         self.accepted(self.otpd.issue(P))
         self.assertEqual(sorted(self.redis.cmd("KEYS", "otp:d:*") + self.redis.cmd("KEYS", "otp:ip:*")),
@@ -392,7 +454,8 @@ class ClientIpTest(LimitsTest):
         r = self.otpd.issue(P2, client_ip="2001:db8:1:2:ffff:ffff:ffff:ffff")
         self.accepted(r)
         self.assert_rl(r, "ip_2", 2, 10, 0)
-        self.refused(self.otpd.issue(P3, client_ip="2001:db8:1:2::abcd"), 429, "rate_limited", "ip_2")
+        self.refused_log("otp:ip:{2001:db8:1:2::/64}", "ip_2", 2, 10000, self.otpd.issue, P3,
+                         client_ip="2001:db8:1:2::abcd")
         self.refused(self.otpd.issue(P3, client_ip="2001:0DB8:0001:0002:0000:0000:0000:0009"), 429,
                      "rate_limited", "ip_2")
         # A different /64 (even the neighbouring one) has its own counter.
@@ -452,7 +515,7 @@ class AllOrNothingTest(LimitsTest):
         self.assert_sms(1)
         before = self.state()
         for _ in range(4):
-            self.refused(self.otpd.issue(P, device_id="d"), 429, "rate_limited", "dev_1")
+            self.refused_log("otp:d:{d}", "dev_1", 1, 10000, self.otpd.issue, P, device_id="d")
         self.assertEqual(self.state(), before, "a refusal changed Redis")
         # The phone and the caller quotas are intact: 2 more for the phone.
         r = self.otpd.issue(P)
@@ -461,7 +524,7 @@ class AllOrNothingTest(LimitsTest):
         r = self.otpd.issue(P)
         self.accepted(r)
         self.assert_rl(r, "phone_3", 3, 10, 0)
-        self.refused(self.otpd.issue(P), 429, "rate_limited", "phone_3")
+        self.refused_log("otp:{%s}" % P, "phone_3", 3, 10000, self.otpd.issue, P)
         # The caller's window counted only the 3 accepted requests.
         r = self.otpd.issue(P2)
         self.accepted(r)
@@ -514,11 +577,15 @@ class WrongGuessCapTest(LimitsTest):
     def test_lock_across_codes(self):
         self.avoid_boundary(3600, 60)
         body, code = self.issue_and_code(P)
-        r = self.otpd.verify(P, wrong_of(code))
+        r, before, after = self.timed_redis(self.otpd.verify, P, wrong_of(code))
         self.assertEqual((r[0], r[2]["error"], r[2]["attempts_left"]), (422, "invalid_code", 4), r[2])
         self.assertEqual(r[1]["content-type"], "application/problem+json")
         t = self.assert_rl(r, "wrong_codes", 3, 3600, 2)
-        self.assertTrue(0 < t <= 3600, t)
+        # The wrong-guess window is Unix-aligned today (issue 8 makes it
+        # sliding: then it ends an hour after the first counted guess).
+        end = self.window_end_ms(3600000, before)
+        self.assertEqual(self.window_end_ms(3600000, after), end, "the test straddled an hour")
+        self.assert_retry_at(t, end, before, after, "RateLimit t of the wrong-guess rule")
         r = self.otpd.verify(P, wrong_of(code))
         self.assertEqual((r[0], r[2]["attempts_left"]), (422, 3), r[2])
         self.assert_rl(r, "wrong_codes", 3, 3600, 1)
@@ -527,18 +594,18 @@ class WrongGuessCapTest(LimitsTest):
         self.assert_rl(r, "wrong_codes", 3, 3600, 1)
         # A new code: the wrong guesses of the old one still count.
         _, code2 = self.issue_and_code(P)
-        r = self.otpd.verify(P, wrong_of(code2))
+        r, before, after = self.timed_redis(self.otpd.verify, P, wrong_of(code2))
         ra = self.refused(r, 429, "locked", "wrong_codes")
-        self.assertLessEqual(ra, 3600)
+        self.assert_retry_at(ra, end, before, after, "the lock")
         self.assert_rl(r, "wrong_codes", 3, 3600, 0, ra)
-        # Locked: even the right code, and issuing, answer 429 locked.
-        r = self.otpd.verify(P, code2)
+        # Locked: even the right code, and issuing, answer 429 locked, until the lock's end.
+        r, before, after = self.timed_redis(self.otpd.verify, P, code2)
         ra = self.refused(r, 429, "locked", "wrong_codes")
-        self.assertTrue(0 < ra <= 3600)
+        self.assert_retry_at(ra, end, before, after, "the lock on a right code")
         self.assert_rl(r, "wrong_codes", 3, 3600, 0, ra)
-        r = self.otpd.issue(P)
+        r, before, after = self.timed_redis(self.otpd.issue, P)
         ra = self.refused(r, 429, "locked", "wrong_codes")
-        self.assertTrue(0 < ra <= 3600)
+        self.assert_retry_at(ra, end, before, after, "the lock on an issue")
         self.assert_rl(r, "wrong_codes", 3, 3600, 0, ra)
         self.assert_sms(2)
         # Another phone is not locked.
@@ -554,9 +621,13 @@ class WrongGuessCapTest(LimitsTest):
         _, code = self.issue_and_code(P)
         for left in (4, 3):
             self.assertEqual(self.otpd.verify(P, wrong_of(code))[2]["attempts_left"], left)
-        self.refused(self.otpd.verify(P, wrong_of(code)), 429, "locked", "wrong_codes")
+        r, t0, t1 = self.timed_redis(self.otpd.verify, P, wrong_of(code))
+        self.assert_retry_at(self.refused(r, 429, "locked", "wrong_codes"), self.window_end_ms(3600000, t0), t0, t1,
+                             "the lock")
         before = self.state()
-        self.refused(self.otpd.issue(P), 429, "locked", "wrong_codes")
+        r, t0, t1 = self.timed_redis(self.otpd.issue, P)
+        self.assert_retry_at(self.refused(r, 429, "locked", "wrong_codes"), self.window_end_ms(3600000, t0), t0, t1,
+                             "the lock on an issue")
         self.assertEqual(self.state(), before)
 
 
@@ -570,11 +641,20 @@ class CostBase(LimitsTest):
                        "caps": [{"window": "1h", "max": self.cap}]}
         return cfg
 
-    def cost_cap(self, resp):
+    def cost_cap(self, resp, before=None, after=None, window_ms=3600000):
+        """A cost_cap 503; with before and after (Redis time around the
+        call), its Retry-After is checked against the cap window's end."""
         ra = self.refused(resp, 503, "cost_cap")
-        self.assertLessEqual(ra, 3600)
+        self.assertLessEqual(ra, window_ms // 1000)
+        if before is not None:
+            self.assert_retry_at(ra, self.window_end_ms(window_ms, before), before, after, "cost cap")
         self.assert_no_rl(resp)
         return ra
+
+    def issue_capped(self, phone):
+        """An issue that the hourly cap refuses, Retry-After checked exactly."""
+        r, before, after = self.timed_redis(self.otpd.issue, phone)
+        return self.cost_cap(r, before, after)
 
 
 class CostCapTest(CostBase):
@@ -583,9 +663,10 @@ class CostCapTest(CostBase):
         self.accepted(self.otpd.issue(P))
         self.accepted(self.otpd.issue(P2))
         before = self.state()
-        self.cost_cap(self.otpd.issue(P3))
-        self.cost_cap(self.otpd.issue(P))
+        self.issue_capped(P3)
+        self.issue_capped(P)
         self.assertEqual(self.state(), before, "a cost refusal changed Redis")
+        self.assertEqual(self.cost_sums(), {3600000: 40})
         self.assertIsNone(self.redis.cmd("HGET", "otp:{%s}" % P3, "i"), "a cost refusal started a verification")
         self.assert_sms(2)
         rows = self.decisions(4)
@@ -594,17 +675,18 @@ class CostCapTest(CostBase):
 
     def test_us_price_refused_at_once(self):
         self.avoid_boundary(3600, 30)
-        self.cost_cap(self.otpd.issue("+14155550100"))
+        self.issue_capped("+14155550100")
         self.assert_sms(0)
         # India still fits: the refusal reserved nothing.
         self.accepted(self.otpd.issue(P))
         self.accepted(self.otpd.issue(P2))
-        self.cost_cap(self.otpd.issue(P3))
+        self.issue_capped(P3)
 
     def test_star_price_for_other_prefixes(self):
         self.avoid_boundary(3600, 30)
-        self.cost_cap(self.otpd.issue("+447700900123"))
-        self.cost_cap(self.otpd.issue("+861012345678"))
+        self.issue_capped("+447700900123")
+        self.issue_capped("+861012345678")
+        self.assertEqual(self.cost_sums(), {3600000: 0})
         self.assert_sms(0)
 
 
@@ -616,8 +698,9 @@ class CostStarTest(CostBase):
         self.avoid_boundary(3600, 30)
         self.accepted(self.otpd.issue("+447700900123"))
         self.accepted(self.otpd.issue("+33612345678"))
-        self.cost_cap(self.otpd.issue("+4915112345678"))
-        self.cost_cap(self.otpd.issue(P))
+        self.issue_capped("+4915112345678")
+        self.issue_capped(P)
+        self.assertEqual(self.cost_sums(), {3600000: 1000})
         self.assert_sms(2)
 
 
@@ -632,9 +715,7 @@ class ShadowTest(LimitsTest):
             r = self.otpd.issue(P)
             self.accepted(r)
             self.assert_rl(r, "phone_enf", 3, 10, left)  # never the shadow rule, though it has less room
-        r = self.otpd.issue(P)
-        self.refused(r, 429, "rate_limited", "phone_enf")
-        self.assert_rl(r, "phone_enf", 3, 10, 0)
+        self.refused_log("otp:{%s}" % P, "phone_enf", 3, 10000, self.otpd.issue, P)
         self.assert_sms(3)
         rows = self.decisions(4)
         self.assertEqual([(r["decision"], r["shadow"]) for r in rows[:3]],
@@ -725,13 +806,15 @@ class HeaderChoiceTest(LimitsTest):
         self.assertTrue(18 <= t <= 20, t)
         r = self.otpd.issue(P3)  # phone(P3) 2, caller 0
         self.accept_with(r, "caller_4", 4, 20, 0)
-        r = self.otpd.issue("+919812345600")
+        oldest = int(self.redis.cmd("HGET", "otp:k:{login-web}", self.field("caller_4")).split()[0])
+        r, before, after = self.timed_redis(self.otpd.issue, "+919812345600")
         ra = self.refused(r, 429, "rate_limited", "caller_4")
+        self.assert_retry_at(ra, oldest + 20000, before, after, "caller_4")
         self.assert_rl(r, "caller_4", 4, 20, 0, ra)
         # The other key's caller rule has room; the phone rule is now the tightest.
         r = self.otpd.issue(P, auth=OTHER_KEY)  # phone 0, caller(other) 3
         self.accept_with(r, "phone_3", 3, 10, 0)
-        self.refused(self.otpd.issue(P, auth=OTHER_KEY), 429, "rate_limited", "phone_3")
+        self.refused_log("otp:{%s}" % P, "phone_3", 3, 10000, self.otpd.issue, P, auth=OTHER_KEY)
 
     def accept_with(self, r, *want):
         self.accepted(r)
@@ -767,7 +850,7 @@ class ReloadTest(LimitsTest):
         r = self.otpd.issue(P)
         self.accepted(r)
         self.assert_rl(r, "phone_a", 2, 30, 0)
-        self.refused(self.otpd.issue(P), 429, "rate_limited", "phone_a")
+        self.refused_log("otp:{%s}" % P, "phone_a", 2, 30000, self.otpd.issue, P)
 
         # Invalid JSON: logged, the limit-2 rule stays.
         self.reload(text='{"listen": "127.0.0.1:1", "limits": [', marker="reload refused")
@@ -776,7 +859,7 @@ class ReloadTest(LimitsTest):
         r = self.otpd.issue(P2)
         self.accepted(r)
         self.assert_rl(r, "phone_a", 2, 30, 0)
-        self.refused(self.otpd.issue(P2), 429, "rate_limited", "phone_a")
+        self.refused_log("otp:{%s}" % P2, "phone_a", 2, 30000, self.otpd.issue, P2)
 
         # A bad rule (valid JSON): logged with its path, the old rules stay.
         bad = self.rules(limit=0)
@@ -788,7 +871,7 @@ class ReloadTest(LimitsTest):
         self.assertIn("limits.0.algorithm", self.otpd.log())
         self.accepted(self.otpd.issue(P3))
         self.accepted(self.otpd.issue(P3))
-        self.refused(self.otpd.issue(P3), 429, "rate_limited", "phone_a")
+        self.refused_log("otp:{%s}" % P3, "phone_a", 2, 30000, self.otpd.issue, P3)
 
         # A good file after bad ones is taken: a looser rule, a new one beside it.
         looser = self.rules(limit=4)
@@ -810,22 +893,26 @@ class FailClosedTest(LimitsTest):
         r = fn(*a, **kw)
         return r, time.monotonic() - t
 
-    def unavailable(self, n, limit_s=0.5):
+    def configure(self, cfg):
+        cfg["cost"] = {"currency": "INR", "prices": {"*": 20}, "caps": [{"window": "1h", "max": 100000}]}
+        return cfg
+
+    def unavailable(self, n, phone=P, limit_s=0.5):
         for i in range(n):
-            r, took = self.timed(self.otpd.issue, P)
+            r, took = self.timed(self.otpd.issue, phone)
             self.refused(r, 503, "store_unavailable")
             self.assert_no_rl(r)
             self.assertLess(took, limit_s, "issue %d took %.3fs with Redis down" % (i, took))
-        r, took = self.timed(self.otpd.verify, P, "123456")
+        r, took = self.timed(self.otpd.verify, phone, "123456")
         self.refused(r, 503, "store_unavailable")
         self.assertLess(took, limit_s)
 
     def ready(self):
         return self.otpd.call("GET", "/readyz", auth=None)[0]
 
-    def recover_by_traffic(self, timeout=15):
+    def recover_by_traffic(self, phone=P, timeout=15):
         def ok():
-            return self.otpd.issue(P)[0] == 202 or None
+            return self.otpd.issue(phone)[0] == 202 or None
         wait_until(ok, timeout, step=0.2, what="issue 202 after Redis came back")
         self.assertEqual(self.ready(), 200)
 
@@ -865,30 +952,71 @@ class FailClosedTest(LimitsTest):
         # breaker_open is 1 s in the test config: one probe on a fresh connection is enough.
         self.assertLess(took, 1.5, "recovered after %.2fs" % took)
 
-    def test_redis_paused_breaker_and_recovery(self):
+    def paused_after_warmup(self):
+        """One accepted issue first, so otpd has loaded its script and holds
+        warm connections (paused before that, the buffered EVALSHAs would
+        only meet NOSCRIPT). Then Redis paused: three issues for P2 time out
+        (503, the breaker opens), three more and a verify are refused by the
+        open breaker. Then Redis resumed, and a barrier: a command on a new
+        connection (Redis's event loop reads what was buffered on the old
+        ones first), then otpd's own recovery, an issue for P3 that is
+        accepted and whose SMS reaches the provider."""
+        self.avoid_boundary(3600, 30)
+        self.issue_and_code(P)
+        self.assertEqual(self.cost_sums(), {3600000: 20})
         self.redis.pause()
-        self.unavailable(3)
-        # The breaker is open now: fast 503s without touching Redis, not ready.
-        rejects = self.metric("otpd_store_breaker_rejects_total") or 0
-        self.assertEqual(self.metric("otpd_store_breaker_open"), 1)
-        st, _, p = self.otpd.call("GET", "/readyz", auth=None)
-        self.assertEqual((st, p["status"]), (503, "not_ready"))
-        for _ in range(3):
-            r, took = self.timed(self.otpd.issue, P)
-            self.refused(r, 503, "store_unavailable")
-            self.assertLess(took, 0.5)
-        self.assertGreaterEqual(self.metric("otpd_store_breaker_rejects_total"), rejects + 1)
-        self.assert_sms(0)
-        self.redis.resume()
-        self.recover_by_traffic()
+        try:
+            self.unavailable(3, P2)
+            # The breaker is open now: fast 503s without touching Redis, not ready.
+            rejects = self.metric("otpd_store_breaker_rejects_total") or 0
+            self.assertEqual(self.metric("otpd_store_breaker_open"), 1)
+            st, _, p = self.otpd.call("GET", "/readyz", auth=None)
+            self.assertEqual((st, p["status"]), (503, "not_ready"))
+            for _ in range(3):
+                r, took = self.timed(self.otpd.issue, P2)
+                self.refused(r, 503, "store_unavailable")
+                self.assertLess(took, 0.5)
+            self.assertGreaterEqual(self.metric("otpd_store_breaker_rejects_total"), rejects + 1)
+        finally:
+            self.redis.resume()
+        self.assertTrue(self.redis.ping())
+        self.recover_by_traffic(P3)
         self.assertEqual(self.metric("otpd_store_breaker_open"), 0)
-        # The 503s took nothing, even if Redis ran their buffered commands
-        # after it woke: one more fits under the limit of 2.
+        self.wait_messages(2)
+
+    def test_redis_paused_breaker_and_recovery(self):
+        self.paused_after_warmup()
+        # No non-202 answer caused an SMS, a message row or a verification row.
+        self.assertEqual(sorted(m["to"] for m in self.fake.messages()), sorted([P, P3]))
+        self.assertEqual(sorted(r["phone"] for r in self.otpd.rows("SELECT phone FROM messages")), sorted([P, P3]))
+        self.assertEqual(len(self.otpd.rows("SELECT * FROM verifications")), 2)
+        sql = "SELECT decision, http_status FROM requests WHERE phone = ? ORDER BY id"
+        wait_until(lambda: len(self.otpd.rows(sql, P2)) >= 7, what="the 503s' ledger rows")
+        self.assertEqual([(r["decision"], r["http_status"]) for r in self.otpd.rows(sql, P2)],
+                         [("store_unavailable", 503)] * 7)
+        # P and P3 were decided normally: one more fits under the limit of 2.
         self.accepted(self.otpd.issue(P))
         self.refused(self.otpd.issue(P), 429, "rate_limited", "phone_2")
         st, _, p = self.otpd.verify(P, "123456")
         self.assertIn(st, (200, 422), p)
-        self.assert_sms(2)
+        self.assert_sms(3)
+
+    # issue 8: a Redis timeout after the script ran. The EVALSHAs that timed
+    # out stay in Redis's socket buffers while it is paused, and run when it
+    # resumes: P2's sliding log fills, a verification starts with no message
+    # and the cost goes from 40 to 80, all for answers that were 503s.
+    @unittest.expectedFailure
+    def test_redis_paused_503s_take_nothing(self):
+        self.paused_after_warmup()
+        self.assertEqual(self.redis.cmd("HGETALL", "otp:{%s}" % P2), [],
+                         "issues answered 503 left state for P2 after Redis resumed (fields %s: rule %s's log; "
+                         "i/h/e/a: a verification without a message)" % (
+                             self.redis.cmd("HKEYS", "otp:{%s}" % P2), self.field("phone_2")))
+        self.assertEqual(self.cost_sums(), {3600000: 40}, "cost reserved for issues answered 503")
+        # Decided as if the 503'd attempts had not happened: the whole quota is there.
+        r = self.otpd.issue(P2)
+        self.accepted(r)
+        self.assert_rl(r, "phone_2", 2, 60, 1)
 
     def test_breaker_retry_after_not_early(self):
         """While the breaker is open, a 503's Retry-After must not end before

@@ -2,7 +2,10 @@
  * Unit tests of the code module: random ids, derived codes (deterministic,
  * exact length, leading zeros kept, keyed, and uniform by a loose
  * chi-square check), keyed hashes, callback tags and message templates,
- * including the exact buffer boundary of code_render.
+ * including the exact buffer boundary of code_render. Known answers pin the
+ * construction itself: a code is re-derived from its id by whichever build
+ * runs at verify time, so codes, hashes and tags must not change across
+ * versions.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -258,6 +261,41 @@ static void test_tag(void **state)
     assert_false(code_tag_ok(f->a, "msg-1", NULL));
 }
 
+/* Known answers under SECRET_A, computed outside otpd from DESIGN.md's
+ * construction with Python's hmac module:
+ *   key(label) = HMAC-SHA256(secret, label), labels "otpd/v1/code", "otpd/v1/hash", "otpd/v1/tag";
+ *   code  = first 64-bit big-endian word w of HMAC(key(code), id || counter as 4 bytes big-endian), with
+ *           w < 2^64 - 1 - (2^64 - 1) mod 10^digits, as w mod 10^digits with leading zeros;
+ *   hash  = HMAC(key(hash), phone || NUL || code), first 8 bytes as hex;
+ *   tag   = HMAC(key(tag), "dlr" || NUL || msg_id), first 16 bytes as hex.
+ * A different key, label, input layout or reduction changes them. */
+static void test_known_answers(void **state)
+{
+    static const struct {
+        const char *id;
+        int digits;
+        const char *code;
+    } kat[] = {
+        {"00000000000000000000000000000000", 1, "2"},
+        {"00000000000000000000000000000000", 6, "567312"},
+        {"00000000000000000000000000000000", 10, "3912567312"},
+        {"0123456789abcdef0123456789abcdef", 6, "979685"},
+        {"00000000000000000000000000000059", 6, "007425"}, /* leading zeros kept */
+    };
+    struct fixture *f = *state;
+    char out[CODE_MAX_DIGITS + 1], h[CODE_HASH_LEN + 1], tag[CODE_TAG_LEN + 1];
+    size_t i;
+
+    for (i = 0; i < sizeof(kat) / sizeof(kat[0]); i++) {
+        code_derive(f->a, kat[i].id, kat[i].digits, out);
+        assert_string_equal(out, kat[i].code);
+    }
+    code_hash(f->a, "+919812345678", "123456", h);
+    assert_string_equal(h, "efe6fe181b5184dd");
+    code_tag(f->a, "msg-1", tag);
+    assert_string_equal(tag, "12e8b4cf0de04db6c9ec5ef536b25b5e");
+}
+
 /* Renders into a buffer of exactly cap bytes from test_malloc, whose guard
  * bytes make test_free fail the test on a write past it, and returns the
  * result code. */
@@ -358,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_derive_distribution),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_tag),
+        cmocka_unit_test(test_known_answers),
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_render_boundary),
         cmocka_unit_test(test_render_cap_zero),

@@ -1,0 +1,42 @@
+"""Mutants for otp (src/otp/otp.c): issue, verify and delivery reports.
+Each a small plausible bug, and the test that must catch it."""
+MUTANTS = [
+    dict(name="otp-exhausted-one-guess-late",
+         file="src/otp/otp.c",
+         old="""lv.attempts_left > 0 ? "pending" : "exhausted", 1,
+                                   clock_wall_ms());
+        status = 422;""",
+         new="""lv.attempts_left >= 0 ? "pending" : "exhausted", 1,
+                                   clock_wall_ms());
+        status = 422;""",
+         test="test_api.IssueVerifyTest.test_max_attempts_kills_the_code",
+         why="the last allowed wrong guess leaves the verification 'pending' in the ledger"),
+    dict(name="otp-no-refund-on-ledger-failure",
+         file="src/otp/otp.c",
+         old="""    pacer_release(o->d.pacer);
+    otp_refund(o->d.limits, li.price_minor, li.now_ms);""",
+         new="""    pacer_release(o->d.pacer);""",
+         test="test_api.LedgerFailureRefundTest",
+         why="an issue refused for the ledger keeps its cost reservation: the budget drains with no SMS"),
+    dict(name="otp-slot-leak-on-ledger-failure",
+         file="src/otp/otp.c",
+         old="""    pacer_release(o->d.pacer);
+    otp_refund(o->d.limits, li.price_minor, li.now_ms);""",
+         new="""    otp_refund(o->d.limits, li.price_minor, li.now_ms);""",
+         test="test_api.LedgerFailureRefundTest",
+         why="an issue refused for the ledger keeps its queue slot: the queue fills with nothing in it"),
+    dict(name="otp-no-active-code-recorded-as-400",
+         file="src/otp/otp.c",
+         old="""answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone");
+        status = 404;""",
+         new="""answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone");
+        status = 400;""",
+         test="test_api.IssueVerifyTest.test_issue_sms_wrong_right_reuse",
+         why="the audit row of a verify with no live code says 400 while the caller got 404"),
+    dict(name="otp-failed-report-counted-delivered",
+         file="src/otp/otp.c",
+         old="o->deliveries[delivered ? 1 : 0]++;",
+         new="o->deliveries[1]++;",
+         test="test_reports.TwilioReportTest.test_undelivered",
+         why="a failed delivery report counts as delivered in otpd_delivery_reports_total"),
+]
