@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/unittest.h"
 #include "issue.lua.h"
 #include "refund.lua.h"
 #include "verify.lua.h"
@@ -252,8 +253,8 @@ static void append_name(char *list, size_t cap, const char *name)
 /* Reads issue.lua's reply into out. A refusal names the lock if there is
  * one, else the enforced rule that refuses longest; its Retry-After is the
  * longest wait of every refusal, cost caps included, so it is never early. */
-static void issue_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
-                       struct limits_issue *out)
+UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
+                         struct limits_issue *out)
 {
     const struct cfg_rule *lock = NULL, *limit = NULL;
     int64_t best_remaining = INT64_MAX, best_reset = -1, lock_reset = 0, limit_reset = -1;
@@ -379,39 +380,17 @@ out:
     return rc;
 }
 
-enum otp_rc limits_verify(struct limits *l, const char *phone, const char *guess_hash, int max_attempts,
-                          struct limits_verify *out, char *err)
+/* Reads verify.lua's reply into out (zeroed by the caller); wrong is the
+ * wrong-guess rule, or NULL. OTP_ESTORE with detail in err when the reply
+ * is not the script's. */
+UNITTEST enum otp_rc verify_read(const struct cfg_rule *wrong, const struct store_reply *rep,
+                                 struct limits_verify *out, char *err)
 {
-    struct limits_rules *rs = rules_get(l);
-    struct limits_request rq = {0};
-    const struct cfg_rule *wrong = NULL;
-    struct limits_args a = {0};
-    struct store_reply *rep = NULL;
-    char key[64];
     const char *status;
-    size_t i;
-    enum otp_rc rc;
 
-    memset(out, 0, sizeof(*out));
-    for (i = 0; i < rs->n_rules; i++)
-        if (rs->rules[i].algo == CFG_ALGO_WRONG_GUESS_CAP)
-            wrong = &rs->rules[i];
-    rq.phone = phone;
-    limits_key(CFG_KEY_PHONE, &rq, key, sizeof(key));
-    args_str(&a, key);
-    args_str(&a, guess_hash);
-    args_int(&a, max_attempts);
-    args_str(&a, wrong ? wrong->field : "");
-    args_int(&a, wrong ? wrong->limit : 0);
-    args_int(&a, wrong ? wrong->window_ms : 1);
-    args_str(&a, wrong && wrong->shadow ? "1" : "0");
-    rc = store_eval(l->store, l->h_verify, 1, a.n, a.v, &rep, err);
-    if (rc != OTP_OK)
-        goto out;
     if (rep->n != 6 || (status = rep->strs[0]) == NULL) {
         snprintf(err, OTP_ERR_LEN, "limits: verify script gave a bad reply");
-        rc = OTP_ESTORE;
-        goto out;
+        return OTP_ESTORE;
     }
     snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[1] ? rep->strs[1] : "");
     out->attempts_left = (int)rep->ints[2];
@@ -432,6 +411,38 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *guess
     }
     if (wrong != NULL && out->shadow_lock)
         snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
+    return OTP_OK;
+}
+
+enum otp_rc limits_verify(struct limits *l, const char *phone, const char *guess_hash, int max_attempts,
+                          struct limits_verify *out, char *err)
+{
+    struct limits_rules *rs = rules_get(l);
+    struct limits_request rq = {0};
+    const struct cfg_rule *wrong = NULL;
+    struct limits_args a = {0};
+    struct store_reply *rep = NULL;
+    char key[64];
+    size_t i;
+    enum otp_rc rc;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < rs->n_rules; i++)
+        if (rs->rules[i].algo == CFG_ALGO_WRONG_GUESS_CAP)
+            wrong = &rs->rules[i];
+    rq.phone = phone;
+    limits_key(CFG_KEY_PHONE, &rq, key, sizeof(key));
+    args_str(&a, key);
+    args_str(&a, guess_hash);
+    args_int(&a, max_attempts);
+    args_str(&a, wrong ? wrong->field : "");
+    args_int(&a, wrong ? wrong->limit : 0);
+    args_int(&a, wrong ? wrong->window_ms : 1);
+    args_str(&a, wrong && wrong->shadow ? "1" : "0");
+    rc = store_eval(l->store, l->h_verify, 1, a.n, a.v, &rep, err);
+    if (rc != OTP_OK)
+        goto out;
+    rc = verify_read(wrong, rep, out, err);
 out:
     store_reply_free(rep);
     rules_put(l, rs);
