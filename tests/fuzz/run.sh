@@ -1,0 +1,35 @@
+#!/bin/sh
+# run.sh SECONDS TARGET...: for each target, first run every seed of
+# tests/fuzz/corpus/TARGET/ once with OTPD_FUZZ_SEEDS=1 (a seed that does not
+# parse fails: it would start the fuzzer in the shallows), then fuzz for
+# SECONDS from a copy of the seeds in build/fuzz/corpus/TARGET/. Seeds named
+# regress-* are inputs that once crashed; they are run, but need not parse.
+# Crash inputs land in build/fuzz/. Exits 1 if any target failed.
+set -u
+secs=$1
+shift
+failed=""
+for t in "$@"; do
+    bin=build/fuzz/fuzz_$t seeds=tests/fuzz/corpus/$t work=build/fuzz/corpus/$t
+    echo "== fuzz_$t: seeds"
+    if ! OTPD_FUZZ_SEEDS=1 $bin $(ls -d $seeds/* | grep -v '/regress-') >build/fuzz/$t.seeds.log 2>&1 ||
+        ! $bin $seeds/* >>build/fuzz/$t.seeds.log 2>&1; then
+        tail -n 20 build/fuzz/$t.seeds.log
+        failed="$failed $t"
+        continue
+    fi
+    echo "== fuzz_$t: ${secs}s"
+    rm -rf "$work" && mkdir -p "$work" && cp $seeds/* "$work"/
+    if ! $bin -max_total_time="$secs" -max_len=8192 -print_final_stats=1 -artifact_prefix=build/fuzz/$t- \
+        "$work" >build/fuzz/$t.log 2>&1; then
+        failed="$failed $t"
+    fi
+    grep -E '^#[0-9]+.*(DONE|pulse)' build/fuzz/$t.log | tail -n 1
+    grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|check failed' \
+        build/fuzz/$t.log | head -n 8
+done
+if [ -n "$failed" ]; then
+    echo "fuzz: FAILED:$failed (see build/fuzz/*.log and build/fuzz/*-crash-*)"
+    exit 1
+fi
+echo "fuzz: every target ran ${secs}s without a finding"
