@@ -14,13 +14,17 @@
  * "rule NAME ALGORITHM MODE LIMIT WINDOW_MS" lines are the config's rules
  * within the config's bounds, in the order the script got them (verify
  * uses the wrong_guess_cap rule, if any). "reply" lists the script's reply:
- * integers, 'text for a string ("'" alone is ""), nil for a nil. The
- * readers' callers check the reply's length first, so issue inputs of
- * another length are dropped here as limits_issue drops them. Seeds:
+ * integers, 'text for a string ("'" alone is ""), nil for a nil.
+ *
+ * Inputs outside what the scripts can answer are dropped, as facts about
+ * the scripts rather than hopes: their numbers are Lua doubles holding
+ * integers well below 2^53 (milliseconds since 1970, windows of at most 366
+ * days, limits of at most 10^9); issue.lua computes a refusal's reset as a
+ * future instant minus now, so it is at least 1; and the readers' callers
+ * check the reply's length first (limits_issue answers OTP_ESTORE). Seeds:
  * tests/fuzz/corpus/reply/, replies the scripts give.
  */
 #include <errno.h>
-#include <limits.h>
 #include <string.h>
 
 #include "../../src/limits/limits.h"
@@ -28,6 +32,7 @@
 
 #define FUZZ_RULES_MAX 32
 #define FUZZ_REPLY_MAX (6 + 3 * FUZZ_RULES_MAX)
+#define FUZZ_LUA_INT_MAX (1LL << 53) /* beyond it a Lua double skips integers */
 
 /* limits.c's UNITTEST functions. */
 void issue_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
@@ -111,7 +116,7 @@ static int fuzz_values(struct fuzz_in *in, char *rest)
             return 0;
         if (tok[0] == '\'')
             in->strs[i] = tok + 1;
-        else if (strcmp(tok, "nil") != 0 && !fuzz_int(tok, LLONG_MIN, LLONG_MAX, &in->ints[i]))
+        else if (strcmp(tok, "nil") != 0 && !fuzz_int(tok, -FUZZ_LUA_INT_MAX, FUZZ_LUA_INT_MAX, &in->ints[i]))
             return 0;
         in->rep.n++;
     }
@@ -156,6 +161,9 @@ static int fuzz_issue(const struct fuzz_in *in)
 
     if (rep->n != 6 + in->n_rules * 3 || rep->strs[0] != NULL)
         return 0; /* limits_issue answers OTP_ESTORE */
+    for (i = 0; i < in->n_rules; i++)
+        if (rep->ints[6 + i * 3] != 1 && rep->ints[8 + i * 3] < 1)
+            return 0; /* not a refusal issue.lua gives */
     memset(&out, 0, sizeof(out));
     issue_read(in->used, in->n_rules, rep, &out);
     FUZZ_CHECK(strlen(out.vid) < sizeof(out.vid) && strlen(out.reason) < sizeof(out.reason));
