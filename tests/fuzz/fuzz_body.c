@@ -1,7 +1,8 @@
 /*
  * fuzz_body: libFuzzer over what http.c reads from a request body before
  * any decision: the JSON body of issue and verify (http_body, then the
- * field checks) and the form body of a Twilio delivery report
+ * field checks, with limits_ip_key for client_ip as otp.c applies it) and
+ * the form body of a Twilio delivery report
  * (http_form_get, http_form_decode). An input is one body of at most
  * HTTP_BODY_MAX bytes, as http.c buffers it. Seeds: tests/fuzz/corpus/body/,
  * bodies that pass every check.
@@ -12,6 +13,7 @@
 
 #include "../../src/base/phone.h"
 #include "../../src/http/http.h"
+#include "../../src/limits/limits.h"
 #include "fuzz.h"
 
 /* http.c's UNITTEST functions. */
@@ -72,6 +74,15 @@ static int fuzz_json(const char *body, size_t len, int verify)
     FUZZ_CHECK(s != NULL && phone_valid(s) && strlen(s) < PHONE_MAX);
     s = fuzz_str(j, "device_id");
     FUZZ_CHECK(s == NULL || (strlen(s) >= 1 && strlen(s) <= 128 && http_printable(s, 128)));
+    s = fuzz_str(j, "client_ip");
+    if (s != NULL) {
+        char ipkey[LIMITS_IP_KEY_MAX];
+        if (limits_ip_key(s, ipkey, sizeof(ipkey)) != OTP_OK)
+            goto out; /* otp.c: 400 invalid_request */
+        /* A key is an address's text (IPv6 as its /64): safe in a Redis key. */
+        FUZZ_CHECK(ipkey[0] != '\0' && strlen(ipkey) < sizeof(ipkey));
+        FUZZ_CHECK(strspn(ipkey, "0123456789abcdef.:/") == strlen(ipkey));
+    }
     s = fuzz_str(j, verify ? "code" : "purpose");
     ok = verify ? s != NULL : s == NULL || http_printable(s, 32);
 out:
