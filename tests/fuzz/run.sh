@@ -4,6 +4,7 @@
 # parse fails: it would start the fuzzer in the shallows), then fuzz for
 # SECONDS from a copy of the seeds in build/fuzz/corpus/TARGET/. Seeds named
 # regress-* are inputs that once crashed; they are run, but need not parse.
+# tests/fuzz/TARGET.dict, when there is one, lists the tokens of the format.
 # Crash inputs land in build/fuzz/. Exits 1 if any target failed.
 set -u
 secs=$1
@@ -20,7 +21,9 @@ for t in "$@"; do
     fi
     echo "== fuzz_$t: ${secs}s"
     rm -rf "$work" && mkdir -p "$work" && cp $seeds/* "$work"/
-    if ! $bin -max_total_time="$secs" -max_len=8192 -print_final_stats=1 -artifact_prefix=build/fuzz/$t- \
+    dict=""
+    [ -f tests/fuzz/$t.dict ] && dict=-dict=tests/fuzz/$t.dict
+    if ! $bin $dict -max_total_time="$secs" -max_len=8192 -print_final_stats=1 -artifact_prefix=build/fuzz/$t- \
         "$work" >build/fuzz/$t.log 2>&1; then
         failed="$failed $t"
     fi
