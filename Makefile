@@ -129,8 +129,8 @@ lint:
 # copied to build/fuzz/; any crash fails. FUZZ_SECONDS=N to run longer.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := config body phone reply
-FUZZ_CFLAGS  := -g -O1 -std=c11 -D_GNU_SOURCE -DOTPD_TESTING -pthread $(WARN) -fno-omit-frame-pointer \
-                -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -g -O1 -std=c11 -D_GNU_SOURCE -DOTPD_TESTING -pthread $(WARN) $(filter -Werror,$(CFLAGS)) \
+                -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
