@@ -2,7 +2,8 @@
  * fuzz_config: libFuzzer over config_parse, the one parser that reads
  * operator input. Every input must give a config or an error text, never a
  * crash, a leak or undefined behaviour, and a config it gives must keep the
- * promises of config.h. Seeds: tests/fuzz/corpus/config/, whole configs
+ * promises of config.h, among them that its template always renders into
+ * the pacer's text buffer. Seeds: tests/fuzz/corpus/config/, whole configs
  * that parse with the environment set below.
  */
 #include <string.h>
@@ -10,6 +11,8 @@
 #include <jansson.h>
 
 #include "../../src/base/config.h"
+#include "../../src/otp/code.h"
+#include "../../src/pacer/pacer.h"
 #include "fuzz.h"
 
 /* Every environment variable the configs in configs/ and tests/ name. */
@@ -66,6 +69,14 @@ static void fuzz_config_check(const struct config *c)
     /* With caps, every destination has a price: none escapes them. */
     if (c->n_caps > 0)
         FUZZ_CHECK(config_price(c, "+999999999999") >= 0);
+    /* otp.c renders with the code's digits and the minutes left (1 to 60,
+     * as otp.ttl is at most an hour) into the pacer's PACER_TEXT_MAX. */
+    {
+        static const char nines[] = "9999999999";
+        char text[PACER_TEXT_MAX];
+        FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 60, text, sizeof(text)) == OTP_OK);
+        FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 1, text, sizeof(text)) == OTP_OK);
+    }
     if (c->provider == CFG_PROVIDER_KANNEL || c->provider == CFG_PROVIDER_TWILIO)
         FUZZ_CHECK(c->provider_user != NULL && c->provider_pass != NULL);
 }
