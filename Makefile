@@ -132,6 +132,7 @@ FUZZ_TARGETS := config body phone reply
 FUZZ_CFLAGS  := -g -O1 -std=c11 -D_GNU_SOURCE -DOTPD_TESTING -pthread $(WARN) $(filter -Werror,$(CFLAGS)) \
                 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+.SECONDARY: $(FUZZ_OBJ)
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP $(PKG_CFLAGS) -c $< -o $@
