@@ -131,14 +131,25 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 	  --suppress=missingIncludeSystem -I src $(LIB_SRC) cmd/otpd/main.c cmd/otpctl/main.c
 
-# libFuzzer over the config parser (clang); FUZZ_SECONDS=N to run longer.
+# libFuzzer (clang) over the parsers: build/fuzz/fuzz_T for each T of FUZZ_TARGETS, from tests/fuzz/fuzz_T.c
+# and the library built with OTPD_TESTING (UNITTEST functions visible) and ASan+UBSan. tests/fuzz/run.sh
+# checks that every seed parses, then runs each target FUZZ_SECONDS (default 60) from tests/fuzz/corpus/T/
+# copied to build/fuzz/; any crash fails. FUZZ_SECONDS=N to run longer.
 FUZZ_SECONDS ?= 60
-fuzz:
-	@mkdir -p build/fuzz
-	clang -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $$(pkg-config --cflags jansson) \
-	  tests/fuzz/fuzz_config.c $(BASE_SRC) -o build/fuzz/fuzz_config $$(pkg-config --libs jansson)
-	mkdir -p build/fuzz/corpus && cp tests/fuzz/corpus/* build/fuzz/corpus/
-	build/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build/fuzz/corpus
+FUZZ_TARGETS := config body phone reply
+FUZZ_CFLAGS  := -g -O1 -std=c11 -D_GNU_SOURCE -DOTPD_TESTING -pthread $(WARN) $(filter -Werror,$(CFLAGS)) \
+                -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+.SECONDARY: $(FUZZ_OBJ)
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP $(PKG_CFLAGS) -c $< -o $@
+build/fuzz/obj/src/limits/limits.o: $(LUA_H)
+build/fuzz/obj/src/ledger/ledger.o: src/ledger/schema.h
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+	sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The mutation gate (tests/mutants/): MUTANTS="name ..." picks mutants by substring, MUTATE_JOBS copies in parallel.
 MUTATE_JOBS ?= 2

@@ -19,6 +19,7 @@
 
 #include "../base/log.h"
 #include "../base/phone.h"
+#include "../base/unittest.h"
 
 enum http_route {
     ROUTE_ISSUE,
@@ -180,12 +181,13 @@ static int http_is_json(struct MHD_Connection *con)
                                                                            ct[n] == ' ');
 }
 
-/* Reads the request's JSON object, allowing only the named string fields.
- * Returns NULL and fills detail when the body is not acceptable. */
-static json_t *http_body(const struct http_req *rq, const char *const *fields, char *detail, size_t cap)
+/* Reads the request body (len bytes) as a JSON object, allowing only the
+ * named string fields. Returns NULL and fills detail when the body is not
+ * acceptable. */
+UNITTEST json_t *http_body(const char *body, size_t len, const char *const *fields, char *detail, size_t cap)
 {
     json_error_t e;
-    json_t *j = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &e), *v;
+    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &e), *v;
     const char *key;
 
     if (j == NULL) {
@@ -221,7 +223,7 @@ static const char *http_field(json_t *j, const char *name)
 }
 
 /* 1 when s is 1 to max printable ASCII bytes. */
-static int http_printable(const char *s, size_t max)
+UNITTEST int http_printable(const char *s, size_t max)
 {
     size_t n = 0;
 
@@ -232,7 +234,7 @@ static int http_printable(const char *s, size_t max)
 }
 
 /* Checks the fields issue and verify share. Returns an error code or NULL. */
-static const char *http_check_common(json_t *j, char *detail, size_t cap)
+UNITTEST const char *http_check_common(json_t *j, char *detail, size_t cap)
 {
     const char *phone = http_field(j, "phone"), *dev = http_field(j, "device_id");
 
@@ -259,7 +261,7 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     struct otp_answer a;
     const char *error, *purpose;
     char detail[160];
-    json_t *j = http_body(rq, fields, detail, sizeof(detail)), *out;
+    json_t *j = http_body(rq->body, rq->len, fields, detail, sizeof(detail)), *out;
 
     if (j == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
@@ -295,7 +297,7 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     struct otp_answer a;
     const char *error, *code;
     char detail[160];
-    json_t *j = http_body(rq, fields, detail, sizeof(detail));
+    json_t *j = http_body(rq->body, rq->len, fields, detail, sizeof(detail));
 
     if (j == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
@@ -341,7 +343,7 @@ static enum MHD_Result http_ready(struct http *h, struct MHD_Connection *con)
 }
 
 /* Decodes %XX and '+' of a form value in place. */
-static void http_form_decode(char *s)
+UNITTEST void http_form_decode(char *s)
 {
     char *o = s;
 
@@ -360,7 +362,7 @@ static void http_form_decode(char *s)
 }
 
 /* Finds name's value in a form body; copies at most cap - 1 bytes. */
-static int http_form_get(const char *body, const char *name, char *out, size_t cap)
+UNITTEST int http_form_get(const char *body, const char *name, char *out, size_t cap)
 {
     size_t n = strlen(name);
     const char *p = body;

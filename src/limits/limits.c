@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../base/log.h"
+#include "../base/unittest.h"
 #include "issue.lua.h"
 #include "refund.lua.h"
 #include "reserve.lua.h"
@@ -415,8 +416,8 @@ static void flush_first(struct limits *l)
 /* Reads issue.lua's reply into out. A refusal names the lock if there is
  * one, else the enforced rule that refuses longest; its Retry-After is the
  * longest wait of every refusal, cost caps included, so it is never early. */
-static void issue_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
-                       struct limits_issue *out)
+UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
+                         struct limits_issue *out)
 {
     const struct cfg_rule *lock = NULL, *limit = NULL;
     int64_t best_remaining = INT64_MAX, best_reset = -1, lock_reset = 0, limit_reset = -1;
@@ -563,6 +564,40 @@ out:
     return rc;
 }
 
+/* Reads verify.lua's reply into out (zeroed by the caller); wrong is the
+ * wrong-guess rule, or NULL. OTP_ESTORE with detail in err when the reply
+ * is not the script's, or is an abandoned call's. */
+UNITTEST enum otp_rc verify_read(const struct cfg_rule *wrong, const struct store_reply *rep,
+                                 struct limits_verify *out, char *err)
+{
+    const char *status;
+
+    if (rep->n != VR_COUNT || (status = rep->strs[VR_STATUS]) == NULL || strcmp(status, "abandoned") == 0) {
+        snprintf(err, OTP_ERR_LEN, "limits: verify script gave a bad reply");
+        return OTP_ESTORE;
+    }
+    snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[VR_VID] ? rep->strs[VR_VID] : "");
+    out->attempts_left = (int)rep->ints[VR_ATTEMPTS_LEFT];
+    out->retry_ms = rep->ints[VR_WINDOW_LEFT];
+    out->shadow_lock = rep->ints[VR_SHADOW_LOCK] == 1;
+    if (strcmp(status, "ok") == 0)
+        out->rc = OTP_OK;
+    else if (strcmp(status, "wrong") == 0)
+        out->rc = OTP_EBADCODE;
+    else if (strcmp(status, "locked") == 0)
+        out->rc = OTP_ELOCKED;
+    else
+        out->rc = OTP_ENOTFOUND;
+    if (wrong != NULL && !wrong->shadow) {
+        header_set(&out->header, wrong, wrong->limit - rep->ints[VR_WRONG], out->retry_ms);
+        if (out->rc == OTP_ELOCKED)
+            snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
+    }
+    if (wrong != NULL && out->shadow_lock)
+        snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
+    return OTP_OK;
+}
+
 enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, const char *guess_hash,
                           int max_attempts, struct limits_verify *out, char *err)
 {
@@ -572,7 +607,6 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, 
     struct limits_args a = {0};
     struct limits_undo u = {0};
     struct store_reply *rep = NULL;
-    const char *status;
     size_t i;
     int maybe_ran = 0;
     enum otp_rc rc;
@@ -604,31 +638,10 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, 
             undo_queue(l, &u);
         goto out;
     }
-    if (rep->n != VR_COUNT || (status = rep->strs[VR_STATUS]) == NULL || strcmp(status, "abandoned") == 0) {
-        snprintf(err, OTP_ERR_LEN, "limits: verify script gave a bad reply");
+    if ((rc = verify_read(wrong, rep, out, err)) != OTP_OK) {
         undo_queue(l, &u);
-        rc = OTP_ESTORE;
         goto out;
     }
-    snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[VR_VID] ? rep->strs[VR_VID] : "");
-    out->attempts_left = (int)rep->ints[VR_ATTEMPTS_LEFT];
-    out->retry_ms = rep->ints[VR_WINDOW_LEFT];
-    out->shadow_lock = rep->ints[VR_SHADOW_LOCK] == 1;
-    if (strcmp(status, "ok") == 0)
-        out->rc = OTP_OK;
-    else if (strcmp(status, "wrong") == 0)
-        out->rc = OTP_EBADCODE;
-    else if (strcmp(status, "locked") == 0)
-        out->rc = OTP_ELOCKED;
-    else
-        out->rc = OTP_ENOTFOUND;
-    if (wrong != NULL && !wrong->shadow) {
-        header_set(&out->header, wrong, wrong->limit - rep->ints[VR_WRONG], out->retry_ms);
-        if (out->rc == OTP_ELOCKED)
-            snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
-    }
-    if (wrong != NULL && out->shadow_lock)
-        snprintf(out->reason, sizeof(out->reason), "%s", wrong->name);
     limits_commit(l, &u); /* answered: nobody will abandon it */
 out:
     store_reply_free(rep);

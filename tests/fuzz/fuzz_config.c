@@ -1,15 +1,85 @@
 /*
  * fuzz_config: libFuzzer over config_parse, the one parser that reads
  * operator input. Every input must give a config or an error text, never a
- * crash, a leak or undefined behaviour. `make fuzz` runs it for a while.
+ * crash, a leak or undefined behaviour, and a config it gives must keep the
+ * promises of config.h, among them that its template always renders into
+ * the pacer's text buffer. Seeds: tests/fuzz/corpus/config/, whole configs
+ * that parse with the environment set below.
  */
-#include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "../../src/base/config.h"
+#include <jansson.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "../../src/base/config.h"
+#include "../../src/otp/code.h"
+#include "../../src/pacer/pacer.h"
+#include "fuzz.h"
+
+/* Every environment variable the configs in configs/ and tests/ name. */
+static const char *const fuzz_env[][2] = {
+    {"OTPD_SECRET", "fuzz-secret-0123456789abcdef0123456789"},
+    {"OTPD_KEY_LOGIN_WEB", "fuzz-key-login-web-0123456789"},
+    {"OTPD_KEY_LOGIN_APP", "fuzz-key-login-app-0123456789"},
+    {"OTPD_KEY_ADMIN", "fuzz-key-admin-0123456789abcdef"},
+    {"KANNEL_USER", "kannel"},
+    {"KANNEL_PASS", "kannel-pass"},
+    {"TWILIO_SID", "AC0123456789abcdef0123456789abcdef"},
+    {"TWILIO_TOKEN", "twilio-token"},
+    {"REDIS_PASSWORD", "redis-pass"},
+};
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    size_t i;
+
+    (void)argc, (void)argv;
+    for (i = 0; i < sizeof(fuzz_env) / sizeof(fuzz_env[0]); i++)
+        setenv(fuzz_env[i][0], fuzz_env[i][1], 1);
+    json_object_seed(1); /* the same hash order every run */
+    return 0;
+}
+
+/* What config.h promises of a config that loaded. */
+static void fuzz_config_check(const struct config *c)
+{
+    size_t i;
+
+    FUZZ_CHECK(c->secret != NULL && c->secret_len >= 32);
+    FUZZ_CHECK(c->n_api_keys >= 1 && c->n_api_keys <= 256);
+    for (i = 0; i < c->n_api_keys; i++)
+        FUZZ_CHECK(c->api_keys[i].key != NULL && strlen(c->api_keys[i].key) >= 16);
+    FUZZ_CHECK(c->otp_length >= 4 && c->otp_length <= 10);
+    FUZZ_CHECK(c->otp_ttl_ms >= 10000 && c->otp_ttl_ms <= 3600000);
+    FUZZ_CHECK(strstr(c->otp_template, "{code}") != NULL);
+    FUZZ_CHECK(c->listen_port >= 1 && c->listen_port <= 65535);
+    FUZZ_CHECK(c->n_sentinels > 0 || c->redis_host[0] != '\0');
+    FUZZ_CHECK(c->redis_db >= 0 && c->redis_db <= 15);
+    FUZZ_CHECK(c->n_rules <= 32);
+    for (i = 0; i < c->n_rules; i++) {
+        const struct cfg_rule *r = &c->rules[i];
+        FUZZ_CHECK(r->name[0] != '\0' && strlen(r->field) == 2);
+        FUZZ_CHECK(r->limit >= 1 && r->window_ms >= 1 && r->burst >= 1);
+        FUZZ_CHECK((unsigned)r->key < CFG_KEY_COUNT && config_key_name(r->key) != NULL);
+        FUZZ_CHECK(config_algo_name(r->algo) != NULL);
+    }
+    for (i = 0; i < c->n_prices; i++)
+        FUZZ_CHECK(c->prices[i].price_minor >= 0);
+    for (i = 0; i < c->n_caps; i++)
+        FUZZ_CHECK(c->caps[i].window_ms >= 1 && c->caps[i].max_minor >= 0);
+    /* With caps, every destination has a price: none escapes them. */
+    if (c->n_caps > 0)
+        FUZZ_CHECK(config_price(c, "+999999999999") >= 0);
+    /* otp.c renders with the code's digits and the minutes left (1 to 60,
+     * as otp.ttl is at most an hour) into the pacer's PACER_TEXT_MAX. */
+    {
+        static const char nines[] = "9999999999";
+        char text[PACER_TEXT_MAX];
+        FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 60, text, sizeof(text)) == OTP_OK);
+        FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 1, text, sizeof(text)) == OTP_OK);
+    }
+    if (c->provider == CFG_PROVIDER_KANNEL || c->provider == CFG_PROVIDER_TWILIO)
+        FUZZ_CHECK(c->provider_user != NULL && c->provider_pass != NULL);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -20,10 +90,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data, size);
     text[size] = '\0';
-    setenv("OTPD_SECRET", "fuzz-secret-0123456789abcdef0123456789", 0);
-    setenv("OTPD_KEY", "fuzz-key-0123456789", 0);
     c = config_parse(text, "fuzz.json", &errors);
+    /* Exactly one of a config and an error text. */
+    FUZZ_CHECK((c == NULL) != (errors == NULL));
+    fuzz_deep(c != NULL, errors ? errors : "");
     if (c != NULL) {
+        fuzz_config_check(c);
         (void)config_price(c, "+919812345678");
         config_free(c);
     }

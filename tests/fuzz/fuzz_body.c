@@ -1,0 +1,131 @@
+/*
+ * fuzz_body: libFuzzer over what http.c reads from a request body before
+ * any decision: the JSON body of issue and verify (http_body, then the
+ * field checks, with limits_ip_key for client_ip as otp.c applies it) and
+ * the form body of a Twilio delivery report
+ * (http_form_get, http_form_decode). An input is one body of at most
+ * HTTP_BODY_MAX bytes, as http.c buffers it. Seeds: tests/fuzz/corpus/body/,
+ * bodies that pass every check.
+ */
+#include <string.h>
+
+#include <jansson.h>
+
+#include "../../src/base/phone.h"
+#include "../../src/http/http.h"
+#include "../../src/limits/limits.h"
+#include "fuzz.h"
+
+/* http.c's UNITTEST functions. */
+json_t *http_body(const char *body, size_t len, const char *const *fields, char *detail, size_t cap);
+int http_printable(const char *s, size_t max);
+const char *http_check_common(json_t *j, char *detail, size_t cap);
+void http_form_decode(char *s);
+int http_form_get(const char *body, const char *name, char *out, size_t cap);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    json_object_seed(1);
+    return 0;
+}
+
+static const char *fuzz_str(json_t *j, const char *name)
+{
+    return json_string_value(json_object_get(j, name));
+}
+
+/* Parses body as http_issue (verify 0) or http_verify does; returns 1 when
+ * it passes every check, and checks what passing promises. */
+static int fuzz_json(const char *body, size_t len, int verify)
+{
+    static const char *const issue_fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
+    static const char *const verify_fields[] = {"phone", "code", "device_id", "client_ip", NULL};
+    const char *const *fields = verify ? verify_fields : issue_fields;
+    char detail[160]; /* as in http.c */
+    const char *key, *error, *s;
+    json_t *j, *v;
+    int ok = 0;
+
+    memset(detail, 0, sizeof(detail));
+    j = http_body(body, len, fields, detail, sizeof(detail));
+    if (j == NULL) {
+        FUZZ_CHECK(detail[0] != '\0' && memchr(detail, '\0', sizeof(detail)) != NULL);
+        return 0;
+    }
+    /* An object of allowed fields, each a string without a NUL. */
+    FUZZ_CHECK(json_is_object(j));
+    json_object_foreach(j, key, v) {
+        const char *const *f;
+        for (f = fields; *f && strcmp(*f, key) != 0; f++)
+            ;
+        FUZZ_CHECK(*f != NULL);
+        FUZZ_CHECK(json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v));
+    }
+    error = http_check_common(j, detail, sizeof(detail));
+    if (error != NULL) {
+        FUZZ_CHECK(strcmp(error, "invalid_request") == 0 || strcmp(error, "invalid_phone") == 0);
+        FUZZ_CHECK(detail[0] != '\0');
+        goto out;
+    }
+    /* What the rest of otpd relies on: a valid phone that fits PHONE_MAX,
+     * and a device id that is safe to put into a Redis key and a log. */
+    s = fuzz_str(j, "phone");
+    FUZZ_CHECK(s != NULL && phone_valid(s) && strlen(s) < PHONE_MAX);
+    s = fuzz_str(j, "device_id");
+    FUZZ_CHECK(s == NULL || (strlen(s) >= 1 && strlen(s) <= 128 && http_printable(s, 128)));
+    s = fuzz_str(j, "client_ip");
+    if (s != NULL) {
+        char ipkey[LIMITS_IP_KEY_MAX];
+        if (limits_ip_key(s, ipkey, sizeof(ipkey)) != OTP_OK)
+            goto out; /* otp.c: 400 invalid_request */
+        /* A key is an address's text (IPv6 as its /64): safe in a Redis key. */
+        FUZZ_CHECK(ipkey[0] != '\0' && strlen(ipkey) < sizeof(ipkey));
+        FUZZ_CHECK(strspn(ipkey, "0123456789abcdef.:/") == strlen(ipkey));
+    }
+    s = fuzz_str(j, verify ? "code" : "purpose");
+    ok = verify ? s != NULL : s == NULL || http_printable(s, 32);
+out:
+    json_decref(j);
+    return ok;
+}
+
+/* Reads body as a Twilio status callback; returns 1 when it names a status. */
+static int fuzz_form(const char *body, size_t len)
+{
+    char status[32], copy[HTTP_BODY_MAX + 1];
+    size_t n;
+    int found;
+
+    memset(status, 'x', sizeof(status));
+    found = http_form_get(body, "MessageStatus", status, sizeof(status));
+    FUZZ_CHECK(memchr(status, '\0', sizeof(status)) != NULL || !found);
+    if (found)
+        FUZZ_CHECK(strlen(status) < sizeof(status));
+    /* Decoding never grows a string. */
+    memcpy(copy, body, len + 1);
+    n = strlen(copy);
+    http_form_decode(copy);
+    FUZZ_CHECK(strlen(copy) <= n);
+    return found && status[0] != '\0';
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *body;
+    int deep;
+
+    if (size > HTTP_BODY_MAX) /* http.c answers 413 before parsing */
+        return 0;
+    /* http.c's buffer holds the body and a NUL after it, for the form. */
+    if ((body = malloc(size + 1)) == NULL)
+        return 0;
+    memcpy(body, data, size);
+    body[size] = '\0';
+    deep = fuzz_json(body, size, 0);
+    deep |= fuzz_json(body, size, 1);
+    deep |= fuzz_form(body, size);
+    fuzz_deep(deep, "neither a valid issue or verify body nor a form with MessageStatus");
+    free(body);
+    return 0;
+}
