@@ -430,6 +430,21 @@ enum otp_rc otp_recover(struct otp *o, char *err)
     return rc;
 }
 
+/* Appends the risky Redis settings of the last check to why ("" when
+ * none): a warning only, readiness stays (a fleet must not go down on it). */
+static void redis_conf_warnings(struct otp *o, char *why, size_t cap)
+{
+    struct store_redis_conf rc;
+    size_t n = strlen(why);
+
+    store_redis_conf(o->d.store, &rc);
+    if (rc.policy_risky && n < cap)
+        n += (size_t)snprintf(why + n, cap - n, "; redis: maxmemory-policy is %s, must be noeviction",
+                              rc.maxmemory_policy);
+    if (rc.appendonly_risky && n < cap)
+        snprintf(why + n, cap - n, "; redis: appendonly is %s, must be yes", rc.appendonly);
+}
+
 int otp_ready(struct otp *o, char *why, size_t cap)
 {
     char err[OTP_ERR_LEN];
@@ -450,6 +465,7 @@ int otp_ready(struct otp *o, char *why, size_t cap)
         return 0;
     }
     snprintf(why, cap, "ok");
+    redis_conf_warnings(o, why, cap);
     return 1;
 }
 
@@ -491,12 +507,14 @@ static void put(struct text *t, const char *fmt, ...)
 char *otp_metrics(struct otp *o)
 {
     struct text t = {0};
+    struct store_redis_conf rconf;
     struct store_stats ss;
     struct pacer_stats ps;
     struct ledger_stats ls;
     int i;
 
     store_stats(o->d.store, &ss);
+    store_redis_conf(o->d.store, &rconf);
     pacer_stats(o->d.pacer, &ps);
     ledger_stats(o->d.ledger, &ls);
     put(&t, "# HELP otpd_requests_total API decisions by operation and outcome.\n"
@@ -529,6 +547,13 @@ char *otp_metrics(struct otp *o)
             "# TYPE otpd_store_breaker_open gauge\notpd_store_breaker_open %d\n",
         (unsigned long long)ss.calls, (unsigned long long)ss.failures, (unsigned long long)ss.breaker_rejects,
         store_breaker_open(o->d.store));
+    put(&t, "# HELP otpd_redis_config_risky 1 when a Redis setting otpd relies on is risky or unreadable "
+            "(maxmemory-policy must be noeviction, appendonly yes); absent before the first connection.\n"
+            "# TYPE otpd_redis_config_risky gauge\n");
+    if (rconf.checked)
+        put(&t, "otpd_redis_config_risky{setting=\"maxmemory-policy\"} %d\n"
+                "otpd_redis_config_risky{setting=\"appendonly\"} %d\n",
+            rconf.policy_risky, rconf.appendonly_risky);
     put(&t, "# HELP otpd_queue_depth Messages waiting in the pacer queue.\n# TYPE otpd_queue_depth gauge\n"
             "otpd_queue_depth %llu\n"
             "# HELP otpd_provider_inflight Provider calls in flight.\n# TYPE otpd_provider_inflight gauge\n"
