@@ -43,7 +43,7 @@ struct store {
     int probing;           /* 1 while the one half-open probe runs */
     struct store_stats stats;
     struct store_redis_conf conf; /* the last CONFIG GET check */
-    int conf_relog;        /* 1: log a risky setting at the next check (start, after a broken connection) */
+    int conf_relog; /* 1: log a risky setting at the next check (start, after a broken connection) */
 };
 
 struct store *store_new(const struct store_opts *o)
@@ -206,11 +206,15 @@ static int store_conf_check(struct store *s, redisContext *c, char *err)
     s->conf = conf;
     pthread_mutex_unlock(&s->mu);
     if (relog && conf.policy_risky)
-        log_msg(LOG_WARN, "redis: maxmemory-policy is %s, not noeviction: eviction would silently wipe limits, "
-                "locks and verifications", conf.maxmemory_policy);
+        log_msg(LOG_WARN,
+                "redis: maxmemory-policy is %s, not noeviction: eviction would silently wipe limits, "
+                "locks and verifications",
+                conf.maxmemory_policy);
     if (relog && conf.appendonly_risky)
-        log_msg(LOG_WARN, "redis: appendonly is %s, not yes: a Redis restart would forget every limit, lock and "
-                "verification", conf.appendonly);
+        log_msg(LOG_WARN,
+                "redis: appendonly is %s, not yes: a Redis restart would forget every limit, lock and "
+                "verification",
+                conf.appendonly);
     rc = 0;
 out:
     if (policy)

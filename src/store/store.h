@@ -83,11 +83,11 @@ int64_t store_breaker_left_ms(struct store *s);
  * again after each reconnect.
  */
 struct store_redis_conf {
-    int checked;                /* 0 until a connection was made */
-    char maxmemory_policy[32];  /* "unknown" when CONFIG GET is refused (renamed, ACL) */
-    char appendonly[16];        /* "yes", "no" or "unknown" */
-    int policy_risky;           /* 1 unless the policy is known to be noeviction */
-    int appendonly_risky;       /* 1 unless appendonly is known to be yes */
+    int checked;               /* 0 until a connection was made */
+    char maxmemory_policy[32]; /* "unknown" when CONFIG GET is refused (renamed, ACL) */
+    char appendonly[16];       /* "yes", "no" or "unknown" */
+    int policy_risky;          /* 1 unless the policy is known to be noeviction */
+    int appendonly_risky;      /* 1 unless appendonly is known to be yes */
 };
 
 /* The last check's result (all zero before the first connection). */

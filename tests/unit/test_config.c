@@ -1247,9 +1247,10 @@ static void test_alloc_failures(void **state)
             alloc_arm(i, rest);
             c = config_parse(DEV_JSON, FILE_NAME, &errors);
             if (c != NULL)
-                fail_msg("allocation %ld of %ld failed (and %s after it) but the config loaded with %zu rules, "
-                         "%zu caps, %zu prices, %zu keys", i, total, rest ? "every one" : "none",
-                         c->n_rules, c->n_caps, c->n_prices, c->n_api_keys);
+                fail_msg(
+                    "allocation %ld of %ld failed (and %s after it) but the config loaded with %zu rules, "
+                    "%zu caps, %zu prices, %zu keys",
+                    i, total, rest ? "every one" : "none", c->n_rules, c->n_caps, c->n_prices, c->n_api_keys);
             assert_non_null(errors);
             if (strstr(errors, "out of memory") == NULL)
                 fail_msg("allocation %ld failed; errors: %s", i, errors);
