@@ -31,6 +31,7 @@ struct otp {
     char shadow_name[OTP_SHADOW_RULES][CFG_NAME_MAX];
     uint64_t shadow_count[OTP_SHADOW_RULES];
     uint64_t deliveries[2]; /* failed, delivered */
+    struct idem *idem;      /* Idempotency-Key state, for the HTTP layer */
 };
 
 struct otp *otp_new(const struct otp_deps *d)
@@ -40,6 +41,10 @@ struct otp *otp_new(const struct otp_deps *d)
     if (o == NULL)
         return NULL;
     o->d = *d;
+    if ((o->idem = idem_new(d->store)) == NULL) {
+        free(o);
+        return NULL;
+    }
     pthread_mutex_init(&o->mu, NULL);
     return o;
 }
@@ -49,7 +54,13 @@ void otp_free(struct otp *o)
     if (o == NULL)
         return;
     pthread_mutex_destroy(&o->mu);
+    idem_free(o->idem);
     free(o);
+}
+
+struct idem *otp_idem(struct otp *o)
+{
+    return o->idem;
 }
 
 static void count(struct otp *o, uint64_t *table, const char *decision)
@@ -509,12 +520,14 @@ char *otp_metrics(struct otp *o)
     struct text t = {0};
     struct store_redis_conf rconf;
     struct store_stats ss;
+    struct idem_stats is;
     struct pacer_stats ps;
     struct ledger_stats ls;
     int i;
 
     store_stats(o->d.store, &ss);
     store_redis_conf(o->d.store, &rconf);
+    idem_stats(o->idem, &is);
     pacer_stats(o->d.pacer, &ps);
     ledger_stats(o->d.ledger, &ls);
     put(&t, "# HELP otpd_requests_total API decisions by operation and outcome.\n"
@@ -547,12 +560,22 @@ char *otp_metrics(struct otp *o)
             "# TYPE otpd_store_breaker_open gauge\notpd_store_breaker_open %d\n",
         (unsigned long long)ss.calls, (unsigned long long)ss.failures, (unsigned long long)ss.breaker_rejects,
         store_breaker_open(o->d.store));
+    put(&t,
+        "# HELP otpd_idempotency_total Requests with an Idempotency-Key, by what became of them.\n"
+        "# TYPE otpd_idempotency_total counter\n"
+        "otpd_idempotency_total{result=\"decided\"} %llu\n"
+        "otpd_idempotency_total{result=\"replayed\"} %llu\n"
+        "otpd_idempotency_total{result=\"reused\"} %llu\n"
+        "otpd_idempotency_total{result=\"in_use\"} %llu\n",
+        (unsigned long long)is.decided, (unsigned long long)is.replayed, (unsigned long long)is.mismatched,
+        (unsigned long long)is.busy);
     put(&t, "# HELP otpd_redis_config_risky 1 when a Redis setting otpd relies on is risky or unreadable "
             "(maxmemory-policy must be noeviction, appendonly yes); absent before the first connection.\n"
             "# TYPE otpd_redis_config_risky gauge\n");
     if (rconf.checked)
-        put(&t, "otpd_redis_config_risky{setting=\"maxmemory-policy\"} %d\n"
-                "otpd_redis_config_risky{setting=\"appendonly\"} %d\n",
+        put(&t,
+            "otpd_redis_config_risky{setting=\"maxmemory-policy\"} %d\n"
+            "otpd_redis_config_risky{setting=\"appendonly\"} %d\n",
             rconf.policy_risky, rconf.appendonly_risky);
     put(&t, "# HELP otpd_queue_depth Messages waiting in the pacer queue.\n# TYPE otpd_queue_depth gauge\n"
             "otpd_queue_depth %llu\n"
