@@ -127,7 +127,8 @@ enum otp_rc idem_begin(struct idem *m, const char *caller, const char *key, cons
     const char *args[4];
     struct store_reply *rep = NULL;
     uint64_t deadline_ns = clock_mono_ns() + (uint64_t)IDEM_WAIT_MS * 1000000u;
-    int64_t pause_ms = 2;
+    uint64_t now_ns;
+    int64_t pause_ms = 2, left_ms;
     enum otp_rc rc;
 
     memset(cl, 0, sizeof(*cl));
@@ -175,12 +176,15 @@ enum otp_rc idem_begin(struct idem *m, const char *caller, const char *key, cons
         /* Busy: the first request with this key is deciding. */
         store_reply_free(rep);
         rep = NULL;
-        if (clock_mono_ns() + (uint64_t)pause_ms * 1000000u > deadline_ns) {
+        now_ns = clock_mono_ns();
+        if (now_ns >= deadline_ns) {
             *state = IDEM_BUSY;
             idem_count(m, &m->stats.busy);
             return OTP_OK;
         }
-        idem_sleep_ms(pause_ms);
+        /* The last pause ends at the deadline, for one last look. */
+        left_ms = (int64_t)((deadline_ns - now_ns + 999999u) / 1000000u);
+        idem_sleep_ms(pause_ms < left_ms ? pause_ms : left_ms);
         pause_ms = pause_ms * 2 > 50 ? 50 : pause_ms * 2;
     }
     store_reply_free(rep);

@@ -8,10 +8,12 @@ no limit taken, no SMS, no ledger row. The same key with another request is
 A key is 1 to 64 printable ASCII bytes, else 400 invalid_request. A 503
 store_unavailable is never stored: a retry is decided afresh.
 """
+import hashlib
 import http.client
 import json
 import re
 import threading
+import time
 import unittest
 
 import harness
@@ -227,6 +229,38 @@ class ConcurrencyTest(IdemTest):
         self.assertEqual(self.metric('otpd_idempotency_total{result="replayed"}'), n - 1)
         # One take: the next request without a key has two of three left.
         self.assertEqual(self.issue(PHONE)[1]["ratelimit"], '"phone_10m";r=1;t=600')
+
+
+class InFlightTest(IdemTest):
+    """A claim whose owner has not answered (planted here the way idem.c
+    writes one: its request hash and an owner token, no answer)."""
+
+    def plant(self, key, body, px_ms):
+        canon = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        h = hashlib.sha256(("issue\n" + canon).encode()).hexdigest()
+        rkey = "otpd:idem:%d:%s:%s" % (len("login-web"), "login-web", key)
+        self.redis.cmd("HSET", rkey, "h", h, "o", "0" * 32)
+        self.redis.cmd("PEXPIRE", rkey, px_ms)
+
+    def test_still_deciding_after_the_wait(self):
+        self.plant("slow", {"phone": PHONE}, 5000)
+        t0 = time.monotonic()
+        st, h, p = self.issue(PHONE, "slow")
+        took = time.monotonic() - t0
+        self.assertEqual((st, p["error"], h["retry-after"]), (409, "idempotency_key_in_use", "1"))
+        self.assertGreaterEqual(took, 2.0)  # IDEM_WAIT_MS
+        self.settle()
+        self.assertEqual(self.sms_to(PHONE), [])
+        self.assertEqual(self.requests_for(PHONE), [])
+        self.assertEqual(self.metric('otpd_idempotency_total{result="in_use"}'), 1)
+
+    def test_abandoned_claim_expires_and_the_retry_decides(self):
+        self.plant("dead", {"phone": PHONE}, 300)
+        st, _, body = self.issue(PHONE, "dead")
+        self.assertEqual(st, 202, body)
+        self.assertEqual(self.issue(PHONE, "dead")[2], body)
+        self.settle()
+        self.assertEqual(len(self.sms_to(PHONE)), 1)
 
 
 class FailClosedTest(IdemTest):
