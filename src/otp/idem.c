@@ -13,8 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <sodium.h>
-
 #include "../base/clock.h"
 #include "../base/log.h"
 #include "code.h"
@@ -56,18 +54,20 @@ static const char idem_end_lua[] = "if redis.call('HGET', KEYS[1], 'o') ~= ARGV[
 
 struct idem {
     struct store *store;
+    const struct code_keys *keys;
     int h_claim, h_end;
     pthread_mutex_t mu; /* guards stats */
     struct idem_stats stats;
 };
 
-struct idem *idem_new(struct store *s)
+struct idem *idem_new(struct store *s, const struct code_keys *k)
 {
     struct idem *m = calloc(1, sizeof(*m));
 
     if (m == NULL)
         return NULL;
     m->store = s;
+    m->keys = k;
     m->h_claim = store_script(s, idem_claim_lua);
     m->h_end = store_script(s, idem_end_lua);
     if (m->h_claim < 0 || m->h_end < 0) {
@@ -103,13 +103,21 @@ static void idem_count(struct idem *m, uint64_t *counter)
     pthread_mutex_unlock(&m->mu);
 }
 
-/* SHA-256 of the request, as 64 hex characters and NUL. */
-static void idem_hash(const char *request, char out[65])
+/* A keyed hash of the request (CODE_TAG_LEN hex and NUL; NULL when out of
+ * memory). Keyed because a verify's body holds the guess, usually the live
+ * code: Redis holds only keyed hashes of codes. The "idem:" prefix keeps
+ * these apart from delivery-report tags, whose input is a message id. */
+static char *idem_hash(const struct idem *m, const char *request)
 {
-    unsigned char h[crypto_hash_sha256_BYTES];
+    char *in = NULL, *out = malloc(CODE_TAG_LEN + 1);
 
-    crypto_hash_sha256(h, (const unsigned char *)request, strlen(request));
-    sodium_bin2hex(out, 65, h, sizeof(h));
+    if (out == NULL || asprintf(&in, "idem:%s", request) < 0) {
+        free(out);
+        return NULL;
+    }
+    code_tag(m->keys, in, out);
+    free(in);
+    return out;
 }
 
 static void idem_sleep_ms(int64_t ms)
@@ -123,7 +131,7 @@ enum otp_rc idem_begin(struct idem *m, const char *caller, const char *key, cons
                        struct idem_claim *cl, enum idem_state *state, char **answer, int64_t *retry_ms,
                        char *err)
 {
-    char hash[65], pending[24];
+    char *hash = NULL, pending[24];
     const char *args[4];
     struct store_reply *rep = NULL;
     uint64_t deadline_ns = clock_mono_ns() + (uint64_t)IDEM_WAIT_MS * 1000000u;
@@ -137,7 +145,11 @@ enum otp_rc idem_begin(struct idem *m, const char *caller, const char *key, cons
     /* The caller's name is length-prefixed, so no (caller, key) pair can
      * spell another's Redis key. */
     snprintf(cl->rkey, sizeof(cl->rkey), "otpd:idem:%zu:%s:%s", strlen(caller), caller, key);
-    idem_hash(request, hash);
+    if ((hash = idem_hash(m, request)) == NULL) {
+        snprintf(err, OTP_ERR_LEN, "idem: out of memory");
+        rc = OTP_ENOMEM;
+        goto out;
+    }
     snprintf(pending, sizeof(pending), "%d", IDEM_PENDING_MS);
     for (;;) {
         const char *st;
@@ -147,12 +159,12 @@ enum otp_rc idem_begin(struct idem *m, const char *caller, const char *key, cons
         args[2] = cl->token;
         args[3] = pending;
         if ((rc = store_eval(m->store, m->h_claim, 1, 4, args, &rep, err)) != OTP_OK)
-            goto fail;
+            goto out;
         st = rep->n > IDEM_R_STATE ? rep->strs[IDEM_R_STATE] : NULL;
         if (st == NULL) {
             snprintf(err, OTP_ERR_LEN, "idem: unexpected reply from the claim script");
             rc = OTP_ESTORE;
-            goto fail;
+            goto out;
         }
         if (strcmp(st, "new") == 0) {
             *state = IDEM_NEW;
@@ -180,21 +192,23 @@ enum otp_rc idem_begin(struct idem *m, const char *caller, const char *key, cons
         if (now_ns >= deadline_ns) {
             *state = IDEM_BUSY;
             idem_count(m, &m->stats.busy);
-            return OTP_OK;
+            break;
         }
         /* The last pause ends at the deadline, for one last look. */
         left_ms = (int64_t)((deadline_ns - now_ns + 999999u) / 1000000u);
         idem_sleep_ms(pause_ms < left_ms ? pause_ms : left_ms);
         pause_ms = pause_ms * 2 > 50 ? 50 : pause_ms * 2;
     }
+    rc = OTP_OK;
+out:
     store_reply_free(rep);
-    return OTP_OK;
-fail:
-    store_reply_free(rep);
-    cl->token[0] = '\0';
-    if (rc == OTP_ESTORE)
-        *retry_ms = store_breaker_left_ms(m->store);
-    return rc == OTP_OK ? OTP_ESTORE : rc;
+    free(hash);
+    if (rc != OTP_OK) {
+        cl->token[0] = '\0';
+        if (rc == OTP_ESTORE)
+            *retry_ms = store_breaker_left_ms(m->store);
+    }
+    return rc;
 }
 
 void idem_end(struct idem *m, struct idem_claim *cl, const char *answer)

@@ -5,7 +5,7 @@
  * is refused; two identical requests at once get one decision: the first
  * claims the key, the others wait for its answer and replay it.
  *
- * State lives in Redis, one hash per (caller, key): the request's hash, the
+ * State lives in Redis, one hash per (caller, key): the request's keyed hash, the
  * claim's owner while it decides, and then the answer, an opaque text the
  * HTTP layer writes and reads back. A claim whose owner never answers (it
  * died, or lost Redis) expires after IDEM_PENDING_MS, so a retry is decided
@@ -19,6 +19,7 @@
 
 #include "../base/rc.h"
 #include "../store/store.h"
+#include "code.h"
 
 #define IDEM_KEY_MAX 64             /* printable ASCII bytes of one key */
 #define IDEM_KEEP_MS (24 * 3600000) /* how long an answer is replayed */
@@ -27,9 +28,10 @@
 
 struct idem;
 
-/* Registers idem's scripts with s (which must outlive it); call before the
- * store is shared between threads. NULL when out of memory. */
-struct idem *idem_new(struct store *s);
+/* Registers idem's scripts with s; k keys the request hashes. Both are
+ * borrowed and outlive it. Call before the store is shared between
+ * threads. NULL when out of memory or out of script slots. */
+struct idem *idem_new(struct store *s, const struct code_keys *k);
 void idem_free(struct idem *m);
 
 /* 1 when key is 1 to IDEM_KEY_MAX printable ASCII bytes (0x20 to 0x7e). */
@@ -50,12 +52,12 @@ struct idem_claim {
 
 /*
  * Looks key up for caller (a configured API key name). request is the
- * canonical text of the request (operation and body): its hash decides
- * "same request". May block up to IDEM_WAIT_MS polling Redis while another
+ * canonical text of the request (operation and body): its keyed hash
+ * decides "same request". May block up to IDEM_WAIT_MS polling Redis while another
  * request with the key decides. On OTP_OK *state says what to do; for
- * IDEM_REPLAY *answer is a malloc'd text the caller frees. On OTP_ESTORE
- * (detail in err) *retry_ms is when the store's breaker lets calls through
- * again (0 when closed).
+ * IDEM_REPLAY *answer is a malloc'd text the caller frees. Otherwise
+ * OTP_ESTORE (or OTP_ENOMEM) with detail in err, and *retry_ms is when the
+ * store's breaker lets calls through again (0 when closed).
  */
 enum otp_rc idem_begin(struct idem *m, const char *caller, const char *key, const char *request,
                        struct idem_claim *cl, enum idem_state *state, char **answer, int64_t *retry_ms,

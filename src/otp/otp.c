@@ -41,7 +41,7 @@ struct otp *otp_new(const struct otp_deps *d)
     if (o == NULL)
         return NULL;
     o->d = *d;
-    if ((o->idem = idem_new(d->store)) == NULL) {
+    if ((o->idem = idem_new(d->store, d->keys)) == NULL) {
         free(o);
         return NULL;
     }

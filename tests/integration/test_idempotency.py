@@ -232,35 +232,52 @@ class ConcurrencyTest(IdemTest):
 
 
 class InFlightTest(IdemTest):
-    """A claim whose owner has not answered (planted here the way idem.c
-    writes one: its request hash and an owner token, no answer)."""
+    """A claim whose owner has not answered, planted the way idem.c writes
+    one (the request's keyed hash and an owner token, no answer). The hash
+    is keyed with otpd's secret, so it is taken from a real claim of the
+    same request under another key."""
 
-    def plant(self, key, body, px_ms):
-        canon = json.dumps(body, sort_keys=True, separators=(",", ":"))
-        h = hashlib.sha256(("issue\n" + canon).encode()).hexdigest()
+    def plant(self, key, px_ms):
+        st, _, body = self.issue(PHONE, "probe")
+        self.assertEqual(st, 202, body)
+        h = self.redis.cmd("HGET", "otpd:idem:%d:%s:probe" % (len("login-web"), "login-web"), "h")
+        self.assertTrue(h)
         rkey = "otpd:idem:%d:%s:%s" % (len("login-web"), "login-web", key)
         self.redis.cmd("HSET", rkey, "h", h, "o", "0" * 32)
         self.redis.cmd("PEXPIRE", rkey, px_ms)
+        return body
 
     def test_still_deciding_after_the_wait(self):
-        self.plant("slow", {"phone": PHONE}, 5000)
+        self.plant("slow", 5000)
         t0 = time.monotonic()
         st, h, p = self.issue(PHONE, "slow")
         took = time.monotonic() - t0
         self.assertEqual((st, p["error"], h["retry-after"]), (409, "idempotency_key_in_use", "1"))
         self.assertGreaterEqual(took, 2.0)  # IDEM_WAIT_MS
         self.settle()
-        self.assertEqual(self.sms_to(PHONE), [])
-        self.assertEqual(self.requests_for(PHONE), [])
+        self.assertEqual(len(self.sms_to(PHONE)), 1)  # the probe's
+        self.assertEqual(len(self.requests_for(PHONE)), 1)
         self.assertEqual(self.metric('otpd_idempotency_total{result="in_use"}'), 1)
 
     def test_abandoned_claim_expires_and_the_retry_decides(self):
-        self.plant("dead", {"phone": PHONE}, 300)
+        probe = self.plant("dead", 300)
         st, _, body = self.issue(PHONE, "dead")
         self.assertEqual(st, 202, body)
+        self.assertNotEqual(body["id"], probe["id"])
         self.assertEqual(self.issue(PHONE, "dead")[2], body)
         self.settle()
-        self.assertEqual(len(self.sms_to(PHONE)), 1)
+        self.assertEqual(len(self.sms_to(PHONE)), 2)
+
+    def test_no_code_in_redis(self):
+        """The stored request hash is keyed: a verify's body holds the live
+        code, and Redis holds only keyed hashes of codes."""
+        _, code = self.issue_and_code(PHONE)
+        self.assertEqual(self.post("/v1/otp/verify", {"phone": PHONE, "code": code}, "v-probe")[0], 200)
+        h = self.redis.cmd("HGET", "otpd:idem:%d:%s:v-probe" % (len("login-web"), "login-web"), "h")
+        canon = json.dumps({"phone": PHONE, "code": code}, sort_keys=True, separators=(",", ":"))
+        for text in ("verify\n" + canon, "idem:verify\n" + canon):
+            self.assertNotEqual(h, hashlib.sha256(text.encode()).hexdigest())
+        self.assertNotIn(code, json.dumps(self.redis.cmd("HGETALL", "otpd:idem:9:login-web:v-probe")))
 
 
 class FailClosedTest(IdemTest):
