@@ -39,7 +39,7 @@ PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c
 PACER_SRC    := src/pacer/pacer.c
-OTP_SRC      := src/otp/code.c src/otp/otp.c
+OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c
 HTTP_SRC     := src/http/http.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)

@@ -17,6 +17,39 @@
 
 #define CFG_ERRORS_MAX 65536
 
+/* Every allocation of the loader goes through cfg_alloc, so a test can make
+ * any one of them fail (config_set_alloc). free() releases them all. */
+static void *(*cfg_alloc_fn)(size_t) = malloc;
+
+void config_set_alloc(void *(*fn)(size_t))
+{
+    cfg_alloc_fn = fn ? fn : malloc;
+}
+
+/* calloc through cfg_alloc_fn; NULL on overflow or out of memory. */
+static void *cfg_calloc(size_t n, size_t size)
+{
+    size_t bytes;
+    void *p;
+
+    if (size != 0 && n > SIZE_MAX / size)
+        return NULL;
+    bytes = n * size;
+    if ((p = cfg_alloc_fn(bytes > 0 ? bytes : 1)) != NULL)
+        memset(p, 0, bytes);
+    return p;
+}
+
+static char *cfg_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = cfg_alloc_fn(n);
+
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
 /* The parse in progress: the file's name and the errors so far. */
 struct cfg_ctx {
     const char *file;
@@ -35,7 +68,7 @@ static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
     int n;
 
     x->n_err++;
-    if (x->err == NULL && (x->err = calloc(1, CFG_ERRORS_MAX)) == NULL)
+    if (x->err == NULL && (x->err = cfg_calloc(1, CFG_ERRORS_MAX)) == NULL)
         return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -171,7 +204,7 @@ static char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const c
         cfg_error(x, p, "environment variable %s must hold at least %zu bytes", name, min_len);
         return NULL;
     }
-    if ((copy = strdup(v)) == NULL)
+    if ((copy = cfg_strdup(v)) == NULL)
         cfg_error(x, p, "out of memory");
     return copy;
 }
@@ -380,9 +413,12 @@ static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
         cfg_error(x, "api_keys", "must be an array of 1 to 256 keys");
         return;
     }
-    c->api_keys = calloc(json_array_size(arr), sizeof(*c->api_keys));
-    if (c->api_keys == NULL)
+    /* Out of memory is a load error like any other: a config that silently
+     * lost its keys, rules, prices or caps must never load. */
+    if ((c->api_keys = cfg_calloc(json_array_size(arr), sizeof(*c->api_keys))) == NULL) {
+        cfg_error(x, "api_keys", "out of memory");
         return;
+    }
     json_array_foreach(arr, i, k) {
         struct cfg_api_key *a = &c->api_keys[c->n_api_keys++];
         snprintf(p, sizeof(p), "api_keys.%zu", i);
@@ -548,8 +584,10 @@ static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
         cfg_error(x, "limits", "must be an array of at most 32 rules");
         return;
     }
-    if ((c->rules = calloc(json_array_size(arr) + 1, sizeof(*c->rules))) == NULL)
+    if ((c->rules = cfg_calloc(json_array_size(arr) + 1, sizeof(*c->rules))) == NULL) {
+        cfg_error(x, "limits", "out of memory");
         return;
+    }
     json_array_foreach(arr, i, r) {
         snprintf(p, sizeof(p), "limits.%zu", i);
         cfg_rule(x, c, r, p);
@@ -579,7 +617,10 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
     prices = cfg_member(x, o, "cost", "prices", 1);
     if (prices != NULL && (!json_is_object(prices) || json_object_size(prices) > 1000)) {
         cfg_error(x, "cost.prices", "must be an object of at most 1000 prefixes");
-    } else if (prices != NULL && (c->prices = calloc(json_object_size(prices) + 1, sizeof(*c->prices)))) {
+    } else if (prices != NULL &&
+               (c->prices = cfg_calloc(json_object_size(prices) + 1, sizeof(*c->prices))) == NULL) {
+        cfg_error(x, "cost.prices", "out of memory");
+    } else if (prices != NULL) {
         json_object_foreach(prices, prefix, v) {
             struct cfg_price *pr = &c->prices[c->n_prices];
             snprintf(p, sizeof(p), "cost.prices.%s", prefix);
@@ -600,7 +641,9 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
     caps = cfg_member(x, o, "cost", "caps", 0);
     if (caps != NULL && (!json_is_array(caps) || json_array_size(caps) > 8)) {
         cfg_error(x, "cost.caps", "must be an array of at most 8 caps");
-    } else if (caps != NULL && (c->caps = calloc(json_array_size(caps) + 1, sizeof(*c->caps)))) {
+    } else if (caps != NULL && (c->caps = cfg_calloc(json_array_size(caps) + 1, sizeof(*c->caps))) == NULL) {
+        cfg_error(x, "cost.caps", "out of memory");
+    } else if (caps != NULL) {
         json_array_foreach(caps, i, v) {
             struct cfg_cap *cap = &c->caps[c->n_caps++];
             snprintf(p, sizeof(p), "cost.caps.%zu", i);
@@ -735,7 +778,7 @@ struct config *config_parse(const char *text, const char *file, char **errors)
         cfg_error(&x, where, "%s", root ? "the top level must be an object" : jerr.text);
         goto out;
     }
-    if ((c = calloc(1, sizeof(*c))) == NULL) {
+    if ((c = cfg_calloc(1, sizeof(*c))) == NULL) {
         cfg_error(&x, "(all)", "out of memory");
         goto out;
     }
@@ -781,14 +824,17 @@ struct config *config_load(const char *path, char **errors)
     struct config *c;
     char *text = NULL;
     FILE *f;
-    long n;
+    long n = -1;
 
     if (errors)
         *errors = NULL;
+    errno = 0;
     f = fopen(path, "rb");
     if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > 1 << 20 ||
-        fseek(f, 0, SEEK_SET) != 0 || (text = malloc((size_t)n + 1)) == NULL ||
+        fseek(f, 0, SEEK_SET) != 0 || (text = cfg_alloc_fn((size_t)n + 1)) == NULL ||
         fread(text, 1, (size_t)n, f) != (size_t)n) {
+        if (f != NULL && n >= 0 && n <= 1 << 20 && text == NULL)
+            errno = ENOMEM; /* cfg_alloc_fn need not set it */
         if (errors && asprintf(errors, "%s: (file): cannot read (%s)\n", path,
                                errno ? strerror(errno) : "larger than 1 MiB?") < 0)
             *errors = NULL;

@@ -129,6 +129,12 @@ struct config *config_parse(const char *text, const char *file, char **errors);
 
 void config_free(struct config *c);
 
+/* Makes the loader allocate through fn (NULL: malloc again); what fn returns
+ * must be released by free(). For tests that make one allocation fail: every
+ * failure is then a load error, never a config with something missing. Not
+ * thread-safe; set it before loading. */
+void config_set_alloc(void *(*fn)(size_t));
+
 /* The price of one SMS to phone: the longest matching prefix, else "*",
  * else -1 when no price applies (no cost block). */
 int64_t config_price(const struct config *c, const char *phone);

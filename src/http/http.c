@@ -55,6 +55,7 @@ static const char *http_title(int status)
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Content";
@@ -65,14 +66,45 @@ static const char *http_title(int status)
     return "Error";
 }
 
-/* Queues a response whose body (malloc'd, taken; NULL allowed) is sent as is. */
-static enum MHD_Result http_reply(struct MHD_Connection *con, unsigned status, const char *ctype, char *body,
-                                  const struct otp_answer *a, const char *allow)
+/* One answer before it is sent: what an Idempotency-Key stores and
+ * replays. Header values are built here from numbers and rule names, so
+ * they never hold a newline (see http_out_pack). */
+struct http_out {
+    unsigned status;
+    char ctype[48];
+    char *body;           /* malloc'd, NUL-terminated; NULL when out of memory */
+    char retry_after[24]; /* "" when none */
+    char policy[160];     /* RateLimit-Policy, "" when none */
+    char ratelimit[160];  /* RateLimit */
+};
+
+/* Fills out from an answer; takes body (malloc'd; NULL allowed). */
+static void http_out_set(struct http_out *out, unsigned status, const char *ctype, char *body,
+                         const struct otp_answer *a)
+{
+    memset(out, 0, sizeof(*out));
+    out->status = status;
+    snprintf(out->ctype, sizeof(out->ctype), "%s", ctype);
+    out->body = body;
+    if (a != NULL && a->retry_after_s > 0 && (status == 409 || status == 429 || status == 503))
+        snprintf(out->retry_after, sizeof(out->retry_after), "%lld", (long long)a->retry_after_s);
+    if (a != NULL && a->header.name[0] && a->rc != OTP_ECOST) {
+        const struct limits_header *h = &a->header;
+        snprintf(out->policy, sizeof(out->policy), "\"%s\";q=%lld;w=%lld", h->name, (long long)h->quota,
+                 (long long)h->window_s);
+        snprintf(out->ratelimit, sizeof(out->ratelimit), "\"%s\";r=%lld;t=%lld", h->name,
+                 (long long)h->remaining, (long long)h->reset_s);
+    }
+}
+
+/* Queues out (its body is taken and sent as is). */
+static enum MHD_Result http_send(struct MHD_Connection *con, struct http_out *out, const char *allow)
 {
     struct MHD_Response *r;
     enum MHD_Result ok;
-    char v[160];
+    char *body = out->body;
 
+    out->body = NULL;
     if (body == NULL)
         return MHD_NO; /* out of memory: drop the connection */
     r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
@@ -80,39 +112,51 @@ static enum MHD_Result http_reply(struct MHD_Connection *con, unsigned status, c
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, out->ctype);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-    if (a != NULL && a->retry_after_s > 0 && (status == 429 || status == 503)) {
-        snprintf(v, sizeof(v), "%lld", (long long)a->retry_after_s);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    if (out->retry_after[0])
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, out->retry_after);
+    if (out->policy[0]) {
+        MHD_add_response_header(r, "RateLimit-Policy", out->policy);
+        MHD_add_response_header(r, "RateLimit", out->ratelimit);
     }
-    if (a != NULL && a->header.name[0] && a->rc != OTP_ECOST) {
-        const struct limits_header *h = &a->header;
-        snprintf(v, sizeof(v), "\"%s\";q=%lld;w=%lld", h->name, (long long)h->quota, (long long)h->window_s);
-        MHD_add_response_header(r, "RateLimit-Policy", v);
-        snprintf(v, sizeof(v), "\"%s\";r=%lld;t=%lld", h->name, (long long)h->remaining, (long long)h->reset_s);
-        MHD_add_response_header(r, "RateLimit", v);
-    }
-    ok = MHD_queue_response(con, status, r);
+    ok = MHD_queue_response(con, out->status, r);
     MHD_destroy_response(r);
     return ok;
 }
 
-/* jansson allocates with malloc (no json_set_alloc_funcs), so its text is
- * ours to free. */
-static enum MHD_Result http_json(struct MHD_Connection *con, unsigned status, json_t *j, const struct otp_answer *a)
+/* Queues a response whose body (malloc'd, taken; NULL allowed) is sent as is. */
+static enum MHD_Result http_reply(struct MHD_Connection *con, unsigned status, const char *ctype, char *body,
+                                  const struct otp_answer *a, const char *allow)
+{
+    struct http_out out;
+
+    http_out_set(&out, status, ctype, body, a);
+    return http_send(con, &out, allow);
+}
+
+/* The text of j (taken), or NULL when out of memory. jansson allocates
+ * with malloc (no json_set_alloc_funcs), so its text is ours to free. */
+static char *http_json_text(json_t *j)
 {
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
     json_decref(j);
-    return http_reply(con, status, "application/json", body, a, NULL);
+    return body;
 }
 
-/* An RFC 9457 problem with our stable code in "error". */
-static enum MHD_Result http_problem(struct MHD_Connection *con, unsigned status, const char *error,
-                                    const char *detail, const struct otp_answer *a, const char *allow)
+static enum MHD_Result http_json(struct MHD_Connection *con, unsigned status, json_t *j,
+                                 const struct otp_answer *a)
+{
+    return http_reply(con, status, "application/json", http_json_text(j), a, NULL);
+}
+
+/* The text of an RFC 9457 problem with our stable code in "error";
+ * malloc'd, NULL when out of memory. */
+static char *http_problem_text(unsigned status, const char *error, const char *detail,
+                               const struct otp_answer *a)
 {
     json_t *j = json_object();
     char type[96], *body;
@@ -131,7 +175,21 @@ static enum MHD_Result http_problem(struct MHD_Connection *con, unsigned status,
         json_object_set_new(j, "attempts_left", json_integer(a->attempts_left));
     body = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    return http_reply(con, status, "application/problem+json", body, a, allow);
+    return body;
+}
+
+static enum MHD_Result http_problem(struct MHD_Connection *con, unsigned status, const char *error,
+                                    const char *detail, const struct otp_answer *a, const char *allow)
+{
+    return http_reply(con, status, "application/problem+json", http_problem_text(status, error, detail, a), a,
+                      allow);
+}
+
+/* out as a problem (for issue and verify, whose answers may be stored). */
+static void http_out_problem(struct http_out *out, unsigned status, const char *error, const char *detail,
+                             const struct otp_answer *a)
+{
+    http_out_set(out, status, "application/problem+json", http_problem_text(status, error, detail, a), a);
 }
 
 /* The HTTP status of an otp answer's error. */
@@ -253,17 +311,185 @@ UNITTEST const char *http_check_common(json_t *j, char *detail, size_t cap)
     return NULL;
 }
 
+/* The stored form of an answer, for Idempotency-Key replays: a version line,
+ * the status, Content-Type, Retry-After, RateLimit-Policy and RateLimit
+ * lines ("" when absent), then the body. malloc'd; NULL when out of memory. */
+static char *http_out_pack(const struct http_out *out)
+{
+    char *text;
+
+    if (out->body == NULL || asprintf(&text, "1\n%u\n%s\n%s\n%s\n%s\n%s", out->status, out->ctype,
+                                      out->retry_after, out->policy, out->ratelimit, out->body) < 0)
+        return NULL;
+    return text;
+}
+
+/* Copies the line at *p (without its newline) into out and moves *p past
+ * it; -1 when there is no newline or the line does not fit. */
+static int http_line(const char **p, char *out, size_t cap)
+{
+    const char *nl = strchr(*p, '\n');
+
+    if (nl == NULL || (size_t)(nl - *p) >= cap)
+        return -1;
+    memcpy(out, *p, (size_t)(nl - *p));
+    out[nl - *p] = '\0';
+    *p = nl + 1;
+    return 0;
+}
+
+/* Reads http_out_pack's text back into out (whose body the caller sends
+ * or frees); -1 when it is not such a text or out of memory. */
+static int http_out_unpack(const char *text, struct http_out *out)
+{
+    const char *p = text;
+    char version[4], status[8], *end;
+
+    memset(out, 0, sizeof(*out));
+    if (http_line(&p, version, sizeof(version)) < 0 || strcmp(version, "1") != 0 ||
+        http_line(&p, status, sizeof(status)) < 0 || http_line(&p, out->ctype, sizeof(out->ctype)) < 0 ||
+        http_line(&p, out->retry_after, sizeof(out->retry_after)) < 0 ||
+        http_line(&p, out->policy, sizeof(out->policy)) < 0 ||
+        http_line(&p, out->ratelimit, sizeof(out->ratelimit)) < 0)
+        return -1;
+    out->status = (unsigned)strtoul(status, &end, 10);
+    if (*end != '\0' || out->status < 200 || out->status > 599)
+        return -1;
+    return (out->body = strdup(p)) == NULL ? -1 : 0;
+}
+
+static const char http_bad_idem_key[] = "Idempotency-Key must be 1 to 64 printable ASCII bytes, given once";
+
+/* Counts the Idempotency-Key headers and keeps the first. */
+static enum MHD_Result http_idem_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                        const char *value)
+{
+    struct {
+        const char *value;
+        int n;
+    } *x = cls;
+
+    (void)kind;
+    if (strcasecmp(key, "Idempotency-Key") == 0 && x->n++ == 0)
+        x->value = value;
+    return MHD_YES;
+}
+
+/* The request's Idempotency-Key in *key (NULL when absent); 0 when it is
+ * not 1 to IDEM_KEY_MAX printable ASCII bytes, or given twice. */
+static int http_idem_key(struct MHD_Connection *con, const char **key)
+{
+    struct {
+        const char *value;
+        int n;
+    } x = {NULL, 0};
+
+    MHD_get_connection_values(con, MHD_HEADER_KIND, http_idem_header, &x);
+    *key = x.value;
+    return x.n == 0 || (x.n == 1 && idem_key_ok(x.value));
+}
+
+/*
+ * Before an issue or verify (op) with body j is decided: with an
+ * Idempotency-Key, claims it for api_key in cl. Returns 1 when the request
+ * must be decided now (then http_idem_send ends the claim), or 0 with the
+ * answer to send in out: the first request's answer again, a reused key
+ * (422), a duplicate still deciding after the wait (409), or a store
+ * failure (503, fail closed, never stored).
+ */
+static int http_idem_begin(struct http *h, const char *key, const char *op, json_t *j, const char *api_key,
+                           struct idem_claim *cl, struct http_out *out)
+{
+    struct otp_answer a = {0};
+    enum idem_state st = IDEM_BUSY;
+    char *canon, *request = NULL, *stored = NULL, err[OTP_ERR_LEN] = "";
+    int64_t retry_ms = 0;
+    enum otp_rc rc;
+    int decide = 0;
+
+    memset(cl, 0, sizeof(*cl));
+    memset(out, 0, sizeof(*out));
+    if (key == NULL)
+        return 1;
+    /* Same request, same hash: the body's fields, sorted, whatever their
+     * order or spacing on the wire. */
+    canon = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    if (canon == NULL || asprintf(&request, "%s\n%s", op, canon) < 0) {
+        free(canon);
+        return 0; /* out of memory: out->body NULL drops the connection */
+    }
+    free(canon);
+    rc = idem_begin(otp_idem(h->otp), api_key, key, request, cl, &st, &stored, &retry_ms, err);
+    free(request);
+    if (rc != OTP_OK) {
+        log_msg(LOG_WARN, "%s refused, store unavailable for its Idempotency-Key: %s", op, err);
+        a.retry_after_s = retry_ms > 1000 ? (retry_ms + 999) / 1000 : 1;
+        http_out_problem(out, 503, "store_unavailable", "the rate-limit store is unavailable", &a);
+        return 0;
+    }
+    switch (st) {
+    case IDEM_NEW:
+        decide = 1;
+        break;
+    case IDEM_REPLAY:
+        if (http_out_unpack(stored, out) < 0) {
+            log_msg(LOG_ERROR, "%s: a stored Idempotency-Key answer cannot be read; refused", op);
+            a.retry_after_s = 1;
+            http_out_problem(out, 503, "store_unavailable", "the stored answer cannot be read", &a);
+        }
+        break;
+    case IDEM_MISMATCH:
+        http_out_problem(out, 422, "idempotency_key_reused",
+                         "this Idempotency-Key was used with another request", NULL);
+        break;
+    case IDEM_BUSY:
+        a.retry_after_s = 1;
+        http_out_problem(out, 409, "idempotency_key_in_use",
+                         "a request with this Idempotency-Key is still being decided", &a);
+        break;
+    }
+    free(stored);
+    return decide;
+}
+
+/* Ends a claim of http_idem_begin with the decided answer out and sends
+ * it. The answer is kept for replay unless it was our own failure (Redis
+ * or the ledger): then the key is given up, so a retry is decided afresh. */
+static enum MHD_Result http_idem_send(struct http *h, struct MHD_Connection *con, struct idem_claim *cl,
+                                      struct http_out *out, enum otp_rc rc)
+{
+    char *packed;
+
+    if (cl->token[0] == '\0')
+        return http_send(con, out, NULL);
+    if (rc == OTP_ESTORE || rc == OTP_EIO || out->body == NULL) {
+        idem_end(otp_idem(h->otp), cl, NULL);
+    } else if ((packed = http_out_pack(out)) != NULL) {
+        idem_end(otp_idem(h->otp), cl, packed);
+        free(packed);
+    } else {
+        /* The decision may have cost an SMS: leave the claim to expire
+         * rather than let a retry decide again at once. */
+        log_msg(LOG_ERROR, "out of memory storing an Idempotency-Key answer");
+    }
+    return http_send(con, out, NULL);
+}
+
 static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, struct http_req *rq,
                                   const char *api_key)
 {
     static const char *const fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
     struct otp_req ir = {0};
     struct otp_answer a;
-    const char *error, *purpose;
+    struct idem_claim cl;
+    struct http_out out;
+    const char *error, *purpose, *key;
     char detail[160];
-    json_t *j = http_body(rq->body, rq->len, fields, detail, sizeof(detail)), *out;
+    json_t *j;
 
-    if (j == NULL)
+    if (!http_idem_key(con, &key))
+        return http_problem(con, 400, "invalid_request", http_bad_idem_key, NULL, NULL);
+    if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
     if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
         json_decref(j);
@@ -280,13 +506,21 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     ir.device_id = http_field(j, "device_id");
     ir.client_ip = http_field(j, "client_ip");
     ir.purpose = purpose;
+    if (!http_idem_begin(h, key, "issue", j, api_key, &cl, &out)) {
+        json_decref(j);
+        return http_send(con, &out, NULL);
+    }
     otp_issue(h->otp, &ir, &a);
     json_decref(j);
     if (a.rc != OTP_OK)
-        return http_problem(con, http_status_of(a.rc), a.error, a.detail, &a, NULL);
-    out = json_pack("{s:s, s:I, s:I}", "id", a.id, "expires_in", (json_int_t)a.expires_in_s, "resend_after",
-                    (json_int_t)a.resend_after_s);
-    return http_json(con, 202, out, &a);
+        http_out_problem(&out, http_status_of(a.rc), a.error, a.detail, &a);
+    else
+        http_out_set(
+            &out, 202, "application/json",
+            http_json_text(json_pack("{s:s, s:I, s:I}", "id", a.id, "expires_in", (json_int_t)a.expires_in_s,
+                                     "resend_after", (json_int_t)a.resend_after_s)),
+            &a);
+    return http_idem_send(h, con, &cl, &out, a.rc);
 }
 
 static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, struct http_req *rq,
@@ -295,11 +529,15 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     static const char *const fields[] = {"phone", "code", "device_id", "client_ip", NULL};
     struct otp_req vr = {0};
     struct otp_answer a;
-    const char *error, *code;
+    struct idem_claim cl;
+    struct http_out out;
+    const char *error, *code, *key;
     char detail[160];
-    json_t *j = http_body(rq->body, rq->len, fields, detail, sizeof(detail));
+    json_t *j;
 
-    if (j == NULL)
+    if (!http_idem_key(con, &key))
+        return http_problem(con, 400, "invalid_request", http_bad_idem_key, NULL, NULL);
+    if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
     if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
         json_decref(j);
@@ -314,11 +552,17 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     vr.phone = http_field(j, "phone");
     vr.device_id = http_field(j, "device_id");
     vr.client_ip = http_field(j, "client_ip");
+    if (!http_idem_begin(h, key, "verify", j, api_key, &cl, &out)) {
+        json_decref(j);
+        return http_send(con, &out, NULL);
+    }
     otp_verify(h->otp, &vr, code, &a);
     json_decref(j);
     if (a.rc != OTP_OK)
-        return http_problem(con, http_status_of(a.rc), a.error, a.detail, &a, NULL);
-    return http_json(con, 200, json_pack("{s:b}", "verified", 1), &a);
+        http_out_problem(&out, http_status_of(a.rc), a.error, a.detail, &a);
+    else
+        http_out_set(&out, 200, "application/json", http_json_text(json_pack("{s:b}", "verified", 1)), &a);
+    return http_idem_send(h, con, &cl, &out, a.rc);
 }
 
 static enum MHD_Result http_status(struct http *h, struct MHD_Connection *con, const char *url,

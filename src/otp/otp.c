@@ -32,6 +32,7 @@ struct otp {
     uint64_t shadow_count[OTP_SHADOW_RULES];
     uint64_t deliveries[2]; /* failed, delivered */
     uint64_t ledger_errors;  /* ledger submissions that failed even after a retry */
+    struct idem *idem;       /* Idempotency-Key state, for the HTTP layer */
 };
 
 struct otp *otp_new(const struct otp_deps *d)
@@ -41,6 +42,10 @@ struct otp *otp_new(const struct otp_deps *d)
     if (o == NULL)
         return NULL;
     o->d = *d;
+    if ((o->idem = idem_new(d->store, d->keys)) == NULL) {
+        free(o);
+        return NULL;
+    }
     pthread_mutex_init(&o->mu, NULL);
     return o;
 }
@@ -50,7 +55,13 @@ void otp_free(struct otp *o)
     if (o == NULL)
         return;
     pthread_mutex_destroy(&o->mu);
+    idem_free(o->idem);
     free(o);
+}
+
+struct idem *otp_idem(struct otp *o)
+{
+    return o->idem;
 }
 
 static void count(struct otp *o, uint64_t *table, const char *decision)
@@ -461,6 +472,21 @@ enum otp_rc otp_recover(struct otp *o, char *err)
     return rc;
 }
 
+/* Appends the risky Redis settings of the last check to why ("" when
+ * none): a warning only, readiness stays (a fleet must not go down on it). */
+static void redis_conf_warnings(struct otp *o, char *why, size_t cap)
+{
+    struct store_redis_conf rc;
+    size_t n = strlen(why);
+
+    store_redis_conf(o->d.store, &rc);
+    if (rc.policy_risky && n < cap)
+        n += (size_t)snprintf(why + n, cap - n, "; redis: maxmemory-policy is %s, must be noeviction",
+                              rc.maxmemory_policy);
+    if (rc.appendonly_risky && n < cap)
+        snprintf(why + n, cap - n, "; redis: appendonly is %s, must be yes", rc.appendonly);
+}
+
 int otp_ready(struct otp *o, char *why, size_t cap)
 {
     char err[OTP_ERR_LEN];
@@ -482,6 +508,7 @@ int otp_ready(struct otp *o, char *why, size_t cap)
         return 0;
     }
     snprintf(why, cap, "ok");
+    redis_conf_warnings(o, why, cap);
     return 1;
 }
 
@@ -523,13 +550,17 @@ static void put(struct text *t, const char *fmt, ...)
 char *otp_metrics(struct otp *o)
 {
     struct text t = {0};
+    struct store_redis_conf rconf;
     struct store_stats ss;
+    struct idem_stats is;
     struct pacer_stats ps;
     struct ledger_stats ls;
     struct limits_stats lst;
     int i;
 
     store_stats(o->d.store, &ss);
+    store_redis_conf(o->d.store, &rconf);
+    idem_stats(o->idem, &is);
     pacer_stats(o->d.pacer, &ps);
     ledger_stats(o->d.ledger, &ls);
     limits_stats(o->d.limits, &lst);
@@ -573,6 +604,23 @@ char *otp_metrics(struct otp *o)
             "# TYPE otpd_store_breaker_open gauge\notpd_store_breaker_open %d\n",
         (unsigned long long)ss.calls, (unsigned long long)ss.failures, (unsigned long long)ss.breaker_rejects,
         store_breaker_open(o->d.store));
+    put(&t,
+        "# HELP otpd_idempotency_total Requests with an Idempotency-Key, by what became of them.\n"
+        "# TYPE otpd_idempotency_total counter\n"
+        "otpd_idempotency_total{result=\"decided\"} %llu\n"
+        "otpd_idempotency_total{result=\"replayed\"} %llu\n"
+        "otpd_idempotency_total{result=\"reused\"} %llu\n"
+        "otpd_idempotency_total{result=\"in_use\"} %llu\n",
+        (unsigned long long)is.decided, (unsigned long long)is.replayed, (unsigned long long)is.mismatched,
+        (unsigned long long)is.busy);
+    put(&t, "# HELP otpd_redis_config_risky 1 when a Redis setting otpd relies on is risky or unreadable "
+            "(maxmemory-policy must be noeviction, appendonly yes); absent before the first connection.\n"
+            "# TYPE otpd_redis_config_risky gauge\n");
+    if (rconf.checked)
+        put(&t,
+            "otpd_redis_config_risky{setting=\"maxmemory-policy\"} %d\n"
+            "otpd_redis_config_risky{setting=\"appendonly\"} %d\n",
+            rconf.policy_risky, rconf.appendonly_risky);
     put(&t, "# HELP otpd_queue_depth Messages waiting in the pacer queue.\n# TYPE otpd_queue_depth gauge\n"
             "otpd_queue_depth %llu\n"
             "# HELP otpd_provider_inflight Provider calls in flight.\n# TYPE otpd_provider_inflight gauge\n"

@@ -16,6 +16,7 @@
 #include "../limits/limits.h"
 #include "../pacer/pacer.h"
 #include "code.h"
+#include "idem.h"
 
 struct otp;
 
@@ -53,8 +54,14 @@ struct otp_answer {
     char detail[160];          /* for people; no code, no secret */
 };
 
+/* Registers the idempotency scripts with d->store, so call it before the
+ * store is shared between threads. NULL when out of memory. */
 struct otp *otp_new(const struct otp_deps *d);
 void otp_free(struct otp *o);
+
+/* The Idempotency-Key state (DESIGN.md, "One request, issue path"), owned
+ * by o; the HTTP layer claims keys and stores answers through it. */
+struct idem *otp_idem(struct otp *o);
 
 /* Decides one issue; blocks for one Redis call and one ledger commit. */
 void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out);

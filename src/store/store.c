@@ -15,9 +15,10 @@
 #include <hiredis/hiredis.h>
 
 #include "../base/clock.h"
+#include "../base/log.h"
 
 #define STORE_POOL_MAX 64
-#define STORE_SCRIPTS_MAX 8
+#define STORE_SCRIPTS_MAX 16 /* 7 in use: issue, verify, refund, reserve, money refund, two of idem */
 #define STORE_ARGS_MAX 400
 
 struct store_script {
@@ -41,6 +42,8 @@ struct store {
     uint64_t open_until_ns; /* breaker open while now < this; 0 when closed */
     int probing;           /* 1 while the one half-open probe runs */
     struct store_stats stats;
+    struct store_redis_conf conf; /* the last CONFIG GET check */
+    int conf_relog; /* 1: log a risky setting at the next check (start, after a broken connection) */
 };
 
 struct store *store_new(const struct store_opts *o)
@@ -68,6 +71,7 @@ struct store *store_new(const struct store_opts *o)
     s->o.sentinel_hosts = (const char(*)[256])s->sentinel_hosts; /* our copies, not the caller's */
     s->o.sentinel_ports = s->sentinel_ports;
     s->o.master = s->master;
+    s->conf_relog = 1;
     pthread_mutex_init(&s->mu, NULL);
     return s;
 }
@@ -164,6 +168,62 @@ static int store_is_master(redisContext *c, char *err)
     return ok ? 0 : -1;
 }
 
+/* Copies the value of a CONFIG GET reply ({name, value}) into out, or
+ * "unknown" when Redis refused (CONFIG renamed away, an ACL without
+ * +config): then nothing proves the setting is safe. */
+static void store_conf_value(const redisReply *r, char *out, size_t cap)
+{
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING)
+        snprintf(out, cap, "%.*s", (int)r->element[1]->len, r->element[1]->str);
+    else
+        snprintf(out, cap, "unknown");
+}
+
+/* Reads maxmemory-policy and appendonly on the new connection c (one round
+ * trip) and logs a risky value. -1 with detail in err when the connection
+ * broke: the caller drops it. */
+static int store_conf_check(struct store *s, redisContext *c, char *err)
+{
+    struct store_redis_conf conf = {.checked = 1};
+    redisReply *policy = NULL, *aof = NULL;
+    int changed, relog, rc = -1;
+
+    if (redisAppendCommand(c, "CONFIG GET maxmemory-policy") != REDIS_OK ||
+        redisAppendCommand(c, "CONFIG GET appendonly") != REDIS_OK ||
+        redisGetReply(c, (void **)&policy) != REDIS_OK || redisGetReply(c, (void **)&aof) != REDIS_OK) {
+        snprintf(err, OTP_ERR_LEN, "redis: %s", c->errstr[0] ? c->errstr : "no reply to CONFIG GET");
+        goto out;
+    }
+    store_conf_value(policy, conf.maxmemory_policy, sizeof(conf.maxmemory_policy));
+    store_conf_value(aof, conf.appendonly, sizeof(conf.appendonly));
+    conf.policy_risky = strcmp(conf.maxmemory_policy, "noeviction") != 0;
+    conf.appendonly_risky = strcmp(conf.appendonly, "yes") != 0;
+    pthread_mutex_lock(&s->mu);
+    changed = strcmp(conf.maxmemory_policy, s->conf.maxmemory_policy) != 0 ||
+              strcmp(conf.appendonly, s->conf.appendonly) != 0;
+    relog = s->conf_relog || changed;
+    s->conf_relog = 0;
+    s->conf = conf;
+    pthread_mutex_unlock(&s->mu);
+    if (relog && conf.policy_risky)
+        log_msg(LOG_WARN,
+                "redis: maxmemory-policy is %s, not noeviction: eviction would silently wipe limits, "
+                "locks and verifications",
+                conf.maxmemory_policy);
+    if (relog && conf.appendonly_risky)
+        log_msg(LOG_WARN,
+                "redis: appendonly is %s, not yes: a Redis restart would forget every limit, lock and "
+                "verification",
+                conf.appendonly);
+    rc = 0;
+out:
+    if (policy)
+        freeReplyObject(policy);
+    if (aof)
+        freeReplyObject(aof);
+    return rc;
+}
+
 static redisContext *store_connect(struct store *s, char *err)
 {
     struct timeval tv = {s->o.timeout_ms / 1000, (s->o.timeout_ms % 1000) * 1000};
@@ -196,6 +256,8 @@ static redisContext *store_connect(struct store *s, char *err)
             goto fail;
     }
     if (s->o.n_sentinels > 0 && store_is_master(c, err) < 0)
+        goto fail;
+    if (store_conf_check(s, c, err) < 0) /* at start and after every reconnect */
         goto fail;
     return c;
 fail:
@@ -234,6 +296,7 @@ static void store_release(struct store *s, redisContext *c, int ok)
      * as dead, and reusing them would fail the next calls and the breaker's
      * probe once more. Drop them all; the next call connects afresh. */
     if (broken) {
+        s->conf_relog = 1;
         while (s->n_idle > 0)
             dead[n_dead++] = s->idle[--s->n_idle];
     }
@@ -493,6 +556,13 @@ int64_t store_breaker_left_ms(struct store *s)
         left = (int64_t)((s->open_until_ns - now) / 1000000u);
     pthread_mutex_unlock(&s->mu);
     return left;
+}
+
+void store_redis_conf(struct store *s, struct store_redis_conf *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->conf;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void store_stats(struct store *s, struct store_stats *out)

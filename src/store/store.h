@@ -86,6 +86,25 @@ int store_breaker_open(struct store *s);
  * or due. A refusal's Retry-After is never earlier than this. */
 int64_t store_breaker_left_ms(struct store *s);
 
+/*
+ * What Redis says of the two settings otpd's promises rest on (DESIGN.md,
+ * "Limits"): maxmemory-policy must be noeviction (eviction would silently
+ * wipe limits, locks and verifications) and appendonly yes (a restart would
+ * forget them). Read with CONFIG GET on every new connection, so at start
+ * and after every reconnect; a risky value is logged when first seen and
+ * again after each reconnect.
+ */
+struct store_redis_conf {
+    int checked;               /* 0 until a connection was made */
+    char maxmemory_policy[32]; /* "unknown" when CONFIG GET is refused (renamed, ACL) */
+    char appendonly[16];       /* "yes", "no" or "unknown" */
+    int policy_risky;          /* 1 unless the policy is known to be noeviction */
+    int appendonly_risky;      /* 1 unless appendonly is known to be yes */
+};
+
+/* The last check's result (all zero before the first connection). */
+void store_redis_conf(struct store *s, struct store_redis_conf *out);
+
 /* Counters for /metrics. */
 struct store_stats {
     uint64_t calls, failures, breaker_rejects, breaker_opens;

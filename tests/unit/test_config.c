@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -1196,6 +1197,89 @@ static void test_redis_url_empty_host(void **state)
                   "redis.url", "has no host", 1);
 }
 
+/* A counting allocator for config_set_alloc: fails the call numbered
+ * alloc_fail_at (from 0), or every call from there on with alloc_fail_rest. */
+static long alloc_calls, alloc_fail_at = -1;
+static int alloc_fail_rest;
+
+static void *counting_alloc(size_t n)
+{
+    long i = alloc_calls++;
+
+    if (alloc_fail_at >= 0 && (i == alloc_fail_at || (alloc_fail_rest && i > alloc_fail_at)))
+        return NULL;
+    return malloc(n);
+}
+
+static void alloc_arm(long fail_at, int rest)
+{
+    alloc_calls = 0;
+    alloc_fail_at = fail_at;
+    alloc_fail_rest = rest;
+}
+
+/* Every allocation of the loader that fails makes the whole load fail with
+ * an error: a config that lost its rules, caps, prices or keys to a failed
+ * allocation would fail open (zero rules limit nothing). The dev config
+ * reaches every allocation site: the config, the API keys and their
+ * secrets, the server secret, the rules, the prices and the caps. */
+static void test_alloc_failures(void **state)
+{
+    struct config *c;
+    char *errors = NULL, path[] = "/tmp/otpd-test-config-XXXXXX";
+    long total, i;
+    int rest, fd;
+
+    (void)state;
+    config_set_alloc(counting_alloc);
+    alloc_arm(-1, 0);
+    c = expect_ok("dev config through the counting allocator", DEV_JSON);
+    total = alloc_calls;
+    assert_int_equal(c->n_rules, 7);
+    assert_int_equal(c->n_prices, 3);
+    assert_int_equal(c->n_caps, 2);
+    assert_int_equal(c->n_api_keys, 1);
+    config_free(c);
+    /* config, api_keys, one key, the secret, rules, prices, caps */
+    assert_int_equal(total, 7);
+    for (rest = 0; rest <= 1; rest++) {
+        for (i = 0; i < total; i++) {
+            alloc_arm(i, rest);
+            c = config_parse(DEV_JSON, FILE_NAME, &errors);
+            if (c != NULL)
+                fail_msg(
+                    "allocation %ld of %ld failed (and %s after it) but the config loaded with %zu rules, "
+                    "%zu caps, %zu prices, %zu keys",
+                    i, total, rest ? "every one" : "none", c->n_rules, c->n_caps, c->n_prices, c->n_api_keys);
+            assert_non_null(errors);
+            if (strstr(errors, "out of memory") == NULL)
+                fail_msg("allocation %ld failed; errors: %s", i, errors);
+            if (!rest)
+                assert_int_equal(error_lines(errors), 1);
+            free(errors);
+            errors = NULL;
+        }
+    }
+    /* config_load's own buffer for the file's text. */
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, DEV_JSON, strlen(DEV_JSON)), (ssize_t)strlen(DEV_JSON));
+    close(fd);
+    alloc_arm(0, 0);
+    assert_null(config_load(path, &errors));
+    assert_non_null(errors);
+    assert_non_null(strstr(errors, "cannot read"));
+    free(errors);
+    errors = NULL;
+    alloc_arm(-1, 0);
+    c = config_load(path, &errors);
+    assert_non_null(c);
+    assert_int_equal(alloc_calls, total + 1);
+    config_free(c);
+    unlink(path);
+    config_set_alloc(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1218,6 +1302,7 @@ int main(void)
         cmocka_unit_test(test_listen_ipv6_without_port),
         cmocka_unit_test(test_listen_port_trailing_junk),
         cmocka_unit_test(test_redis_url_empty_host),
+        cmocka_unit_test(test_alloc_failures),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);
