@@ -50,7 +50,7 @@ struct limits_rules {
 
 struct limits {
     struct store *store;
-    int h_issue, h_verify, h_refund;
+    int h_issue, h_verify;
     pthread_mutex_t mu;
     struct limits_rules *cur;
     pthread_mutex_t pmu; /* guards the abandon queue and stats; never held across a Redis call */
@@ -161,7 +161,6 @@ struct limits *limits_new(struct store *s, const struct config *c)
     l->store = s;
     l->h_issue = store_script(s, limits_issue_lua);
     l->h_verify = store_script(s, limits_verify_lua);
-    l->h_refund = store_script(s, limits_refund_lua);
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->pmu, NULL);
     return l;
@@ -643,33 +642,6 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, 
         goto out;
     }
     limits_commit(l, &u); /* answered: nobody will abandon it */
-out:
-    store_reply_free(rep);
-    rules_put(l, rs);
-    return rc;
-}
-
-enum otp_rc limits_refund(struct limits *l, int64_t price_minor, int64_t reserved_ms, char *err)
-{
-    struct limits_rules *rs = rules_get(l);
-    struct limits_args a = {0};
-    struct store_reply *rep = NULL;
-    size_t i;
-    enum otp_rc rc = OTP_OK;
-
-    if (price_minor <= 0 || rs->n_caps == 0)
-        goto out;
-    args_str(&a, "otp:cost");
-    args_int(&a, price_minor);
-    args_int(&a, reserved_ms);
-    args_int(&a, 0); /* the number of distinct cap windows, set below */
-    for (i = 0; i < rs->n_caps; i++) {
-        limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
-        args_str(&a, a.num[a.n]);
-        args_int(&a, rs->caps[i].window_ms);
-    }
-    snprintf(a.num[3], sizeof(a.num[0]), "%zu", rs->n_caps);
-    rc = store_eval(l->store, l->h_refund, 1, a.n, a.v, &rep, err);
 out:
     store_reply_free(rep);
     rules_put(l, rs);

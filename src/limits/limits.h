@@ -126,9 +126,6 @@ void limits_stats(struct limits *l, struct limits_stats *out);
  * the file, so reordering caps changes nothing. Pure, for tests. */
 void limits_cap_field(int64_t window_ms, char *out, size_t cap);
 
-/* Gives back price_minor reserved at reserved_ms (Redis time). */
-enum otp_rc limits_refund(struct limits *l, int64_t price_minor, int64_t reserved_ms, char *err);
-
 /* The key of a client IP: IPv4 whole, IPv4-mapped IPv6 as IPv4, other IPv6
  * as its /64 ("2001:db8:1:2::/64"). OTP_EINVAL when ip is malformed. */
 enum otp_rc limits_ip_key(const char *ip, char *out, size_t cap);

@@ -3,26 +3,24 @@ Each a small plausible bug, and the test that must catch it."""
 MUTANTS = [
     dict(name="otp-exhausted-one-guess-late",
          file="src/otp/otp.c",
-         old="""lv.attempts_left > 0 ? "pending" : "exhausted", 1,
-                                   clock_wall_ms());
-        status = 422;""",
-         new="""lv.attempts_left >= 0 ? "pending" : "exhausted", 1,
-                                   clock_wall_ms());
-        status = 422;""",
+         old="""answer(out, OTP_EBADCODE, "invalid_code", "the code is wrong");
+        verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);""",
+         new="""answer(out, OTP_EBADCODE, "invalid_code", "the code is wrong");
+        verification_update(o, lv.vid, lv.attempts_left >= 0 ? "pending" : "exhausted", 1);""",
          test="test_api.IssueVerifyTest.test_max_attempts_kills_the_code",
          why="the last allowed wrong guess leaves the verification 'pending' in the ledger"),
     dict(name="otp-no-refund-on-ledger-failure",
          file="src/otp/otp.c",
          old="""    pacer_release(o->d.pacer);
-    otp_refund(o->d.limits, li.price_minor, li.now_ms);""",
+    limits_abandon(o->d.limits, &li.undo);""",
          new="""    pacer_release(o->d.pacer);""",
          test="test_api.LedgerFailureRefundTest",
-         why="an issue refused for the ledger keeps its cost reservation: the budget drains with no SMS"),
+         why="an issue refused for the ledger keeps its takes and cost reservation: the budget drains with no SMS"),
     dict(name="otp-slot-leak-on-ledger-failure",
          file="src/otp/otp.c",
          old="""    pacer_release(o->d.pacer);
-    otp_refund(o->d.limits, li.price_minor, li.now_ms);""",
-         new="""    otp_refund(o->d.limits, li.price_minor, li.now_ms);""",
+    limits_abandon(o->d.limits, &li.undo);""",
+         new="""    limits_abandon(o->d.limits, &li.undo);""",
          test="test_api.LedgerFailureRefundTest",
          why="an issue refused for the ledger keeps its queue slot: the queue fills with nothing in it"),
     dict(name="otp-no-active-code-recorded-as-400",
