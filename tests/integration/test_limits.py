@@ -142,6 +142,12 @@ class LimitsTest(OtpdTest):
         self.assert_rl(r, rule, limit, window_ms // 1000, 0, ra)
         return ra
 
+    def lock_end_ms(self, phone, rule, window_ms):
+        """When a wrong-guess lock on phone ends: the oldest counted wrong
+        guess (rule's log in Redis, at most `limit` times) leaves the window."""
+        log = self.redis.cmd("HGET", "otp:{%s}" % phone, self.field(rule)).split()
+        return int(log[0]) + window_ms
+
     def window_end_ms(self, window_ms, at_ms):
         """The end of the Unix-aligned fixed window holding at_ms."""
         return (at_ms // window_ms + 1) * window_ms
@@ -391,11 +397,10 @@ class LockAndLimitTest(LimitsTest):
               {"name": "wrong_1", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 1, "window": "1m"}]
 
     def test_retry_after_covers_the_longer_limit(self):
-        self.avoid_boundary(60, 5)
         self.accepted(self.otpd.issue(P))
         r, before, after = self.timed_redis(self.otpd.verify, P, "000000")  # the first wrong guess locks
         ra = self.refused(r, 429, "locked", "wrong_1")
-        self.assert_retry_at(ra, self.window_end_ms(60000, before), before, after, "the lock alone")
+        self.assert_retry_at(ra, self.lock_end_ms(P, "wrong_1", 60000), before, after, "the lock alone")
         entry = int(self.redis.cmd("HGET", "otp:{%s}" % P, self.field("phone_1")))
         r, before, after = self.timed_redis(self.otpd.issue, P)
         ra = self.refused(r, 429, "locked", "wrong_1")
@@ -575,16 +580,15 @@ class WrongGuessCapTest(LimitsTest):
         return cfg
 
     def test_lock_across_codes(self):
-        self.avoid_boundary(3600, 60)
         body, code = self.issue_and_code(P)
         r, before, after = self.timed_redis(self.otpd.verify, P, wrong_of(code))
         self.assertEqual((r[0], r[2]["error"], r[2]["attempts_left"]), (422, "invalid_code", 4), r[2])
         self.assertEqual(r[1]["content-type"], "application/problem+json")
         t = self.assert_rl(r, "wrong_codes", 3, 3600, 2)
-        # The wrong-guess window is Unix-aligned today (issue 8 makes it
-        # sliding: then it ends an hour after the first counted guess).
-        end = self.window_end_ms(3600000, before)
-        self.assertEqual(self.window_end_ms(3600000, after), end, "the test straddled an hour")
+        # The wrong-guess window slides: the lock ends an hour after the
+        # oldest counted guess, here the first.
+        end = self.lock_end_ms(P, "wrong_codes", 3600000)
+        self.assertTrue(before + 3600000 <= end <= after + 3600000, "the first guess's time in Redis")
         self.assert_retry_at(t, end, before, after, "RateLimit t of the wrong-guess rule")
         r = self.otpd.verify(P, wrong_of(code))
         self.assertEqual((r[0], r[2]["attempts_left"]), (422, 3), r[2])
@@ -617,17 +621,15 @@ class WrongGuessCapTest(LimitsTest):
         self.assertEqual(self.decisions(4)[2]["decision"], "locked")
 
     def test_locked_issue_takes_nothing(self):
-        self.avoid_boundary(3600, 60)
         _, code = self.issue_and_code(P)
         for left in (4, 3):
             self.assertEqual(self.otpd.verify(P, wrong_of(code))[2]["attempts_left"], left)
         r, t0, t1 = self.timed_redis(self.otpd.verify, P, wrong_of(code))
-        self.assert_retry_at(self.refused(r, 429, "locked", "wrong_codes"), self.window_end_ms(3600000, t0), t0, t1,
-                             "the lock")
+        end = self.lock_end_ms(P, "wrong_codes", 3600000)
+        self.assert_retry_at(self.refused(r, 429, "locked", "wrong_codes"), end, t0, t1, "the lock")
         before = self.state()
         r, t0, t1 = self.timed_redis(self.otpd.issue, P)
-        self.assert_retry_at(self.refused(r, 429, "locked", "wrong_codes"), self.window_end_ms(3600000, t0), t0, t1,
-                             "the lock on an issue")
+        self.assert_retry_at(self.refused(r, 429, "locked", "wrong_codes"), end, t0, t1, "the lock on an issue")
         self.assertEqual(self.state(), before)
 
 
