@@ -925,13 +925,16 @@ static void pacer_wait(struct pacer *pc, uint64_t wait_ns)
     pacer_progress(pc);
 }
 
-/* Sleeps until the absolute monotonic time due_ns, serving transfers. */
+static int pacer_stopping(struct pacer *pc);
+
+/* Sleeps until the absolute monotonic time due_ns, serving transfers; a stop
+ * ends the sleep (a 429's pause can be a minute long). */
 static void pacer_sleep_until(struct pacer *pc, uint64_t due_ns)
 {
     for (;;) {
         uint64_t now = clock_mono_ns();
         struct timespec ts;
-        if (now >= due_ns)
+        if (now >= due_ns || pacer_stopping(pc))
             return;
         if (due_ns - now > 2 * NS_PER_MS) {
             pacer_wait(pc, due_ns - now - NS_PER_MS);
