@@ -94,8 +94,10 @@ if ARGV[1] == 'a' then
     elseif kind == 2 then
       local c = window_count(v, w[4])
       if c > 0 then new = fmt(w[4]) .. ':' .. (c - 1) end
-    elseif kind == 3 and v then
-      new = fmt(tonumber(v) - w[4])
+    elseif kind == 3 and v and tonumber(w[5]) > now then
+      -- Only while this take still holds the bucket back: once its time has
+      -- passed, its token has come back by itself.
+      new = fmt(math.max(now, tonumber(v) - w[4]))
     elseif kind == 4 and v == w[5] then
       new = w[4]
     end
@@ -107,11 +109,20 @@ if ARGV[1] == 'a' then
     local sum = window_count(redis.call('HGET', key, c[2]), c[3])
     if sum > c[4] then
       redis.call('HSET', key, c[2], fmt(c[3]) .. ':' .. fmt(sum - c[4]))
-    elseif sum > 0 then
+    elseif sum == c[4] then
       redis.call('HDEL', key, c[2])
+    elseif sum > 0 then
+      -- Less than this issue reserved: money was given back twice or never
+      -- counted. Never clamp (that would eat another reservation); say so.
+      redis.log(redis.LOG_WARNING, 'otpd: abandon found ' .. sum .. ' in cost field ' .. c[2] ..
+                ', less than its price ' .. c[4] .. '; left as it is')
     end
   end
-  if rec.v and redis.call('HGET', KEYS[1], 'i') == rec.v[1] then
+  -- The verification this issue started goes (or the one it replaced comes
+  -- back) only while no other issue has continued it: 'n' marks one that
+  -- has, and its message carries the code.
+  local cur = redis.call('HMGET', KEYS[1], 'i', 'n')
+  if rec.v and cur[1] == rec.v[1] and not cur[2] then
     if rec.v[2] ~= '' then
       redis.call('HSET', KEYS[1], 'i', rec.v[2], 'h', rec.v[3], 'e', rec.v[4], 'a', rec.v[5])
     else
@@ -176,7 +187,7 @@ for r = 0, nrules - 1 do
     if now < allow_at then
       ok, reset = false, allow_at - now
     else
-      new, hold, u = fmt(tat + step), tat + step - now, step
+      new, hold, u = fmt(tat + step), tat + step - now, {step, fmt(tat + step)}
       remaining, reset = math.floor((now - allow_at) / step), tat + step - now
       nxt = math.max(0, allow_at + step - now)
     end
@@ -239,6 +250,7 @@ local exp = tonumber(cur[3] or 0) or 0
 local vrec = nil
 if cur[1] and (exp - now) * 3 >= ttl and (tonumber(cur[4]) or 0) < maxatt then
   out[3], out[5] = cur[1], 0
+  redis.call('HSET', KEYS[1], 'n', 1) -- continued: an abandon of its creator keeps it
 else
   if cur[1] then
     vrec = {ARGV[2], cur[1], cur[2] or '', cur[3] or '0', cur[4] or '0'}
@@ -247,6 +259,7 @@ else
   end
   exp = now + ttl
   redis.call('HSET', KEYS[1], 'i', ARGV[2], 'h', ARGV[3], 'e', fmt(exp), 'a', 0)
+  redis.call('HDEL', KEYS[1], 'n')
   out[3], out[5] = ARGV[2], 1
 end
 out[1], out[4], out[7] = 1, exp - now, next_ms

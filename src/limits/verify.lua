@@ -14,8 +14,13 @@
 -- records its reply and what it changed (the verification's fields before
 -- it, the wrong-guess time it added) there for undo_ttl_ms. A second call
 -- with that rid returns the recorded reply and changes nothing; op 'a'
--- (abandon) puts the verification back as it was and removes the
--- wrong-guess time, or leaves a tombstone when the guess has not run yet.
+-- (abandon) gives back only what this guess did, never what others did
+-- since: a wrong guess that only counted an attempt takes one attempt off
+-- the same verification (if it is still there); a guess that ended the
+-- verification (right, or the last attempt) puts it back only while no
+-- verification has taken its place and its code is still alive (so a code
+-- used since by another request is never revived); and the wrong-guess
+-- time is removed. Or it leaves a tombstone when the guess has not run yet.
 -- Once otpd has read the reply it deletes the record (issue.lua's op 'c').
 --
 -- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2] the undo key
@@ -38,9 +43,17 @@ if ARGV[1] == 'a' then
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
   if not rec or rec == TOMB then return 0 end
   rec = cjson.decode(rec)
-  local cur = redis.call('HGET', key, 'i')
-  if rec.v[1] ~= '' and (not cur or cur == rec.v[1]) then
-    redis.call('HSET', key, 'i', rec.v[1], 'h', rec.v[2], 'e', rec.v[3], 'a', rec.v[4])
+  local cur = redis.call('HMGET', key, 'i', 'a')
+  if rec.k == 'count' then
+    if cur[1] == rec.v[1] then
+      redis.call('HSET', key, 'a', math.max(0, (tonumber(cur[2]) or 0) - 1))
+    end
+  elseif rec.v[1] ~= '' and not cur[1] then
+    local left = (tonumber(rec.v[3]) or 0) - now
+    if left > 0 then
+      redis.call('HSET', key, 'i', rec.v[1], 'h', rec.v[2], 'e', rec.v[3], 'a', rec.v[4])
+      if redis.call('PTTL', key) < left then redis.call('PEXPIRE', key, left) end
+    end
   end
   if rec.w ~= '' then
     local v, rest, gone = redis.call('HGET', key, rec.f), {}, false
@@ -62,9 +75,12 @@ local wfield, wlimit, wwindow = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local shadow = ARGV[7] == '1'
 local log, retry = {}, 0
 
--- The undo record, written when the guess changes something.
-local function done(reply, prev, added)
-  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, w = added or '', f = wfield}), 'PX', undo_ttl)
+-- The undo record, written when the guess changes something. kind: 'end'
+-- when this guess ended the verification, 'count' when it only counted an
+-- attempt on it.
+local function done(reply, prev, kind, added)
+  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, k = kind, w = added or '', f = wfield}),
+             'PX', undo_ttl)
   return reply
 end
 
@@ -83,21 +99,23 @@ local cur = redis.call('HMGET', key, 'i', 'h', 'e', 'a')
 local att = tonumber(cur[4] or 0) or 0
 local prev = {cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or ''}
 if not cur[1] or (tonumber(cur[3]) or 0) <= now or att >= maxatt then
-  if cur[1] then redis.call('HDEL', key, 'i', 'h', 'e', 'a') end
+  if cur[1] then redis.call('HDEL', key, 'i', 'h', 'e', 'a', 'n') end
   return {'none', '', 0, retry, slock, #log}
 end
 if cur[2] == guess then
-  redis.call('HDEL', key, 'i', 'h', 'e', 'a')
-  return done({'ok', cur[1], maxatt - att, retry, slock, #log}, prev)
+  redis.call('HDEL', key, 'i', 'h', 'e', 'a', 'n')
+  return done({'ok', cur[1], maxatt - att, retry, slock, #log}, prev, 'end')
 end
 
 att = att + 1
+local kind = 'count'
 if att >= maxatt then
-  redis.call('HDEL', key, 'i', 'h', 'e', 'a')
+  redis.call('HDEL', key, 'i', 'h', 'e', 'a', 'n')
+  kind = 'end'
 else
   redis.call('HSET', key, 'a', att)
 end
-if wfield == '' then return done({'wrong', cur[1], maxatt - att, 0, 0, 0}, prev) end
+if wfield == '' then return done({'wrong', cur[1], maxatt - att, 0, 0, 0}, prev, kind) end
 -- Keep at most limit times: older ones can no longer decide a lock.
 local stamp = string.format('%.0f', now)
 log[#log + 1] = stamp
@@ -106,7 +124,7 @@ redis.call('HSET', key, wfield, table.concat(log, ' '))
 if redis.call('PTTL', key) < wwindow then redis.call('PEXPIRE', key, wwindow) end
 retry = tonumber(log[1]) + wwindow - now
 if #log >= wlimit then
-  if shadow then return done({'wrong', cur[1], maxatt - att, retry, 1, #log}, prev, stamp) end
-  return done({'locked', cur[1], maxatt - att, retry, 0, #log}, prev, stamp)
+  if shadow then return done({'wrong', cur[1], maxatt - att, retry, 1, #log}, prev, kind, stamp) end
+  return done({'locked', cur[1], maxatt - att, retry, 0, #log}, prev, kind, stamp)
 end
-return done({'wrong', cur[1], maxatt - att, retry, 0, #log}, prev, stamp)
+return done({'wrong', cur[1], maxatt - att, retry, 0, #log}, prev, kind, stamp)
