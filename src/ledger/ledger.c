@@ -245,6 +245,10 @@ static enum otp_rc ledger_count(struct ledger *l, struct ledger_op *op)
     op->agg_s = op->a[0].i / 1000;
     op->hash = op_agg_hash(op);
     pthread_mutex_lock(&l->mu);
+    /* As ledger_submit_one: a stalled disk slows a flood of distinct keys
+     * down rather than growing the queue. */
+    while (l->stats.queue_depth >= LEDGER_QUEUE_MAX && !l->stop)
+        pthread_cond_wait(&l->done, &l->mu);
     if (l->stop) {
         pthread_mutex_unlock(&l->mu);
         op_free(op);
@@ -464,6 +468,8 @@ static void *ledger_writer(void *arg)
         struct ledger_op *batch, *op, *last;
         uint64_t n, bad_groups = 0;
         int failed;
+        /* Past seconds' counted rows, even while work never stops coming. */
+        ledger_agg_flush_locked(l, clock_wall_ms() / 1000);
         while (l->head == NULL && !l->stop)
             ledger_idle(l);
         if (l->head == NULL && ledger_agg_flush_locked(l, INT64_MAX) > 0)
