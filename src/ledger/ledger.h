@@ -66,8 +66,16 @@ struct ledger_send {
 struct ledger *ledger_open(const char *path, char *err);
 void ledger_close(struct ledger *l);
 
+/* Rows older than retention_ms (0: none) are pruned by the writer, at once
+ * and then every retention or hour, whichever is shorter. Messages still
+ * queued or sending are kept. */
+void ledger_set_retention(struct ledger *l, int64_t retention_ms);
+
 /*
- * Submissions copy their arguments and return at once. ledger_request and
+ * Submissions copy their arguments and return at once. A request row with
+ * a 4xx status is counted instead: one row per identical key, decision and
+ * second (its count column), committed when that second is over or before
+ * the next other request row. ledger_request and
  * ledger_verification_update (request threads) wait for the writer's next
  * commit while 65,536 submissions are queued; the pacer's never wait. They
  * fail only when out of memory, or with OTP_EIO once ledger_close began.

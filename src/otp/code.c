@@ -46,6 +46,11 @@ void code_keys_free(struct code_keys *k)
     free(k);
 }
 
+void code_wipe(void *p, size_t n)
+{
+    sodium_memzero(p, n);
+}
+
 void code_new_id(char *out)
 {
     unsigned char raw[CODE_ID_LEN / 2];

@@ -33,6 +33,7 @@ struct otp {
     uint64_t deliveries[2]; /* failed, delivered */
     uint64_t ledger_errors;  /* ledger submissions that failed even after a retry */
     struct idem *idem;       /* Idempotency-Key state, for the HTTP layer */
+    char not_ready[OTP_ERR_LEN]; /* the last /readyz failure logged, under mu */
 };
 
 struct otp *otp_new(const struct otp_deps *d)
@@ -141,7 +142,7 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
 
     code_derive(o->d.keys, vid, o->d.cfg->otp_length, code);
     rc = code_render(o->d.cfg->otp_template, code, (int)((expires_in_ms + 59999) / 60000), text, cap);
-    memset(code, 0, sizeof(code));
+    code_wipe(code, sizeof(code));
     return rc;
 }
 
@@ -247,7 +248,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     code_new_id(vid);
     code_derive(o->d.keys, vid, c->otp_length, code);
     code_hash(o->d.keys, rq->phone, code, vhash);
-    memset(code, 0, sizeof(code));
+    code_wipe(code, sizeof(code));
     lr.phone = rq->phone;
     lr.device_id = rq->device_id;
     lr.ip_key = rq->client_ip ? ip_key : NULL;
@@ -307,7 +308,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         goto undo;
     }
     pacer_push(o->d.pacer, &m);
-    memset(&m, 0, sizeof(m));
+    code_wipe(&m, sizeof(m));
     limits_commit(o->d.limits, &li.undo);
     out->rc = OTP_OK;
     out->expires_in_s = li.expires_in_ms / 1000;
@@ -319,7 +320,7 @@ undo:
     /* Our own failure after the limits were taken: no SMS, the slot goes
      * back, and so does everything the script took (quota, cost, the
      * verification it started), through its undo record. */
-    memset(&m, 0, sizeof(m));
+    code_wipe(&m, sizeof(m));
     pacer_release(o->d.pacer);
     limits_abandon(o->d.limits, &li.undo);
     out->retry_after_s = 1;
@@ -454,7 +455,7 @@ static void recover_one(void *arg, const struct ledger_message *lm)
     m.cost_ms = lm->cost_ms;
     m.attempts = lm->attempts;
     pacer_restore(o->d.pacer, &m);
-    memset(&m, 0, sizeof(m));
+    code_wipe(&m, sizeof(m));
     if (lm->expires_ms <= x->now_ms)
         x->expired++;
     else
@@ -487,6 +488,29 @@ static void redis_conf_warnings(struct otp *o, char *why, size_t cap)
         snprintf(why + n, cap - n, "; redis: appendonly is %s, must be yes", rc.appendonly);
 }
 
+/*
+ * /readyz is often reachable by more than the operator: its detail says
+ * what is wrong but names no address. The whole error goes to the log,
+ * once each time it changes. Store errors name an address only as
+ * "redis connect HOST:PORT: why" (an IPv6 HOST holds no ": ").
+ */
+static void not_ready(struct otp *o, const char *what, const char *err, char *why, size_t cap)
+{
+    static const char connect[] = "redis connect ";
+    const char *sep = strncmp(err, connect, strlen(connect)) == 0 ? strstr(err, ": ") : NULL;
+
+    pthread_mutex_lock(&o->mu);
+    if (strcmp(o->not_ready, err) != 0) {
+        snprintf(o->not_ready, sizeof(o->not_ready), "%s", err);
+        log_msg(LOG_WARN, "not ready: %s: %s", what, err);
+    }
+    pthread_mutex_unlock(&o->mu);
+    if (sep != NULL)
+        snprintf(why, cap, "%s: cannot connect to redis%s", what, sep);
+    else
+        snprintf(why, cap, "%s: %s", what, err);
+}
+
 int otp_ready(struct otp *o, char *why, size_t cap)
 {
     char err[OTP_ERR_LEN];
@@ -496,7 +520,7 @@ int otp_ready(struct otp *o, char *why, size_t cap)
      * without API traffic. */
     limits_flush(o->d.limits); /* abandons of 503'd requests, even without API traffic */
     if (store_ping(o->d.store, err) != OTP_OK) {
-        snprintf(why, cap, "redis: %s", err);
+        not_ready(o, "redis", err, why, cap);
         return 0;
     }
     if (!ledger_healthy(o->d.ledger)) {

@@ -3,7 +3,9 @@
  * any decision: the JSON body of issue and verify (http_body, then the
  * field checks, with limits_ip_key for client_ip as otp.c applies it) and
  * the form body of a Twilio delivery report
- * (http_form_get, http_form_decode). An input is one body of at most
+ * (http_form_get, http_form_decode), and the cut every problem's detail
+ * gets (http_utf8_cut: its result is a prefix jansson takes as a string).
+ * An input is one body of at most
  * HTTP_BODY_MAX bytes, as http.c buffers it. Seeds: tests/fuzz/corpus/body/,
  * bodies that pass every check.
  */
@@ -22,6 +24,7 @@ int http_printable(const char *s, size_t max);
 const char *http_check_common(json_t *j, char *detail, size_t cap);
 void http_form_decode(char *s);
 int http_form_get(const char *body, const char *name, char *out, size_t cap);
+void http_utf8_cut(char *s);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -51,6 +54,11 @@ static int fuzz_json(const char *body, size_t len, int verify)
     j = http_body(body, len, fields, detail, sizeof(detail));
     if (j == NULL) {
         FUZZ_CHECK(detail[0] != '\0' && memchr(detail, '\0', sizeof(detail)) != NULL);
+        /* As http_problem_text does: the detail, cut, is never dropped. */
+        http_utf8_cut(detail);
+        v = json_string(detail);
+        FUZZ_CHECK(v != NULL);
+        json_decref(v);
         return 0;
     }
     /* An object of allowed fields, each a string without a NUL. */
@@ -90,6 +98,20 @@ out:
     return ok;
 }
 
+/* http_utf8_cut over any bytes: a prefix of them that jansson accepts. */
+static void fuzz_cut(const char *body)
+{
+    char copy[HTTP_BODY_MAX + 1];
+    json_t *v;
+
+    snprintf(copy, sizeof(copy), "%s", body);
+    http_utf8_cut(copy);
+    FUZZ_CHECK(strncmp(copy, body, strlen(copy)) == 0);
+    v = json_string(copy);
+    FUZZ_CHECK(v != NULL);
+    json_decref(v);
+}
+
 /* Reads body as a Twilio status callback; returns 1 when it names a status. */
 static int fuzz_form(const char *body, size_t len)
 {
@@ -125,6 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     deep = fuzz_json(body, size, 0);
     deep |= fuzz_json(body, size, 1);
     deep |= fuzz_form(body, size);
+    fuzz_cut(body);
     fuzz_deep(deep, "neither a valid issue or verify body nor a form with MessageStatus");
     free(body);
     return 0;

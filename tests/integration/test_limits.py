@@ -186,10 +186,15 @@ class LimitsTest(OtpdTest):
         self.assertEqual(len(self.fake.requests()), n)
 
     def decisions(self, n, kind="issue"):
-        """The first n ledger rows of kind (refusals are recorded without waiting)."""
-        sql = "SELECT decision, rule, shadow, http_status FROM requests WHERE kind = ? ORDER BY id"
-        wait_until(lambda: len(self.otpd.rows(sql, kind)) >= n, what="%d %s rows in the ledger" % (n, kind))
-        return self.otpd.rows(sql, kind)
+        """The first n requests of kind in the ledger (refusals are recorded
+        without waiting), one entry per request: a 4xx row of one key and
+        second stands for its count of requests."""
+        sql = "SELECT decision, rule, shadow, http_status, count FROM requests WHERE kind = ? ORDER BY id"
+
+        def expanded():
+            return [r for r in self.otpd.rows(sql, kind) for _ in range(r.pop("count"))]
+        wait_until(lambda: len(expanded()) >= n, what="%d %s rows in the ledger" % (n, kind))
+        return expanded()
 
     def metric(self, line_prefix):
         st, _, text = self.otpd.call("GET", "/metrics", auth=None)

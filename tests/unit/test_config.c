@@ -1280,6 +1280,59 @@ static void test_alloc_failures(void **state)
     config_set_alloc(NULL);
 }
 
+/* Issue 9's keys: http.*, ledger.retention, redis.username; and secret
+ * variables scrubbed from the environment, still found by a later load. */
+static void test_hostile_keys(void **state)
+{
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    c = expect_ok("defaults", build(buf, sizeof(buf), P_EXTRA, NULL));
+    assert_int_equal(c->http_max_conns_per_ip, 1024);
+    assert_int_equal(c->http_request_timeout_ms, 30000);
+    assert_true(c->ledger_retention_ms == 90LL * 86400 * 1000);
+    assert_string_equal(c->redis_username, "");
+    config_free(c);
+    c = expect_ok("set", build2(buf, sizeof(buf), P_EXTRA,
+                                "'http': {'max_conns_per_ip': 4096, 'request_timeout': '5s'}", P_LEDGER,
+                                "'ledger': {'path': 'x.db', 'retention': '7d'}"));
+    assert_int_equal(c->http_max_conns_per_ip, 4096);
+    assert_int_equal(c->http_request_timeout_ms, 5000);
+    assert_true(c->ledger_retention_ms == 7LL * 86400 * 1000);
+    config_free(c);
+    expect_errors("cap", build(buf, sizeof(buf), P_EXTRA, "'http': {'max_conns_per_ip': 1023}"),
+                  "http.max_conns_per_ip", "1024", 1);
+    expect_errors("timeout", build(buf, sizeof(buf), P_EXTRA, "'http': {'request_timeout': '500ms'}"),
+                  "http.request_timeout", "1s to 5m", 1);
+    expect_errors("unknown", build(buf, sizeof(buf), P_EXTRA, "'http': {'timeout': '5s'}"), "http.timeout",
+                  "unknown", 1);
+    expect_errors("retention", build(buf, sizeof(buf), P_LEDGER, "'ledger': {'path': 'x', 'retention': '10ms'}"),
+                  "ledger.retention", "at least 1s", 1);
+    expect_errors("username alone", build(buf, sizeof(buf), P_REDIS,
+                                          "'redis': {'url': 'redis://h', 'username': 'otpd'}"),
+                  "redis.username", "password_env", 1);
+    expect_errors("username spaces", build(buf, sizeof(buf), P_REDIS,
+                                           "'redis': {'url': 'redis://h', 'username': 'a b', 'password_env': "
+                                           "'KANNEL_PASS'}"),
+                  "redis.username", "printable", 1);
+    c = expect_ok("username", build(buf, sizeof(buf), P_REDIS,
+                                    "'redis': {'url': 'redis://h', 'username': 'otpd', 'password_env': 'KANNEL_PASS'}"));
+    assert_string_equal(c->redis_username, "otpd");
+    assert_string_equal(c->redis_password, "kpass");
+    config_free(c);
+    /* Scrubbed: gone from the environment, still read by the next load. */
+    assert_int_equal(config_scrub_env(), 0);
+    assert_null(getenv("OTPD_SECRET"));
+    assert_null(getenv("KANNEL_PASS"));
+    c = expect_ok("after the scrub", build(buf, sizeof(buf), P_REDIS,
+                                           "'redis': {'url': 'redis://h', 'username': 'otpd', 'password_env': "
+                                           "'KANNEL_PASS'}"));
+    assert_string_equal(c->redis_password, "kpass");
+    assert_memory_equal(c->secret, SECRET_VALUE, strlen(SECRET_VALUE));
+    config_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1303,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_listen_port_trailing_junk),
         cmocka_unit_test(test_redis_url_empty_host),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_hostile_keys), /* last: it scrubs the environment */
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);
