@@ -162,7 +162,7 @@ build/fuzz/obj/%.o: %.cc
 build/fuzz/obj/src/limits/limits.o: $(LUA_H)
 build/fuzz/obj/src/ledger/ledger.o: src/ledger/schema.h
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_OBJ)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -fsanitize-link-c++-runtime $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 	sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
