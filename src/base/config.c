@@ -503,8 +503,9 @@ static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *root)
     json_array_foreach(types, i, t) {
         snprintf(p, sizeof(p), "phone.types.%zu", i);
         if (!json_is_string(t) || (type = phone_type_from_name(json_string_value(t))) < 0)
-            cfg_error(x, p, "must be one of mobile, fixed_line, fixed_line_or_mobile, toll_free, premium_rate, "
-                            "shared_cost, voip, personal_number, pager, uan, voicemail, unknown");
+            cfg_error(x, p,
+                      "must be one of mobile, fixed_line, fixed_line_or_mobile, toll_free, premium_rate, "
+                      "shared_cost, voip, personal_number, pager, uan, voicemail, unknown");
         else if (seen & PHONE_TYPE_BIT(type))
             cfg_error(x, p, "\"%s\" is listed twice", json_string_value(t));
         else

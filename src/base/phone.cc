@@ -40,12 +40,14 @@ static const struct {
 
 /* Names by enum phone_type (libphonenumber's, lower case). */
 static const char *const phone_type_names[PHONE_TYPE_COUNT] = {
-    "unknown",     "mobile",    "fixed_line", "fixed_line_or_mobile", "toll_free", "premium_rate",
-    "shared_cost", "voip",      "personal_number", "pager",           "uan",       "voicemail",
+    "unknown",         "mobile",       "fixed_line",  "fixed_line_or_mobile",
+    "toll_free",       "premium_rate", "shared_cost", "voip",
+    "personal_number", "pager",        "uan",         "voicemail",
 };
 
 static const char *const phone_err_names[] = {
-    "ok", "not_a_number", "invalid_country_code", "too_short", "too_long", "invalid_length", "invalid_for_region",
+    "ok",       "not_a_number",   "invalid_country_code", "too_short",
+    "too_long", "invalid_length", "invalid_for_region",
 };
 
 static enum phone_type phone_type_of(PhoneNumberUtil::PhoneNumberType t)
@@ -60,12 +62,17 @@ static enum phone_type phone_type_of(PhoneNumberUtil::PhoneNumberType t)
 static enum phone_err phone_parse_err(PhoneNumberUtil::ErrorType e)
 {
     switch (e) {
-    case PhoneNumberUtil::NO_PARSING_ERROR: return PHONE_OK;
-    case PhoneNumberUtil::INVALID_COUNTRY_CODE_ERROR: return PHONE_INVALID_COUNTRY_CODE;
+    case PhoneNumberUtil::NO_PARSING_ERROR:
+        return PHONE_OK;
+    case PhoneNumberUtil::INVALID_COUNTRY_CODE_ERROR:
+        return PHONE_INVALID_COUNTRY_CODE;
     case PhoneNumberUtil::TOO_SHORT_AFTER_IDD:
-    case PhoneNumberUtil::TOO_SHORT_NSN: return PHONE_TOO_SHORT;
-    case PhoneNumberUtil::TOO_LONG_NSN: return PHONE_TOO_LONG;
-    case PhoneNumberUtil::NOT_A_NUMBER: break;
+    case PhoneNumberUtil::TOO_SHORT_NSN:
+        return PHONE_TOO_SHORT;
+    case PhoneNumberUtil::TOO_LONG_NSN:
+        return PHONE_TOO_LONG;
+    case PhoneNumberUtil::NOT_A_NUMBER:
+        break;
     }
     return PHONE_NOT_A_NUMBER;
 }
@@ -75,13 +82,18 @@ static enum phone_err phone_parse_err(PhoneNumberUtil::ErrorType e)
 static enum phone_err phone_length_err(PhoneNumberUtil::ValidationResult v)
 {
     switch (v) {
-    case PhoneNumberUtil::IS_POSSIBLE: return PHONE_OK;
-    case PhoneNumberUtil::INVALID_COUNTRY_CODE: return PHONE_INVALID_COUNTRY_CODE;
+    case PhoneNumberUtil::IS_POSSIBLE:
+        return PHONE_OK;
+    case PhoneNumberUtil::INVALID_COUNTRY_CODE:
+        return PHONE_INVALID_COUNTRY_CODE;
     /* Long enough for a local number only: the area code is missing. */
     case PhoneNumberUtil::IS_POSSIBLE_LOCAL_ONLY:
-    case PhoneNumberUtil::TOO_SHORT: return PHONE_TOO_SHORT;
-    case PhoneNumberUtil::TOO_LONG: return PHONE_TOO_LONG;
-    case PhoneNumberUtil::INVALID_LENGTH: break;
+    case PhoneNumberUtil::TOO_SHORT:
+        return PHONE_TOO_SHORT;
+    case PhoneNumberUtil::TOO_LONG:
+        return PHONE_TOO_LONG;
+    case PhoneNumberUtil::INVALID_LENGTH:
+        break;
     }
     return PHONE_INVALID_LENGTH;
 }
@@ -203,13 +215,27 @@ extern "C" void phone_why(enum phone_err err, const struct phone_info *in, char 
     else if (in->country_code > 0)
         snprintf(where, sizeof(where), " for +%d", in->country_code);
     switch (err) {
-    case PHONE_OK: snprintf(out, cap, "phone is valid"); return;
-    case PHONE_NOT_A_NUMBER: snprintf(out, cap, "phone must be E.164: + then digits only"); return;
-    case PHONE_INVALID_COUNTRY_CODE: snprintf(out, cap, "phone has no valid country calling code"); return;
-    case PHONE_TOO_SHORT: snprintf(out, cap, "phone is too short%s", where); return;
-    case PHONE_TOO_LONG: snprintf(out, cap, "phone is too long%s", where); return;
-    case PHONE_INVALID_LENGTH: snprintf(out, cap, "phone has no valid length%s", where); return;
-    case PHONE_INVALID_FOR_REGION: snprintf(out, cap, "phone is not a valid number%s", where); return;
+    case PHONE_OK:
+        snprintf(out, cap, "phone is valid");
+        return;
+    case PHONE_NOT_A_NUMBER:
+        snprintf(out, cap, "phone must be E.164: + then digits only");
+        return;
+    case PHONE_INVALID_COUNTRY_CODE:
+        snprintf(out, cap, "phone has no valid country calling code");
+        return;
+    case PHONE_TOO_SHORT:
+        snprintf(out, cap, "phone is too short%s", where);
+        return;
+    case PHONE_TOO_LONG:
+        snprintf(out, cap, "phone is too long%s", where);
+        return;
+    case PHONE_INVALID_LENGTH:
+        snprintf(out, cap, "phone has no valid length%s", where);
+        return;
+    case PHONE_INVALID_FOR_REGION:
+        snprintf(out, cap, "phone is not a valid number%s", where);
+        return;
     }
     snprintf(out, cap, "phone is not valid");
 }

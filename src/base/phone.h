@@ -58,7 +58,8 @@ enum phone_type {
 
 /* A set of types, one bit (1u << type) each: phone.types. */
 #define PHONE_TYPE_BIT(t) (1u << (unsigned)(t))
-#define PHONE_TYPES_DEFAULT (PHONE_TYPE_BIT(PHONE_TYPE_MOBILE) | PHONE_TYPE_BIT(PHONE_TYPE_FIXED_LINE_OR_MOBILE))
+#define PHONE_TYPES_DEFAULT                                                                                  \
+    (PHONE_TYPE_BIT(PHONE_TYPE_MOBILE) | PHONE_TYPE_BIT(PHONE_TYPE_FIXED_LINE_OR_MOBILE))
 
 /* Why a number is refused. */
 enum phone_err {

@@ -140,8 +140,9 @@ static int type_served(struct otp *o, const struct otp_req *rq, struct otp_answe
 {
     if ((unsigned)rq->type < PHONE_TYPE_COUNT && (o->d.cfg->phone_types & PHONE_TYPE_BIT(rq->type)) != 0)
         return 1;
-    answer(out, OTP_ETYPE, "number_type", "phone is a %s number (%s); this service does not send codes to that type",
-           phone_type_name(rq->type), rq->region[0] ? rq->region : "no region");
+    answer(out, OTP_ETYPE, "number_type",
+           "phone is a %s number (%s); this service does not send codes to that type", phone_type_name(rq->type),
+           rq->region[0] ? rq->region : "no region");
     return 0;
 }
 

@@ -36,8 +36,8 @@ static int fuzz_digits_only(const char *s)
 
 static int fuzz_region_ok(const char *r)
 {
-    return strcmp(r, "001") == 0 ||
-           (strlen(r) == 2 && r[0] >= 'A' && r[0] <= 'Z' && r[1] >= 'A' && r[1] <= 'Z' && strcmp(r, "ZZ") != 0);
+    return strcmp(r, "001") == 0 || (strlen(r) == 2 && r[0] >= 'A' && r[0] <= 'Z' && r[1] >= 'A' &&
+                                     r[1] <= 'Z' && strcmp(r, "ZZ") != 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -214,7 +214,8 @@ static const struct bad_case bad_cases[] = {
     {"tel:+919812345699", PHONE_NOT_A_NUMBER, "phone must be E.164: + then digits only"},
     {"+1800FLOWERS", PHONE_NOT_A_NUMBER, "phone must be E.164: + then digits only"},
     {"+91981234569x", PHONE_NOT_A_NUMBER, "phone must be E.164: + then digits only"},
-    {"+\xd9\xa9\xd9\xa1\xd9\xa9\xd9\xa8\xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4", PHONE_NOT_A_NUMBER, /* Arabic-Indic */
+    {"+\xd9\xa9\xd9\xa1\xd9\xa9\xd9\xa8\xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4",
+     PHONE_NOT_A_NUMBER, /* Arabic-Indic */
      "phone must be E.164: + then digits only"},
     {"+\xef\xbc\x99\xef\xbc\x91\xef\xbc\x99\xef\xbc\x98", PHONE_NOT_A_NUMBER, /* full-width digits */
      "phone must be E.164: + then digits only"},
@@ -268,8 +269,9 @@ static void test_why_bounds(void **state)
 static void test_names(void **state)
 {
     static const char *const types[PHONE_TYPE_COUNT] = {
-        "unknown",     "mobile", "fixed_line",      "fixed_line_or_mobile", "toll_free", "premium_rate",
-        "shared_cost", "voip",   "personal_number", "pager",                "uan",       "voicemail",
+        "unknown",         "mobile",       "fixed_line",  "fixed_line_or_mobile",
+        "toll_free",       "premium_rate", "shared_cost", "voip",
+        "personal_number", "pager",        "uan",         "voicemail",
     };
     int i;
 
@@ -311,8 +313,9 @@ static void *parse_many(void *arg)
     for (r = 0; r < PHONE_ROUNDS; r++) {
         for (i = 0; i < sizeof(valid_cases) / sizeof(valid_cases[0]); i++) {
             struct phone_info pi;
-            if (phone_parse(valid_cases[i].in, &pi) != PHONE_OK || strcmp(pi.e164, valid_cases[i].e164) != 0 ||
-                pi.type != valid_cases[i].type || strcmp(pi.region, valid_cases[i].region) != 0)
+            if (phone_parse(valid_cases[i].in, &pi) != PHONE_OK ||
+                strcmp(pi.e164, valid_cases[i].e164) != 0 || pi.type != valid_cases[i].type ||
+                strcmp(pi.region, valid_cases[i].region) != 0)
                 (*bad)++;
         }
         for (i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
@@ -342,8 +345,9 @@ int main(void)
 {
     /* Threads first: they also race libphonenumber's first use. */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_threads),    cmocka_unit_test(test_valid_numbers), cmocka_unit_test(test_trunk_prefixes),
-        cmocka_unit_test(test_refusals),   cmocka_unit_test(test_why_bounds),    cmocka_unit_test(test_names),
+        cmocka_unit_test(test_threads),        cmocka_unit_test(test_valid_numbers),
+        cmocka_unit_test(test_trunk_prefixes), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_why_bounds),     cmocka_unit_test(test_names),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
