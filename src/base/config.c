@@ -559,6 +559,44 @@ static void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *root)
     }
 }
 
+/* phone.types: a list of libphonenumber's type names; a number of any
+ * other type is refused before any rule (403 number_type). */
+static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"types", NULL};
+    json_t *o = cfg_member(x, root, "", "phone", 0), *types, *t;
+    unsigned seen = 0;
+    size_t i;
+    char p[64];
+    int type;
+
+    if (o == NULL)
+        return;
+    if (!json_is_object(o)) {
+        cfg_error(x, "phone", "must be an object");
+        return;
+    }
+    cfg_unknown(x, o, "phone", keys);
+    if ((types = cfg_member(x, o, "phone", "types", 0)) == NULL)
+        return;
+    if (!json_is_array(types) || json_array_size(types) == 0 || json_array_size(types) > PHONE_TYPE_COUNT) {
+        cfg_error(x, "phone.types", "must be an array of 1 to %d number types", PHONE_TYPE_COUNT);
+        return;
+    }
+    json_array_foreach(types, i, t) {
+        snprintf(p, sizeof(p), "phone.types.%zu", i);
+        if (!json_is_string(t) || (type = phone_type_from_name(json_string_value(t))) < 0)
+            cfg_error(x, p,
+                      "must be one of mobile, fixed_line, fixed_line_or_mobile, toll_free, premium_rate, "
+                      "shared_cost, voip, personal_number, pager, uan, voicemail, unknown");
+        else if (seen & PHONE_TYPE_BIT(type))
+            cfg_error(x, p, "\"%s\" is listed twice", json_string_value(t));
+        else
+            seen |= PHONE_TYPE_BIT(type);
+    }
+    c->phone_types = seen;
+}
+
 static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)
 {
     static const char *const keys[] = {"name", "key", "algorithm", "limit", "window", "burst", "delay",
@@ -835,6 +873,7 @@ static void cfg_defaults(struct config *c)
     c->otp_length = 6;
     c->otp_ttl_ms = 5 * 60 * 1000;
     c->otp_max_attempts = 5;
+    c->phone_types = PHONE_TYPES_DEFAULT;
     snprintf(c->otp_template, sizeof(c->otp_template), "{code} is your login code. It expires in {minutes} minutes.");
     c->pacer_rate = 50;
     c->pacer_capacity = 500;
@@ -849,6 +888,7 @@ struct config *config_parse(const char *text, const char *file, char **errors)
 {
     static const char *const keys[] = {"listen", "http_threads", "redis",  "ledger",   "secret_env", "api_keys",
                                        "otp",    "limits",       "cost",   "pacer",    "provider",   "http",
+                                       "phone",
                                        NULL};
     struct cfg_ctx x = {file, NULL, 0, 0};
     struct config *c = NULL;
@@ -890,6 +930,7 @@ struct config *config_parse(const char *text, const char *file, char **errors)
     }
     cfg_api_keys(&x, c, root);
     cfg_otp(&x, c, root);
+    cfg_phone(&x, c, root);
     cfg_limits(&x, c, root);
     cfg_cost(&x, c, root);
     cfg_pacer(&x, c, root);

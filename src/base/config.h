@@ -93,6 +93,8 @@ struct config {
     int otp_max_attempts;
     char otp_template[CFG_STR_MAX];
 
+    unsigned phone_types; /* phone.types: the number types served, PHONE_TYPE_BIT each (phone.h) */
+
     struct cfg_rule *rules;
     size_t n_rules;
 

@@ -69,6 +69,7 @@ static const char *http_title(int status)
     switch (status) {
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
@@ -246,6 +247,7 @@ static unsigned http_status_of(enum otp_rc rc)
     case OTP_EINVAL: return 400;
     case OTP_ENOTFOUND: return 404;
     case OTP_EBADCODE: return 422;
+    case OTP_ETYPE: return 403;
     case OTP_ELIMITED:
     case OTP_ELOCKED: return 429;
     default: return 503;
@@ -337,18 +339,26 @@ UNITTEST int http_printable(const char *s, size_t max)
     return n >= 1 && n <= max;
 }
 
-/* Checks the fields issue and verify share. Returns an error code or NULL. */
-UNITTEST const char *http_check_common(json_t *j, char *detail, size_t cap)
+/* Checks the fields issue and verify share. Returns an error code or NULL.
+ * The phone is parsed into *pi and replaced in j by its canonical form, so
+ * that everything after this (the decision, the ledger, the provider, the
+ * Idempotency-Key's hash of the body) sees one spelling of one number. */
+UNITTEST const char *http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap)
 {
     const char *phone = http_field(j, "phone"), *dev = http_field(j, "device_id");
+    enum phone_err perr;
 
     if (phone == NULL) {
         snprintf(detail, cap, "phone is required");
         return "invalid_request";
     }
-    if (!phone_valid(phone)) {
-        snprintf(detail, cap, "phone must be E.164: + and 7 to 15 digits");
+    if ((perr = phone_parse(phone, pi)) != PHONE_OK) {
+        phone_why(perr, pi, detail, cap);
         return "invalid_phone";
+    }
+    if (json_object_set_new(j, "phone", json_string(pi->e164)) != 0) {
+        snprintf(detail, cap, "out of memory");
+        return "invalid_request";
     }
     if (dev != NULL && !http_printable(dev, 128)) {
         snprintf(detail, cap, "device_id must be 1 to 128 printable ASCII bytes");
@@ -526,6 +536,7 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
 {
     static const char *const fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
     struct otp_req ir = {0};
+    struct phone_info pi;
     struct otp_answer a;
     struct idem_claim cl;
     struct http_out out;
@@ -537,7 +548,7 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
         return http_problem(con, 400, "invalid_request", http_bad_idem_key, NULL, NULL);
     if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
-    if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
+    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
         json_decref(j);
         return http_problem(con, 400, error, detail, NULL, NULL);
     }
@@ -549,6 +560,8 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     }
     ir.api_key = api_key;
     ir.phone = http_field(j, "phone");
+    memcpy(ir.region, pi.region, sizeof(ir.region));
+    ir.type = pi.type;
     ir.device_id = http_field(j, "device_id");
     ir.client_ip = http_field(j, "client_ip");
     ir.purpose = purpose;
@@ -574,6 +587,7 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
 {
     static const char *const fields[] = {"phone", "code", "device_id", "client_ip", NULL};
     struct otp_req vr = {0};
+    struct phone_info pi;
     struct otp_answer a;
     struct idem_claim cl;
     struct http_out out;
@@ -585,7 +599,7 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
         return http_problem(con, 400, "invalid_request", http_bad_idem_key, NULL, NULL);
     if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
-    if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
+    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
         json_decref(j);
         return http_problem(con, 400, error, detail, NULL, NULL);
     }
@@ -596,6 +610,8 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     }
     vr.api_key = api_key;
     vr.phone = http_field(j, "phone");
+    memcpy(vr.region, pi.region, sizeof(vr.region));
+    vr.type = pi.type;
     vr.device_id = http_field(j, "device_id");
     vr.client_ip = http_field(j, "client_ip");
     if (!http_idem_begin(h, key, "verify", j, api_key, &cl, &out)) {
@@ -970,6 +986,7 @@ struct http *http_new(const struct config *c, struct otp *o, char *err)
     h->otp = o;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->wake, NULL);
+    phone_init(); /* libphonenumber's metadata now, not on the first request */
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../base/config.h"
+#include "../base/phone.h"
 #include "../base/rc.h"
 #include "../store/store.h"
 
@@ -26,10 +27,14 @@ struct limits;
 
 /* What one issue asks; strings are borrowed for the call. */
 struct limits_request {
-    const char *phone;     /* E.164, checked */
+    const char *phone;     /* canonical E.164 (phone_parse) */
     const char *device_id; /* NULL when absent */
     const char *ip_key;    /* from limits_ip_key, NULL when absent */
     const char *api_key;   /* the caller's configured name */
+    /* From phone_parse, for rules keyed on them (DESIGN.md, "Phone
+     * numbers"): the phone's region ("IN", "001") and its number type. */
+    char region[PHONE_REGION_MAX];
+    enum phone_type type;
     const char *rid;       /* this request's id (random, LIMITS_ID_MAX - 1 hex) */
     const char *vid;       /* a fresh verification id, used if none is live */
     const char *vhash;     /* the keyed hash of vid's code */

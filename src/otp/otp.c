@@ -20,8 +20,9 @@
 /* Decisions counted for /metrics, by the contract's code. */
 static const char *const decisions[] = {"accepted",    "verified",     "invalid_request", "rate_limited",
                                         "locked",      "cost_cap",     "queue_full",      "store_unavailable",
-                                        "invalid_code", "no_active_code", "ledger_unavailable", NULL};
-#define OTP_DECISIONS 11
+                                        "invalid_code", "no_active_code", "ledger_unavailable", "number_type",
+                                        NULL};
+#define OTP_DECISIONS 12
 
 struct otp {
     struct otp_deps d;
@@ -134,6 +135,18 @@ static void store_down(struct otp *o, struct otp_answer *out, const char *op, co
     out->retry_after_s = retry_s(store_breaker_left_ms(o->d.store));
 }
 
+/* 1 when rq's number type is one phone.types serves; else 0 with the
+ * refusal (403 number_type) in out. Runs before anything is taken. */
+static int type_served(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
+{
+    if ((unsigned)rq->type < PHONE_TYPE_COUNT && (o->d.cfg->phone_types & PHONE_TYPE_BIT(rq->type)) != 0)
+        return 1;
+    answer(out, OTP_ETYPE, "number_type",
+           "phone is a %s number (%s); this service does not send codes to that type", phone_type_name(rq->type),
+           rq->region[0] ? rq->region : "no region");
+    return 0;
+}
+
 /* The message text for verification vid, expiring in expires_in_ms. */
 static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms, char *text, size_t cap)
 {
@@ -236,6 +249,10 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 
     memset(out, 0, sizeof(*out));
     memset(&li, 0, sizeof(li));
+    if (!type_served(o, rq, out)) {
+        status = 403;
+        goto refused;
+    }
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
         answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
         return;
@@ -253,6 +270,8 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     lr.device_id = rq->device_id;
     lr.ip_key = rq->client_ip ? ip_key : NULL;
     lr.api_key = rq->api_key;
+    memcpy(lr.region, rq->region, sizeof(lr.region));
+    lr.type = rq->type;
     code_new_id(rid); /* names this request's script call, for its retry and its abandon */
     lr.rid = rid;
     lr.vid = vid;
@@ -349,6 +368,10 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
 
     memset(out, 0, sizeof(*out));
     memset(&lv, 0, sizeof(lv));
+    if (!type_served(o, rq, out)) {
+        status = 403;
+        goto done;
+    }
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
         answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
         goto done;

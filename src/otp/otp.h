@@ -34,10 +34,14 @@ struct otp_deps {
 /* The caller and the end user of one issue or verify. */
 struct otp_req {
     const char *api_key;   /* the caller's configured name */
-    const char *phone;     /* E.164, checked by the caller */
+    const char *phone;     /* canonical E.164, from the caller's phone_parse */
     const char *device_id; /* NULL when absent */
     const char *client_ip; /* NULL when absent; checked here */
     const char *purpose;   /* NULL when absent; recorded only */
+    /* From the same phone_parse: the region ("IN", "001") and the number
+     * type. A type outside phone.types is refused here before any rule. */
+    char region[PHONE_REGION_MAX];
+    enum phone_type type;
 };
 
 /* The answer to an issue or a verify. */

@@ -21,7 +21,7 @@
 /* http.c's UNITTEST functions. */
 json_t *http_body(const char *body, size_t len, const char *const *fields, char *detail, size_t cap);
 int http_printable(const char *s, size_t max);
-const char *http_check_common(json_t *j, char *detail, size_t cap);
+const char *http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap);
 void http_form_decode(char *s);
 int http_form_get(const char *body, const char *name, char *out, size_t cap);
 void http_utf8_cut(char *s);
@@ -46,6 +46,7 @@ static int fuzz_json(const char *body, size_t len, int verify)
     static const char *const verify_fields[] = {"phone", "code", "device_id", "client_ip", NULL};
     const char *const *fields = verify ? verify_fields : issue_fields;
     char detail[160]; /* as in http.c */
+    struct phone_info pi;
     const char *key, *error, *s;
     json_t *j, *v;
     int ok = 0;
@@ -70,16 +71,17 @@ static int fuzz_json(const char *body, size_t len, int verify)
         FUZZ_CHECK(*f != NULL);
         FUZZ_CHECK(json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v));
     }
-    error = http_check_common(j, detail, sizeof(detail));
+    error = http_check_common(j, &pi, detail, sizeof(detail));
     if (error != NULL) {
         FUZZ_CHECK(strcmp(error, "invalid_request") == 0 || strcmp(error, "invalid_phone") == 0);
         FUZZ_CHECK(detail[0] != '\0');
         goto out;
     }
-    /* What the rest of otpd relies on: a valid phone that fits PHONE_MAX,
-     * and a device id that is safe to put into a Redis key and a log. */
+    /* What the rest of otpd relies on: the phone's canonical form in the
+     * body (valid, fitting PHONE_MAX), and a device id that is safe to put
+     * into a Redis key and a log. */
     s = fuzz_str(j, "phone");
-    FUZZ_CHECK(s != NULL && phone_valid(s) && strlen(s) < PHONE_MAX);
+    FUZZ_CHECK(s != NULL && phone_valid(s) && strlen(s) < PHONE_MAX && strcmp(s, pi.e164) == 0);
     s = fuzz_str(j, "device_id");
     FUZZ_CHECK(s == NULL || (strlen(s) >= 1 && strlen(s) <= 128 && http_printable(s, 128)));
     s = fuzz_str(j, "client_ip");

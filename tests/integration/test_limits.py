@@ -691,8 +691,8 @@ class CostCapTest(CostBase):
 
     def test_star_price_for_other_prefixes(self):
         self.avoid_boundary(3600, 30)
-        self.issue_capped("+447700900123")
-        self.issue_capped("+861012345678")
+        self.issue_capped("+447400123456")
+        self.issue_capped("+8613800138000")
         self.assertEqual(self.cost_sums(), {3600000: 0})
         self.assert_sms(0)
 
@@ -703,7 +703,7 @@ class CostStarTest(CostBase):
     def test_star_price_is_500(self):
         # "*" is 500: exactly two fit under 1000, then even a 20 does not.
         self.avoid_boundary(3600, 30)
-        self.accepted(self.otpd.issue("+447700900123"))
+        self.accepted(self.otpd.issue("+447400123456"))
         self.accepted(self.otpd.issue("+33612345678"))
         self.issue_capped("+4915112345678")
         self.issue_capped(P)

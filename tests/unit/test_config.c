@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../../src/base/config.h"
+#include "../../src/base/phone.h"
 
 #define FILE_NAME "t.json"
 
@@ -1280,6 +1281,44 @@ static void test_alloc_failures(void **state)
     config_set_alloc(NULL);
 }
 
+/* phone.types: libphonenumber's type names, each at most once; mobile and
+ * fixed_line_or_mobile when absent. */
+static void test_phone_types(void **state)
+{
+    static const struct err_case cases[] = {
+        {P_EXTRA, "'phone': {'types': ['mobile', 'cellular']}", "phone.types.1", "must be one of mobile,", 1},
+        {P_EXTRA, "'phone': {'types': ['Mobile']}", "phone.types.0", "must be one of mobile,", 1},
+        {P_EXTRA, "'phone': {'types': [1]}", "phone.types.0", "must be one of", 1},
+        {P_EXTRA, "'phone': {'types': ['voip', 'mobile', 'voip']}", "phone.types.2", "\"voip\" is listed twice",
+         1},
+        {P_EXTRA, "'phone': {'types': []}", "phone.types", "must be an array of 1 to 12", 1},
+        {P_EXTRA, "'phone': {'types': 'mobile'}", "phone.types", "must be an array", 1},
+        {P_EXTRA, "'phone': {'kinds': ['mobile']}", "phone.kinds", "unknown key", 1},
+        {P_EXTRA, "'phone': ['mobile']", "phone", "must be an object", 1},
+    };
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]));
+    c = expect_ok("default types", DEV_JSON);
+    assert_int_equal(c->phone_types, PHONE_TYPE_BIT(PHONE_TYPE_MOBILE) |
+                                         PHONE_TYPE_BIT(PHONE_TYPE_FIXED_LINE_OR_MOBILE));
+    config_free(c);
+    c = expect_ok("all types", build(buf, sizeof(buf), P_EXTRA,
+                                     "'phone': {'types': ['unknown', 'mobile', 'fixed_line', "
+                                     "'fixed_line_or_mobile', 'toll_free', 'premium_rate', 'shared_cost', "
+                                     "'voip', 'personal_number', 'pager', 'uan', 'voicemail']}"));
+    assert_int_equal(c->phone_types, (1u << PHONE_TYPE_COUNT) - 1);
+    config_free(c);
+    c = expect_ok("one type", build(buf, sizeof(buf), P_EXTRA, "'phone': {'types': ['toll_free']}"));
+    assert_int_equal(c->phone_types, PHONE_TYPE_BIT(PHONE_TYPE_TOLL_FREE));
+    config_free(c);
+    c = expect_ok("no types key", build(buf, sizeof(buf), P_EXTRA, "'phone': {}"));
+    assert_int_equal(c->phone_types, PHONE_TYPES_DEFAULT);
+    config_free(c);
+}
+
 /* Issue 9's keys: http.*, ledger.retention, redis.username; and secret
  * variables scrubbed from the environment, still found by a later load. */
 static void test_hostile_keys(void **state)
@@ -1356,6 +1395,7 @@ int main(void)
         cmocka_unit_test(test_listen_port_trailing_junk),
         cmocka_unit_test(test_redis_url_empty_host),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_phone_types),
         cmocka_unit_test(test_hostile_keys), /* last: it scrubs the environment */
     };
 
