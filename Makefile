@@ -6,6 +6,8 @@
 
 CC      ?= cc
 PKGS    := libmicrohttpd libcurl sqlite3 hiredis jansson libsodium
+# libcrypto: HMAC-SHA1 for Twilio's callback signatures (libsodium has no SHA-1); libcurl loads it already.
+PKGS    += libcrypto
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wcast-qual \
            -Wformat=2 -Wvla
 CFLAGS  ?= -O2 -g
@@ -46,7 +48,7 @@ PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c
 PACER_SRC    := src/pacer/pacer.c
-OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c
+OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
 HTTP_SRC     := src/http/http.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
@@ -109,6 +111,7 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
             libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras \
             wrk cppcheck clang prometheus gcovr libphonenumber-dev
+DEB_PKGS += libssl-dev
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	  grep -q 'install ok installed' || echo $$p; done); \

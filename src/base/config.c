@@ -818,7 +818,8 @@ static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)
 static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     static const char *const keys[] = {"type",           "url",          "username_env", "password_env", "from",
-                                       "account_sid_env", "auth_token_env", "base_url",  "path", "callback_url", NULL};
+                                       "account_sid_env", "auth_token_env", "base_url",  "path", "callback_url",
+                                       "callback_ttl", NULL};
     static const char *const types[] = {"file", "webhook", "kannel", "twilio", NULL};
     json_t *o = cfg_member(x, root, "", "provider", 1);
     int type = -1;
@@ -834,6 +835,10 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *root)
         return;
     c->provider = (enum cfg_provider)type;
     cfg_str(x, o, "provider", "callback_url", 0, c->callback_url, sizeof(c->callback_url));
+    /* A report URL outlives its code: a provider may report days later. */
+    if (cfg_dur(x, o, "provider", "callback_ttl", 0, &c->callback_ttl_ms) &&
+        (c->callback_ttl_ms < 1000 || c->callback_ttl_ms > 30LL * 86400000))
+        cfg_error(x, "provider.callback_ttl", "must be from 1s to 30d");
     switch (c->provider) {
     case CFG_PROVIDER_FILE:
         cfg_str(x, o, "provider", "path", 1, c->provider_path, sizeof(c->provider_path));
@@ -882,6 +887,7 @@ static void cfg_defaults(struct config *c)
     c->pacer_retry_base_ms = 500;
     c->pacer_timeout_ms = 10000;
     snprintf(c->provider_base_url, sizeof(c->provider_base_url), "https://api.twilio.com");
+    c->callback_ttl_ms = 7LL * 86400000;
 }
 
 struct config *config_parse(const char *text, const char *file, char **errors)

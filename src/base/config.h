@@ -120,6 +120,7 @@ struct config {
     char *provider_user;  /* kannel username or twilio account SID */
     char *provider_pass;  /* kannel password or twilio auth token */
     char callback_url[CFG_STR_MAX]; /* otpd's own base URL for delivery reports; "" = none */
+    int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
 };
 
 /*

@@ -73,6 +73,7 @@ static const char *http_title(int status)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
+    case 410: return "Gone";
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Content";
@@ -686,43 +687,47 @@ UNITTEST int http_form_get(const char *body, const char *name, char *out, size_t
     return 0;
 }
 
-/* Kannel: GET /v1/dlr/kannel?id=&tag=&status=N; Twilio: POST
- * /v1/dlr/twilio?id=&tag= with MessageStatus in the form body. */
+/* Kannel: GET /v1/dlr/kannel?id=&exp=&tag=&status=N; Twilio: POST
+ * /v1/dlr/twilio?id=&exp=&tag= with MessageStatus in the form body, signed
+ * in X-Twilio-Signature. Answers by report.c's table of verdicts. */
 static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, struct http_req *rq)
 {
-    const char *id = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "id");
-    const char *tag = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "tag");
+    struct report_in in = {.via = REPORT_KANNEL, .outcome = -1};
+    const struct report_row *row;
     char status[32] = "", detail[64];
-    int delivered = -1;
-    enum otp_rc rc;
 
+    in.id = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "id");
+    in.exp = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "exp");
+    in.tag = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "tag");
     if (rq->route == ROUTE_DLR_KANNEL) {
         const char *s = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "status");
         long v = s ? strtol(s, NULL, 10) : 0;
         if (v == 1)
-            delivered = 1;
+            in.outcome = 1;
         else if (v == 2 || v == 16)
-            delivered = 0;
+            in.outcome = 0;
         snprintf(detail, sizeof(detail), "kannel dlr %ld", v);
     } else {
         rq->body[rq->len] = '\0';
         http_form_get(rq->body, "MessageStatus", status, sizeof(status));
         if (strcmp(status, "delivered") == 0)
-            delivered = 1;
+            in.outcome = 1;
         else if (strcmp(status, "undelivered") == 0 || strcmp(status, "failed") == 0)
-            delivered = 0;
+            in.outcome = 0;
         snprintf(detail, sizeof(detail), "twilio %s", status);
+        in.via = REPORT_TWILIO;
+        in.form = rq->body;
+        in.signature = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "X-Twilio-Signature");
     }
-    if (id == NULL || tag == NULL)
-        return http_problem(con, 404, "not_found", "unknown message", NULL, NULL);
-    rc = otp_delivery(h->otp, id, tag, delivered, detail);
-    if (rc == OTP_EIO) { /* not recorded: the provider retries a 5xx */
+    in.detail = detail;
+    row = report_row(otp_delivery(h->otp, &in));
+    if (row->error == NULL)
+        return http_json(con, 200, json_pack("{s:b}", "ok", 1), NULL);
+    if (row->http_status == 503) { /* not recorded: the provider retries a 5xx */
         struct otp_answer a = {.rc = OTP_EIO, .retry_after_s = 1};
-        return http_problem(con, 503, "ledger_unavailable", "the report could not be recorded", &a, NULL);
+        return http_problem(con, 503, row->error, row->detail, &a, NULL);
     }
-    if (rc != OTP_OK)
-        return http_problem(con, 404, "not_found", "unknown message", NULL, NULL);
-    return http_json(con, 200, json_pack("{s:b}", "ok", 1), NULL);
+    return http_problem(con, row->http_status, row->error, row->detail, NULL, NULL);
 }
 
 /* Picks the route for url and method; sets rq->allow for a wrong method. */

@@ -79,6 +79,7 @@ struct ledger_op {
     struct ledger_wait *wait; /* on the group's last op, or NULL */
     int64_t agg_s;            /* a counted 4xx row: its second */
     uint64_t hash;            /* a counted 4xx row: of everything but its time and count */
+    int *moved;               /* LK_MSG_STATE with a waiter: set to 1 when the message moved */
     int n;
     struct ledger_arg a[LEDGER_ARGS];
 };
@@ -363,6 +364,8 @@ static int ledger_exec(struct ledger *l, const struct ledger_op *op)
         rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
             rc = SQLITE_OK;
+        if (s == 0 && rc == SQLITE_OK && op->moved)
+            *op->moved = sqlite3_changes(l->wdb) > 0;
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
     }
@@ -732,6 +735,25 @@ enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *s
         op_int(op, ts_ms);
     }
     return ledger_submit_paced(l, op);
+}
+
+enum otp_rc ledger_message_report(struct ledger *l, const char *id, const char *state, const char *from,
+                                  const char *detail, int64_t ts_ms, int *moved)
+{
+    struct ledger_op *op = op_new(LK_MSG_STATE);
+
+    *moved = 0;
+    if (op != NULL) {
+        op_text(op, id);
+        op_text(op, state);
+        op_text(op, from);
+        op_text(op, NULL);
+        op_text(op, detail);
+        op_int(op, -1);
+        op_int(op, ts_ms);
+        op->moved = moved;
+    }
+    return ledger_submit(l, &op, 1, 1, 1);
 }
 
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s)

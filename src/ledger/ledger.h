@@ -91,6 +91,14 @@ enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const c
  */
 enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
                                  const char *provider_id, const char *detail, int attempts, int64_t ts_ms);
+/*
+ * ledger_message_state for a delivery report, which must know whether it
+ * changed anything: waits for the commit, then *moved is 1 when the message
+ * moved (its state was one of from) and 0 when it did not. OTP_EIO (or
+ * OTP_ENOMEM) when the change is not durable; *moved is then meaningless.
+ */
+enum otp_rc ledger_message_report(struct ledger *l, const char *id, const char *state, const char *from,
+                                  const char *detail, int64_t ts_ms, int *moved);
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s);
 
 /*

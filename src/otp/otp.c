@@ -31,10 +31,10 @@ struct otp {
     uint64_t verify[OTP_DECISIONS];
     char shadow_name[OTP_SHADOW_RULES][CFG_NAME_MAX];
     uint64_t shadow_count[OTP_SHADOW_RULES];
-    uint64_t deliveries[2]; /* failed, delivered */
     uint64_t ledger_errors;  /* ledger submissions that failed even after a retry */
     struct idem *idem;       /* Idempotency-Key state, for the HTTP layer */
     char not_ready[OTP_ERR_LEN]; /* the last /readyz failure logged, under mu */
+    struct report *report;       /* delivery reports */
 };
 
 struct otp *otp_new(const struct otp_deps *d)
@@ -44,7 +44,9 @@ struct otp *otp_new(const struct otp_deps *d)
     if (o == NULL)
         return NULL;
     o->d = *d;
-    if ((o->idem = idem_new(d->store, d->keys)) == NULL) {
+    if ((o->idem = idem_new(d->store, d->keys)) == NULL ||
+        (o->report = report_new(d->cfg, d->keys, d->ledger)) == NULL) {
+        idem_free(o->idem);
         free(o);
         return NULL;
     }
@@ -58,6 +60,7 @@ void otp_free(struct otp *o)
         return;
     pthread_mutex_destroy(&o->mu);
     idem_free(o->idem);
+    report_free(o->report);
     free(o);
 }
 
@@ -163,14 +166,12 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
 static enum otp_rc build_msg(struct otp *o, struct pacer_msg *m, const char *id, const char *vid,
                              const char *phone, int64_t expires_ms, int64_t now_ms)
 {
-    char tag[CODE_TAG_LEN + 1];
-
     memset(m, 0, sizeof(*m));
     snprintf(m->id, sizeof(m->id), "%s", id);
     snprintf(m->to, sizeof(m->to), "%s", phone);
     m->expires_ms = expires_ms;
-    code_tag(o->d.keys, id, tag);
-    snprintf(m->dlr_query, sizeof(m->dlr_query), "id=%s&tag=%s", id, tag);
+    if (report_query(o->report, id, now_ms, m->dlr_query, sizeof(m->dlr_query)) != OTP_OK)
+        return OTP_EINVAL;
     return render(o, vid, expires_ms - now_ms, m->text, sizeof(m->text));
 }
 
@@ -426,23 +427,9 @@ enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char 
     return ledger_message_get(o->d.ledger, id, api_key, state);
 }
 
-enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int delivered, const char *detail)
+enum report_verdict otp_delivery(struct otp *o, const struct report_in *in)
 {
-    if (!code_tag_ok(o->d.keys, id, tag))
-        return OTP_ENOTFOUND;
-    if (delivered < 0)
-        return OTP_OK;
-    /* Surfaced: the caller answers 5xx, so the provider sends the report again. */
-    if (ledger_checked(o,
-                       ledger_message_state(o->d.ledger, id, delivered ? "delivered" : "failed",
-                                            delivered ? "sending,sent,failed" : "sending,sent", NULL, detail, -1,
-                                            clock_wall_ms()),
-                       "delivery report", id) != OTP_OK)
-        return OTP_EIO;
-    pthread_mutex_lock(&o->mu);
-    o->deliveries[delivered ? 1 : 0]++;
-    pthread_mutex_unlock(&o->mu);
-    return OTP_OK;
+    return report_handle(o->report, in);
 }
 
 struct recover_ctx {
@@ -625,11 +612,6 @@ char *otp_metrics(struct otp *o)
     for (i = 0; i < OTP_SHADOW_RULES && o->shadow_name[i][0]; i++)
         put(&t, "otpd_shadow_refusals_total{rule=\"%s\"} %llu\n", o->shadow_name[i],
             (unsigned long long)o->shadow_count[i]);
-    put(&t, "# HELP otpd_delivery_reports_total Delivery reports by result.\n"
-            "# TYPE otpd_delivery_reports_total counter\n"
-            "otpd_delivery_reports_total{result=\"delivered\"} %llu\n"
-            "otpd_delivery_reports_total{result=\"failed\"} %llu\n",
-        (unsigned long long)o->deliveries[1], (unsigned long long)o->deliveries[0]);
     put(&t, "# HELP otpd_ledger_submit_failures_total Ledger writes that could not be submitted (logged).\n"
             "# TYPE otpd_ledger_submit_failures_total counter\notpd_ledger_submit_failures_total %llu\n",
         (unsigned long long)o->ledger_errors);
@@ -695,6 +677,8 @@ char *otp_metrics(struct otp *o)
     {
         char money[4096];
         if (pacer_metrics(o->d.pacer, money, sizeof(money)) > 0)
+            put(&t, "%s", money);
+        if (report_metrics(o->report, money, sizeof(money)) > 0)
             put(&t, "%s", money);
     }
     return t.s;

@@ -17,6 +17,7 @@
 #include "../pacer/pacer.h"
 #include "code.h"
 #include "idem.h"
+#include "report.h"
 
 struct otp;
 
@@ -77,10 +78,9 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
 /* The state of message id (state: 16 bytes) if api_key issued it. */
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);
 
-/* A delivery report for message id, authenticated by tag: delivered is 1
- * for delivered, 0 for failed, -1 for an intermediate report (nothing to
- * record). OTP_ENOTFOUND for a bad tag. */
-enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int delivered, const char *detail);
+/* Authenticates and applies one delivery report (see report.h); blocks
+ * for one ledger commit when it may move a message. */
+enum report_verdict otp_delivery(struct otp *o, const struct report_in *in);
 
 /* Puts the ledger's unfinished messages back in the queue, in order; run
  * once at start-up before the pacer and HTTP start. */

@@ -3,9 +3,10 @@
  * any decision: the JSON body of issue and verify (http_body, then the
  * field checks, with limits_ip_key for client_ip as otp.c applies it) and
  * the form body of a Twilio delivery report
- * (http_form_get, http_form_decode), and the cut every problem's detail
- * gets (http_utf8_cut: its result is a prefix jansson takes as a string).
- * An input is one body of at most
+ * (http_form_get, http_form_decode, and report.c's report_twilio_data, the
+ * text its signature covers), and the cut every problem's detail gets
+ * (http_utf8_cut: its result is a prefix jansson takes as a string). An
+ * input is one body of at most
  * HTTP_BODY_MAX bytes, as http.c buffers it. Seeds: tests/fuzz/corpus/body/,
  * bodies that pass every check.
  */
@@ -25,6 +26,8 @@ const char *http_check_common(json_t *j, struct phone_info *pi, char *detail, si
 void http_form_decode(char *s);
 int http_form_get(const char *body, const char *name, char *out, size_t cap);
 void http_utf8_cut(char *s);
+/* report.c's: what Twilio signs, built from an unauthenticated body. */
+int report_twilio_data(const char *url, const char *form, char *out, size_t cap);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -131,6 +134,18 @@ static int fuzz_form(const char *body, size_t len)
     n = strlen(copy);
     http_form_decode(copy);
     FUZZ_CHECK(strlen(copy) <= n);
+    /* The signed text: the URL, then at most the body's bytes (decoding and
+     * dropping '=' and '&' never grow it), NUL-terminated, in a buffer that
+     * report.c sizes the same way. */
+    {
+        static const char url[] = "http://127.0.0.1:8080/v1/dlr/twilio?id=0&exp=1&tag=2";
+        char data[sizeof(url) + HTTP_BODY_MAX + 1];
+        int got;
+        memset(data, 'x', sizeof(data));
+        got = report_twilio_data(url, body, data, sizeof(url) + len);
+        FUZZ_CHECK(got == -1 || ((size_t)got == strlen(data) && (size_t)got <= sizeof(url) - 1 + len &&
+                                 memcmp(data, url, sizeof(url) - 1) == 0));
+    }
     return found && status[0] != '\0';
 }
 

@@ -8,7 +8,7 @@ import signal
 import time
 import urllib.parse
 
-from harness import OtpdTest, code_of, wait_until
+from harness import OtpdTest, code_of, twilio_signature, wait_until
 
 
 def phones(n, start=0):
@@ -366,8 +366,11 @@ class TwilioAdapterTest(PacerTest):
         msg = self.otpd.rows("SELECT provider_id FROM messages")[0]
         self.assertRegex(msg["provider_id"], r"^SM[0-9a-f]{32}$")
         cb = urllib.parse.urlsplit(form["StatusCallback"])
+        sig = twilio_signature("twilio-token-secret", form["StatusCallback"],
+                               [("MessageSid", "x"), ("MessageStatus", "delivered")])
         st, _, _ = self.otpd.call("POST", cb.path + "?" + cb.query, raw=b"MessageSid=x&MessageStatus=delivered",
-                                  auth=None, headers={"Content-Type": "application/x-www-form-urlencoded"})
+                                  auth=None, headers={"Content-Type": "application/x-www-form-urlencoded",
+                                                      "X-Twilio-Signature": sig})
         self.assertEqual(st, 200)
         self.wait_state(body["id"], "delivered")
         self.assertNotIn("twilio-token-secret", self.otpd.log())

@@ -1281,6 +1281,35 @@ static void test_alloc_failures(void **state)
     config_set_alloc(NULL);
 }
 
+/* provider.callback_ttl: a week by default, a duration from 1 s to 30 days. */
+static void test_callback_ttl(void **state)
+{
+    static const struct err_case cases[] = {
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '999ms'}",
+         "provider.callback_ttl", "must be from 1s to 30d", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '31d'}",
+         "provider.callback_ttl", "must be from 1s to 30d", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': 'week'}",
+         "provider.callback_ttl", "must be a duration", 1},
+    };
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    c = expect_ok("default", build(buf, sizeof(buf), P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x'}"));
+    assert_int_equal(c->callback_ttl_ms, 7LL * 86400000);
+    config_free(c);
+    c = expect_ok("1s", build(buf, sizeof(buf), P_PROVIDER,
+                              "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '1s'}"));
+    assert_int_equal(c->callback_ttl_ms, 1000);
+    config_free(c);
+    c = expect_ok("30d", build(buf, sizeof(buf), P_PROVIDER,
+                               "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '30d'}"));
+    assert_int_equal(c->callback_ttl_ms, 30LL * 86400000);
+    config_free(c);
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
 /* phone.types: libphonenumber's type names, each at most once; mobile and
  * fixed_line_or_mobile when absent. */
 static void test_phone_types(void **state)
@@ -1395,6 +1424,7 @@ int main(void)
         cmocka_unit_test(test_listen_port_trailing_junk),
         cmocka_unit_test(test_redis_url_empty_host),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_callback_ttl),
         cmocka_unit_test(test_phone_types),
         cmocka_unit_test(test_hostile_keys), /* last: it scrubs the environment */
     };
