@@ -8,8 +8,8 @@
  * of requests answered 503 (limits_flush: Redis calls with the store's
  * timeout). The pacer runs two threads: the sender owns the wire (the queue's far
  * end, curl multi, the send spacing) and waits on nothing but its clock and
- * curl; the money thread takes its cost reservations and refunds to Redis
- * (reserve.lua, refund.lua) from a bounded FIFO. The pacer's two locks
+ * curl; the money thread takes its cost reservations, use marks and refunds
+ * to Redis (reserve.lua, refund.lua) from a bounded FIFO. The pacer's two locks
  * (its queue's and the FIFO's) never nest.
  */
 #include <pthread.h>

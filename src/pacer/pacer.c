@@ -26,7 +26,12 @@
  * reservations run on a second thread (the money thread, a FIFO bounded by
  * the queue's capacity), so the thread that owns the wire waits on nothing
  * but its clock and curl. A message goes back to the ready list only once
- * it holds its reservation.
+ * it holds its reservation. When it is due, a priced message goes to the
+ * money thread once more, to mark that reservation used in Redis (a
+ * restart reads the mark, since the ledger's 'sending' row is written
+ * asynchronously), and comes back to be sent next; meanwhile the sender
+ * picks nothing else but keeps serving curl. The spend is counted when a
+ * request is written (curl's prereq), once per call.
  */
 #include "pacer.h"
 
