@@ -81,7 +81,7 @@ class MigrationTest(OtpdTest):
         con.close()
         cfg = dict(self.otpd.config, ledger={"path": old})
         self.restart(cfg)
-        self.assertEqual(self.otpd.rows("PRAGMA user_version")[0]["user_version"], 2)
+        self.assertEqual(self.otpd.rows("PRAGMA user_version")[0]["user_version"], 3)
         self.assertIn("purpose", [c["name"] for c in self.otpd.rows("PRAGMA table_info(requests)")])
         msgs = self.wait_messages(1)
         self.assertEqual(msgs[0]["id"], "a" * 32)
