@@ -125,11 +125,14 @@ class DebugSleepTest(DecisionsTest):
         connection (sent before Redis wakes) is answered with the outcome the
         first run recorded: one 202, one take, one SMS."""
         self.otpd.stop()
-        self.otpd.config["redis"]["timeout_ms"] = 200
+        self.otpd.config["redis"]["timeout_ms"] = 300
         self.otpd.start()
         self.avoid_boundary(3600, 10)
         self.accepted(self.otpd.issue(P2))  # loads the script and warms the pool
-        s = self.debug_sleep(0.35)  # > one timeout, < two
+        # > one timeout, < two, with 150 ms on each side: the retry's fresh
+        # connection also waits for Redis (its settings check), and a loaded
+        # machine adds its own delays.
+        s = self.debug_sleep(0.45)
         r = self.otpd.issue(P)
         self.woke(s)
         self.accepted(r)
