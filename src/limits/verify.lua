@@ -1,4 +1,5 @@
--- verify.lua: one guess against the phone's live verification, in one
+-- verify.lua: one guess against the live verification of (phone, caller,
+-- purpose), in one
 -- atomic step on Redis's clock: the lock check, the comparison of keyed
 -- hashes, the attempt count on the code and on the phone's wrong-guess
 -- log, and the end of the verification on success.
@@ -21,7 +22,10 @@
 -- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2] the undo key
 -- ARGV: op ('v' verify, 'a' abandon), guess hash, max_attempts,
 --       wrong-guess field ('' when no rule), its limit, its window_ms, its
---       shadow flag ('1' or '0'), undo_ttl_ms
+--       shadow flag ('1' or '0'), undo_ttl_ms, scope (the verification's
+--       field in the phone's hash; see issue.lua for its value)
+-- op 'k' (cancel) ends the scope's live verification and returns {vid},
+-- {''} when none is live.
 -- Returns {status, id, attempts_left, window_left_ms, shadow_lock,
 -- wrong_count}; status is 'ok', 'wrong', 'locked', 'none' or 'abandoned'.
 -- window_left_ms is when the oldest counted wrong guess leaves the window
@@ -33,14 +37,33 @@ local key, undo_key = KEYS[1], KEYS[2]
 local undo_ttl = tonumber(ARGV[8])
 local TOMB = 'x'
 
+local scope = ARGV[9]
+
+-- A verification's field: {vid, hash, exp, att}, or nil (see issue.lua).
+local function vget(v)
+  if not v then return nil end
+  local e, n = string.match(string.sub(v, 49), '^(%d+):(%d+)$')
+  return {string.sub(v, 1, 32), string.sub(v, 33, 48), tonumber(e) or 0, tonumber(n) or 0}
+end
+
+if ARGV[1] == 'k' then
+  local cur = vget(redis.call('HGET', key, scope))
+  if not cur then return {''} end
+  redis.call('HDEL', key, scope)
+  if cur[3] <= now then return {''} end
+  return {cur[1]}
+end
+
 if ARGV[1] == 'a' then
   local rec = redis.call('GET', undo_key)
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
   if not rec or rec == TOMB then return 0 end
   rec = cjson.decode(rec)
-  local cur = redis.call('HGET', key, 'i')
-  if rec.v[1] ~= '' and (not cur or cur == rec.v[1]) then
-    redis.call('HSET', key, 'i', rec.v[1], 'h', rec.v[2], 'e', rec.v[3], 'a', rec.v[4])
+  -- rec.v: the verification's field before the guess ('' when none);
+  -- put back unless a newer issue replaced it since.
+  local cur = vget(redis.call('HGET', key, rec.s))
+  if rec.v ~= '' and (not cur or cur[1] == string.sub(rec.v, 1, 32)) then
+    redis.call('HSET', key, rec.s, rec.v)
   end
   if rec.w ~= '' then
     local v, rest, gone = redis.call('HGET', key, rec.f), {}, false
@@ -64,7 +87,8 @@ local log, retry = {}, 0
 
 -- The undo record, written when the guess changes something.
 local function done(reply, prev, added)
-  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, w = added or '', f = wfield}), 'PX', undo_ttl)
+  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, w = added or '', f = wfield, s = scope}),
+             'PX', undo_ttl)
   return reply
 end
 
@@ -79,23 +103,24 @@ end
 -- would be locked whatever the guess.
 local slock = (shadow and wfield ~= '' and #log >= wlimit) and 1 or 0
 
-local cur = redis.call('HMGET', key, 'i', 'h', 'e', 'a')
-local att = tonumber(cur[4] or 0) or 0
-local prev = {cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or ''}
-if not cur[1] or (tonumber(cur[3]) or 0) <= now or att >= maxatt then
-  if cur[1] then redis.call('HDEL', key, 'i', 'h', 'e', 'a') end
+local prev = redis.call('HGET', key, scope)
+local cur = vget(prev)
+local att = cur and cur[4] or 0
+prev = prev or ''
+if not cur or cur[3] <= now or att >= maxatt then
+  if cur then redis.call('HDEL', key, scope) end
   return {'none', '', 0, retry, slock, #log}
 end
 if cur[2] == guess then
-  redis.call('HDEL', key, 'i', 'h', 'e', 'a')
+  redis.call('HDEL', key, scope)
   return done({'ok', cur[1], maxatt - att, retry, slock, #log}, prev)
 end
 
 att = att + 1
 if att >= maxatt then
-  redis.call('HDEL', key, 'i', 'h', 'e', 'a')
+  redis.call('HDEL', key, scope)
 else
-  redis.call('HSET', key, 'a', att)
+  redis.call('HSET', key, scope, cur[1] .. cur[2] .. string.format('%.0f', cur[3]) .. ':' .. att)
 end
 if wfield == '' then return done({'wrong', cur[1], maxatt - att, 0, 0, 0}, prev) end
 -- Keep at most limit times: older ones can no longer decide a lock.

@@ -42,6 +42,13 @@ void code_hash(const struct code_keys *k, const char *phone, const char *code, c
 void code_tag(const struct code_keys *k, const char *msg_id, char *out);
 int code_tag_ok(const struct code_keys *k, const char *msg_id, const char *tag);
 
+/* The name of the verification of (caller api_key, purpose) inside a
+ * phone's Redis hash: CODE_SCOPE_LEN hex characters and NUL in out, keyed
+ * with the secret, so no caller can choose a purpose that meets another
+ * caller's field. */
+#define CODE_SCOPE_LEN 12
+void code_scope(const struct code_keys *k, const char *api_key, const char *purpose, char *out);
+
 /* Fills out (cap bytes) from tmpl, replacing {code} and {minutes}. Returns
  * OTP_EINVAL when the result does not fit. */
 enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap);

@@ -37,7 +37,8 @@ struct otp_req {
     const char *phone;     /* E.164, checked by the caller */
     const char *device_id; /* NULL when absent */
     const char *client_ip; /* NULL when absent; checked here */
-    const char *purpose;   /* NULL when absent; recorded only */
+    const char *purpose;   /* NULL when absent: "default" */
+    char region[4];        /* libphonenumber's region code; "" when unknown (region rules skipped) */
 };
 
 /* The answer to an issue or a verify. */
@@ -45,6 +46,7 @@ struct otp_answer {
     enum otp_rc rc;
     char error[32];            /* the contract's machine code when rc != OTP_OK */
     char id[CODE_ID_LEN + 1];  /* issue: the message id */
+    char verification_id[CODE_ID_LEN + 1]; /* issue (202), verify (200) and cancel (200) */
     int64_t expires_in_s;      /* issue */
     int64_t resend_after_s;    /* issue */
     int attempts_left;         /* verify: for invalid_code */
@@ -69,6 +71,12 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
 /* Decides one guess for rq's phone (client_ip checked here, device_id
  * recorded); blocks for one Redis call. */
 void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out);
+
+/* Ends rq's live verification for (phone, caller, purpose) and stops its
+ * queued messages (they end 'failed', cancelled, and their unspent cost
+ * goes back once). OTP_ENOTFOUND in out->rc when none is live. Blocks for
+ * one Redis call. */
+void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
 
 /* The state of message id (state: 16 bytes) if api_key issued it. */
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);

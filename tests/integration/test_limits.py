@@ -74,7 +74,7 @@ class LimitsTest(OtpdTest):
         st, h, body = resp
         self.assertEqual(st, 202, body)
         self.assertEqual(h["content-type"], "application/json")
-        self.assertEqual(sorted(body), ["expires_in", "id", "resend_after"])
+        self.assertEqual(sorted(body), ["expires_in", "id", "resend_after", "verification_id"])
         return body
 
     def refused(self, resp, status, error, reason=None):
