@@ -23,7 +23,7 @@ import time
 
 import harness
 from harness import ROOT, Redis, wait_until
-from test_limits import LimitsTest
+from test_limits import LimitsTest, verification
 
 P = "+919812345678"
 P2 = "+919812345679"
@@ -244,7 +244,7 @@ class ScriptOrderTest(DecisionsTest):
         with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
             src = f.read()
         keys = ["otp:{%s}" % P, "otp:cost", "otp:u:" + rid]
-        args = [op, "v" * 32, "h" * 64, 300000, 3, PRICE, 1, 1, 2, 30000,
+        args = [op, "v" * 32, "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000, "s" * 12,
                 1, 1, "pl", 2, 60000, 2, 0,
                 "c3600000", 3600000, 100000]
         return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
@@ -280,19 +280,19 @@ class NearDeadTest(DecisionsTest):
     def test_replaced_with_less_than_a_third_left(self):
         body, code = self.issue_and_code(P)
         self.assertEqual(body["expires_in"], 10)
-        exp = int(self.redis.cmd("HGET", "otp:{%s}" % P, "e"))
+        exp = verification(self.redis, P)[2]
         # 3.7 s left (more than a third of 10 s): the same code again.
         self.sleep_until(exp - 3700)
         body2, code2 = self.issue_and_code(P)
         self.assertEqual(code2, code)
         self.assertLessEqual(body2["expires_in"], 3)
-        self.assertEqual(int(self.redis.cmd("HGET", "otp:{%s}" % P, "e")), exp)
+        self.assertEqual(verification(self.redis, P)[2], exp)
         # 3 s left: a new verification, a new code, a full life.
         self.sleep_until(exp - 3000)
         body3, code3 = self.issue_and_code(P)
         self.assertNotEqual(code3, code)
         self.assertEqual(body3["expires_in"], 10)
-        self.assertGreater(int(self.redis.cmd("HGET", "otp:{%s}" % P, "e")), exp + 6000)
+        self.assertGreater(verification(self.redis, P)[2], exp + 6000)
         r = self.otpd.verify(P, code)
         self.assertEqual((r[0], r[2]["error"]), (422, "invalid_code"), r[2])
         self.assertEqual(self.otpd.verify(P, code3)[0], 200)
