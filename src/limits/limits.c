@@ -629,7 +629,7 @@ UNITTEST enum otp_rc verify_read(const struct cfg_rule *wrong, const struct stor
 {
     const char *status;
 
-    if (rep->n != VR_COUNT || (status = rep->strs[VR_STATUS]) == NULL || strcmp(status, "abandoned") == 0) {
+    if (rep->n < VR_COUNT || (status = rep->strs[VR_STATUS]) == NULL || strcmp(status, "abandoned") == 0) {
         snprintf(err, OTP_ERR_LEN, "limits: verify script gave a bad reply");
         return OTP_ESTORE;
     }
@@ -643,6 +643,8 @@ UNITTEST enum otp_rc verify_read(const struct cfg_rule *wrong, const struct stor
         out->rc = OTP_EBADCODE;
     else if (strcmp(status, "locked") == 0)
         out->rc = OTP_ELOCKED;
+    else if (strcmp(status, "limited") == 0)
+        out->rc = OTP_ELIMITED;
     else
         out->rc = OTP_ENOTFOUND;
     if (wrong != NULL && !wrong->shadow) {
@@ -655,18 +657,52 @@ UNITTEST enum otp_rc verify_read(const struct cfg_rule *wrong, const struct stor
     return OTP_OK;
 }
 
+/* Reads the verdicts of the verify rules (used, in the script's order)
+ * after verify.lua's fixed values. A refusal names the enforced rule that
+ * refuses longest, and its Retry-After is the longest wait; without a
+ * wrong-guess rule, an answer's RateLimit fields are the tightest rule's. */
+static void verify_rules_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
+                              struct limits_verify *out)
+{
+    const struct cfg_rule *why = NULL;
+    int64_t why_reset = -1, best_remaining = INT64_MAX;
+    size_t i;
+
+    for (i = 0; i < n_used; i++) {
+        const struct cfg_rule *r = used[i];
+        const long long *v = rep->ints + VR_COUNT + i * IR_PER_RULE;
+        if (v[IR_RULE_OK] != 1 && r->shadow) {
+            append_name(out->shadow, sizeof(out->shadow), r->name);
+        } else if (v[IR_RULE_OK] != 1) {
+            if (v[IR_RULE_RESET] > why_reset)
+                why = r, why_reset = v[IR_RULE_RESET];
+        } else if (!r->shadow && out->rc != OTP_ELIMITED && v[IR_RULE_REMAINING] < best_remaining &&
+                   (best_remaining != INT64_MAX || out->header.name[0] == '\0')) {
+            best_remaining = v[IR_RULE_REMAINING];
+            header_set(&out->header, r, v[IR_RULE_REMAINING], v[IR_RULE_RESET]);
+        }
+    }
+    if (out->rc == OTP_ELIMITED && why != NULL) {
+        snprintf(out->reason, sizeof(out->reason), "%s", why->name);
+        out->retry_ms = why_reset;
+        header_set(&out->header, why, 0, why_reset);
+    }
+}
+
 enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, const char *guess_hash,
                           int max_attempts, struct limits_verify *out, char *err)
 {
     struct limits_rules *rs;
-    const struct cfg_rule *wrong = NULL;
+    const struct cfg_rule *wrong = NULL, *used[32];
+    int key_of[32];
     struct limits_args a = {0};
-    struct limits_undo u = {0};
+    struct limits_undo *u = calloc(1, sizeof(*u));
     struct store_reply *rep = NULL;
-    char wkey[LIMITS_KEY_LEN], wfield[LIMITS_KEY_LEN] = "";
-    size_t i;
-    int maybe_ran = 0;
-    enum otp_rc rc;
+    char wkey[LIMITS_KEY_LEN], wfield[LIMITS_KEY_LEN] = "", key[LIMITS_KEY_LEN];
+    char(*fields)[LIMITS_KEY_LEN] = calloc(32, LIMITS_KEY_LEN);
+    size_t i, n_used = 0;
+    int maybe_ran = 0, k;
+    enum otp_rc rc = OTP_ENOMEM;
 
     memset(out, 0, sizeof(*out));
     flush_first(l);
@@ -679,12 +715,31 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
      * own count and lock. */
     if (wrong != NULL && !limits_rule_key(wrong, rq, wkey, sizeof(wkey), wfield, sizeof(wfield)))
         wrong = NULL;
-    u.verify = 1;
-    u.nkeys = 2;
-    limits_key(CFG_KEY_PHONE, rq, u.keys[0], sizeof(u.keys[0]));
-    undo_key(rq->rid, u.keys[1], sizeof(u.keys[1]));
-    args_str(&a, u.keys[0]);
-    args_str(&a, u.keys[1]);
+    if (u == NULL || fields == NULL) {
+        snprintf(err, OTP_ERR_LEN, "limits: out of memory");
+        goto out;
+    }
+    u->verify = 1;
+    u->nkeys = 1;
+    limits_key(CFG_KEY_PHONE, rq, u->keys[0], sizeof(u->keys[0]));
+    for (i = 0; i < rs->n_rules && n_used < 32; i++) {
+        const struct cfg_rule *r = &rs->rules[i];
+        if (r->on == CFG_ON_ISSUE || !limits_rule_key(r, rq, key, sizeof(key), fields[n_used], LIMITS_KEY_LEN))
+            continue;
+        for (k = 0; k < u->nkeys && strcmp(u->keys[k], key) != 0; k++)
+            ;
+        if (k == u->nkeys) {
+            if (u->nkeys == LIMITS_KEYS_MAX)
+                continue; /* config_load bounds rules' keys; never here */
+            snprintf(u->keys[u->nkeys++], sizeof(u->keys[0]), "%s", key);
+        }
+        key_of[n_used] = k + 1;
+        used[n_used++] = r;
+    }
+    undo_key(rq->rid, u->keys[u->nkeys], sizeof(u->keys[0]));
+    u->nkeys++;
+    for (k = 0; k < u->nkeys; k++)
+        args_str(&a, u->keys[k]);
     args_str(&a, "v");
     args_str(&a, guess_hash);
     args_int(&a, max_attempts);
@@ -694,19 +749,37 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
     args_str(&a, wrong && wrong->shadow ? "1" : "0");
     args_int(&a, LIMITS_UNDO_TTL_MS);
     args_str(&a, rq->scope);
-    rc = store_eval_idem(l->store, l->h_verify, 2, a.n, a.v, &rep, &maybe_ran, err);
+    args_int(&a, (int64_t)n_used);
+    for (i = 0; i < n_used; i++) {
+        const struct cfg_rule *r = used[i];
+        args_int(&a, (int64_t)r->algo + 1);
+        args_int(&a, key_of[i]);
+        args_str(&a, fields[i]);
+        args_int(&a, r->limit);
+        args_int(&a, r->window_ms);
+        args_int(&a, r->burst);
+        args_str(&a, r->shadow ? "1" : "0");
+    }
+    rc = store_eval_idem(l->store, l->h_verify, u->nkeys, a.n, a.v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {
         if (maybe_ran)
-            undo_queue(l, &u);
+            undo_queue(l, u);
         goto out;
     }
-    if ((rc = verify_read(wrong, rep, out, err)) != OTP_OK) {
-        undo_queue(l, &u);
+    if ((rc = verify_read(wrong, rep, out, err)) != OTP_OK || rep->n != VR_COUNT + n_used * IR_PER_RULE) {
+        if (rc == OTP_OK)
+            snprintf(err, OTP_ERR_LEN, "limits: verify script gave %zu values (want %zu)", rep->n,
+                     VR_COUNT + n_used * IR_PER_RULE);
+        rc = OTP_ESTORE;
+        undo_queue(l, u);
         goto out;
     }
-    limits_commit(l, &u); /* answered: nobody will abandon it */
+    verify_rules_read(used, n_used, rep, out);
+    limits_commit(l, u); /* answered: nobody will abandon it */
 out:
     store_reply_free(rep);
+    free(u);
+    free(fields);
     rules_put(l, rs);
     return rc;
 }

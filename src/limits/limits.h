@@ -74,13 +74,14 @@ struct limits_issue {
 };
 
 struct limits_verify {
-    enum otp_rc rc;            /* OK, EBADCODE, ELOCKED or ENOTFOUND */
+    enum otp_rc rc;            /* OK, EBADCODE, ELOCKED, ELIMITED (a verify rule) or ENOTFOUND */
     char vid[LIMITS_ID_MAX];   /* the verification guessed at, "" when none */
     int attempts_left;
     int64_t retry_ms;          /* until the wrong-guess window ends; the lock for ELOCKED */
     char reason[CFG_NAME_MAX]; /* the wrong-guess rule, for ELOCKED or shadow_lock */
     struct limits_header header;
     int shadow_lock;           /* 1: a shadow wrong-guess rule would lock now */
+    char shadow[256];          /* shadow verify rules that would refuse, comma-separated */
 };
 
 /* Registers the scripts with s and copies c's rules, prices and caps.

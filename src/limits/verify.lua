@@ -19,25 +19,45 @@
 -- wrong-guess time, or leaves a tombstone when the guess has not run yet.
 -- Once otpd has read the reply it deletes the record (issue.lua's op 'c').
 --
--- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2] the undo key
+-- Rules with "on": "verify" or "both" (counter kinds only: sliding_log,
+-- fixed_window, token_bucket) are checked first, all or nothing: an
+-- enforced refusal is 'limited' and changes nothing, else every one of
+-- them is taken (and recorded for an abandon), whatever the guess.
+--
+-- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2..#KEYS-1] the keys of the
+-- verify rules; KEYS[#KEYS] the undo key
 -- ARGV: op ('v' verify, 'a' abandon), guess hash, max_attempts,
 --       wrong-guess field ('' when no rule), its limit, its window_ms, its
 --       shadow flag ('1' or '0'), undo_ttl_ms, scope (the verification's
---       field in the phone's hash; see issue.lua for its value)
+--       field in the phone's hash; see issue.lua for its value), nrules,
+--       then 7 per rule as in issue.lua: kind, key index, field, limit,
+--       window_ms, burst, shadow
 -- op 'k' (cancel) ends the scope's live verification and returns {vid},
 -- {''} when none is live.
 -- Returns {status, id, attempts_left, window_left_ms, shadow_lock,
--- wrong_count}; status is 'ok', 'wrong', 'locked', 'none' or 'abandoned'.
+-- wrong_count, then 3 per rule: verdict, remaining, reset_ms}; status is
+-- 'ok', 'wrong', 'locked', 'none', 'limited' or 'abandoned'.
 -- window_left_ms is when the oldest counted wrong guess leaves the window
 -- (the lock's end for 'locked'). Abandon returns 1 when it gave back, else 0.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local key, undo_key = KEYS[1], KEYS[2]
+local key, undo_key = KEYS[1], KEYS[#KEYS]
 local undo_ttl = tonumber(ARGV[8])
 local TOMB = 'x'
 
 local scope = ARGV[9]
+
+local function fmt(n) return string.format('%.0f', n) end
+
+-- "idx:count" fixed-window state; returns the count for window idx.
+local function window_count(v, idx)
+  if v then
+    local i, c = string.match(v, '^(%d+):(%d+)$')
+    if tonumber(i) == idx then return tonumber(c) end
+  end
+  return 0
+end
 
 -- A verification's field: {vid, hash, exp, att}, or nil (see issue.lua).
 local function vget(v)
@@ -65,6 +85,25 @@ if ARGV[1] == 'a' then
   if rec.v ~= '' and (not cur or cur[1] == string.sub(rec.v, 1, 32)) then
     redis.call('HSET', key, rec.s, rec.v)
   end
+  for _, w in ipairs(rec.t or {}) do
+    local k, field, kind = KEYS[w[1]], w[2], w[3]
+    local v = redis.call('HGET', k, field)
+    local new = nil
+    if kind == 1 and v then
+      local rest, gone = {}, false
+      for ts in string.gmatch(v, '%d+') do
+        if not gone and ts == w[4] then gone = true else rest[#rest + 1] = ts end
+      end
+      new = table.concat(rest, ' ')
+    elseif kind == 2 then
+      local c = window_count(v, w[4])
+      if c > 0 then new = fmt(w[4]) .. ':' .. (c - 1) end
+    elseif kind == 3 and v then
+      new = fmt(tonumber(v) - w[4])
+    end
+    if new == '' then redis.call('HDEL', k, field)
+    elseif new then redis.call('HSET', k, field, new) end
+  end
   if rec.w ~= '' then
     local v, rest, gone = redis.call('HGET', key, rec.f), {}, false
     for ts in string.gmatch(v or '', '%d+') do
@@ -85,11 +124,79 @@ local wfield, wlimit, wwindow = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local shadow = ARGV[7] == '1'
 local log, retry = {}, 0
 
+local nrules = tonumber(ARGV[10]) or 0
+local rout, takes, refused = {}, {}, false
+for r = 0, nrules - 1 do
+  local a = 11 + r * 7
+  local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
+  local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local v = redis.call('HGET', KEYS[k], field)
+  local ok, remaining, reset, new, hold, u = true, 0, 0, nil, 0, nil
+  if kind == 1 then
+    local entries = {}
+    for ts in string.gmatch(v or '', '%d+') do
+      if tonumber(ts) > now - window then entries[#entries + 1] = ts end
+    end
+    if #entries >= limit then
+      ok, reset = false, tonumber(entries[#entries - limit + 1]) + window - now
+    else
+      entries[#entries + 1] = fmt(now)
+      new, hold, u = table.concat(entries, ' '), window, fmt(now)
+      remaining, reset = limit - #entries, tonumber(entries[1]) + window - now
+    end
+  elseif kind == 2 then
+    local idx = math.floor(now / window)
+    local count = window_count(v, idx)
+    reset = (idx + 1) * window - now
+    if count >= limit then
+      ok = false
+    else
+      new, hold, remaining, u = fmt(idx) .. ':' .. (count + 1), reset, limit - count - 1, idx
+    end
+  elseif kind == 3 then
+    local step = math.ceil(window / limit)
+    local tat = math.max(tonumber(v or 0) or 0, now)
+    local allow_at = tat + step - step * burst
+    if now < allow_at then
+      ok, reset = false, allow_at - now
+    else
+      new, hold, u = fmt(tat + step), tat + step - now, step
+      remaining, reset = math.floor((now - allow_at) / step), tat + step - now
+    end
+  end
+  if not ok and ARGV[a + 6] ~= '1' then refused = true end
+  if ok and new then takes[#takes + 1] = {k, field, kind, u, new, hold} end
+  rout[#rout + 1] = ok and 1 or 0
+  rout[#rout + 1] = remaining
+  rout[#rout + 1] = reset
+end
+
+-- The reply with the rules' verdicts after the fixed values.
+local function reply_of(r)
+  for _, x in ipairs(rout) do r[#r + 1] = x end
+  return r
+end
+
+if refused then return reply_of({'limited', '', 0, 0, 0, 0}) end
+local undo_t = {}
+for _, w in ipairs(takes) do
+  redis.call('HSET', KEYS[w[1]], w[2], w[5])
+  if redis.call('PTTL', KEYS[w[1]]) < w[6] then redis.call('PEXPIRE', KEYS[w[1]], w[6]) end
+  undo_t[#undo_t + 1] = {w[1], w[2], w[3], w[4]}
+end
+
 -- The undo record, written when the guess changes something.
 local function done(reply, prev, added)
-  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, w = added or '', f = wfield, s = scope}),
-             'PX', undo_ttl)
+  reply = reply_of(reply)
+  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, w = added or '', f = wfield, s = scope,
+                                            t = undo_t}), 'PX', undo_ttl)
   return reply
+end
+
+-- A reply that changed nothing but the verify rules' takes.
+local function plain(reply)
+  if #undo_t > 0 then return done(reply, '') end
+  return reply_of(reply)
 end
 
 if wfield ~= '' then
@@ -97,7 +204,7 @@ if wfield ~= '' then
     if tonumber(ts) > now - wwindow then log[#log + 1] = ts end
   end
   if #log > 0 then retry = tonumber(log[math.max(1, #log - wlimit + 1)]) + wwindow - now end
-  if #log >= wlimit and not shadow then return {'locked', '', 0, retry, 0, #log} end
+  if #log >= wlimit and not shadow then return plain({'locked', '', 0, retry, 0, #log}) end
 end
 -- A shadow cap sees what enforcement would: a phone already at the cap
 -- would be locked whatever the guess.
@@ -109,7 +216,7 @@ local att = cur and cur[4] or 0
 prev = prev or ''
 if not cur or cur[3] <= now or att >= maxatt then
   if cur then redis.call('HDEL', key, scope) end
-  return {'none', '', 0, retry, slock, #log}
+  return plain({'none', '', 0, retry, slock, #log})
 end
 if cur[2] == guess then
   redis.call('HDEL', key, scope)

@@ -392,6 +392,8 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     out->attempts_left = lv.attempts_left;
     if (lv.shadow_lock)
         count_shadow(o, lv.reason, "verify");
+    if (lv.shadow[0])
+        count_shadow(o, lv.shadow, "verify");
     switch (lv.rc) {
     case OTP_OK:
         answer(out, OTP_OK, "verified", "verified");
@@ -410,6 +412,12 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
         out->retry_after_s = retry_s(lv.retry_ms);
         if (lv.vid[0])
             verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);
+        status = 429;
+        break;
+    case OTP_ELIMITED:
+        answer(out, OTP_ELIMITED, "rate_limited", "limit %s reached", lv.reason);
+        snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
+        out->retry_after_s = retry_s(lv.retry_ms);
         status = 429;
         break;
     default:
