@@ -289,3 +289,35 @@ class StatusScopeTest(ScopeTest):
             self.assertEqual((r[0], r[2]["error"]), (404, "not_found"), auth)
         r = self.otpd.call("GET", "/v1/otp/" + body["id"], auth=None)
         self.assertEqual(r[0], 401)
+
+
+# 7. Redis memory per phone: one scope, and what a second adds ---------------------------------------------
+class ScopeMemoryTest(ScopeTest):
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "dev.json")) as _f:
+        _dev = json.load(_f)
+    # dev.json's rules; its resend delay is per phone, so it would refuse the other scopes' issues here.
+    limits = [r for r in _dev["limits"] if r["algorithm"] != "resend_delay"]
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["cost"] = self._dev["cost"]
+        cfg["otp"] = self._dev["otp"]
+        return cfg
+
+    def usage(self):
+        return self.redis.cmd("MEMORY", "USAGE", "otp:{%s}" % P, "SAMPLES", "0")
+
+    def test_one_scope_within_200_bytes_and_what_a_second_adds(self):
+        self.avoid_boundary(86400, 30)
+        self.accepted(self.otpd.issue(P, purpose="login"))
+        one = self.usage()
+        self.accepted(self.otpd.issue(P, auth=OTHER_KEY, purpose="login"))
+        two = self.usage()
+        self.accepted(self.otpd.issue(P, auth=PAY_KEY, purpose="payment"))
+        three = self.usage()
+        print("\n[scope] MEMORY USAGE of a phone's key: one scope %d B, two %d B, three %d B" % (one, two, three))
+        self.assertLessEqual(one, 200)
+        # A scope is one field: its 12-character name and a 63-byte value.
+        self.assertLessEqual(two - one, 96)
+        self.assertLessEqual(three - two, 96)
+        self.assertEqual(len([k for k in self.redis.cmd("HKEYS", "otp:{%s}" % P) if len(k) == 12]), 3)
