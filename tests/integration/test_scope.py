@@ -321,3 +321,48 @@ class ScopeMemoryTest(ScopeTest):
         self.assertLessEqual(two - one, 96)
         self.assertLessEqual(three - two, 96)
         self.assertEqual(len([k for k in self.redis.cmd("HKEYS", "otp:{%s}" % P) if len(k) == 12]), 3)
+
+
+# 8. a verify's abandon gives back its verify-rule takes ---------------------------------------------------
+class VerifyAbandonTest(ScopeTest):
+    """verify.lua run directly (EVAL of the tree's source): a verify that was
+    answered 503 is abandoned, and the abandon puts back the verification and
+    every verify rule it took, in the keys of composite rules too."""
+
+    def eval_verify(self, op, rid, guess):
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "limits",
+                               "verify.lua")) as f:
+            src = f.read()
+        keys = ["otp:{%s}" % P, "otp:k:{login-web}", "otp:u:" + rid]
+        args = [op, guess, 5, "wg\x1flogin-web", 3, 3600000, 0, 30000, "s" * 12, 2,
+                1, 2, "vr\x1flogin", 3, 3600000, 3, 0,   # sliding_log on ["api_key", "purpose"]
+                3, 2, "tb", 10, 60000, 2, 0]              # token_bucket on api_key
+        return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
+
+    def snapshot(self):
+        return {k: self.redis.cmd("HGETALL", k) for k in ("otp:{%s}" % P, "otp:k:{login-web}")}
+
+    def test_abandon_gives_back_verify_rule_takes(self):
+        now = int(self.redis.cmd("TIME")[0]) * 1000
+        self.redis.cmd("HSET", "otp:{%s}" % P, "s" * 12, "v" * 32 + "h" * 16 + "%d:0" % (now + 300000))
+        self.redis.cmd("HSET", "otp:k:{login-web}", "vr\x1flogin", str(now - 1000))
+        # A bucket already in use (its TAT ahead of now, a token left): the
+        # abandon puts that TAT back exactly. (From an idle bucket it leaves
+        # the TAT at the verify's time, which allows the same as no state.)
+        self.redis.cmd("HSET", "otp:k:{login-web}", "tb", str(now + 3000))
+        before = self.snapshot()
+        r = self.eval_verify("v", "r1", "x" * 16)  # a wrong guess
+        self.assertEqual(r[:3], ["wrong", "v" * 32, 4])
+        self.assertEqual(r[6:], [1, 1, r[8], 1, 0, r[11]])  # log: 1 of 3 left; bucket: none
+        self.assertNotEqual(self.snapshot(), before)
+        self.assertEqual(self.eval_verify("v", "r1", "x" * 16), r)  # replayed, nothing taken again
+        self.assertEqual(self.eval_verify("a", "r1", ""), 1)
+        self.assertEqual(self.snapshot(), before)
+        # A verify refused by a rule changes nothing and leaves no record.
+        self.redis.cmd("HSET", "otp:k:{login-web}", "vr\x1flogin", " ".join(str(now - i) for i in (3, 2, 1)))
+        before = self.snapshot()
+        r = self.eval_verify("v", "r2", "h" * 16)
+        self.assertEqual(r[0], "limited")
+        self.assertEqual(r[6], 0)
+        self.assertEqual(self.snapshot(), before)
+        self.assertIsNone(self.redis.cmd("GET", "otp:u:r2"))

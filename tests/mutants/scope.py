@@ -43,4 +43,10 @@ MUTANTS = [
          new="lists[0] = NULL;",
          test="test_scope.CancelTest.test_cancel_stops_queued_messages_and_gives_cost_back_once",
          why="a cancel leaves queued messages to be sent (and paid)"),
+    dict(name="verify-abandon-keeps-rule-takes",
+         file="src/limits/verify.lua",
+         old="for _, w in ipairs(rec.t or {}) do",
+         new="for _, w in ipairs({}) do",
+         test="test_scope.VerifyAbandonTest",
+         why="a verify answered 503 keeps what it took from the verify rules: the user's retry is counted twice"),
 ]
