@@ -6,6 +6,8 @@
 
 CC      ?= cc
 PKGS    := libmicrohttpd libcurl sqlite3 hiredis jansson libsodium
+# libcrypto: HMAC-SHA1 for Twilio's callback signatures (libsodium has no SHA-1); libcurl loads it already.
+PKGS    += libcrypto
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wcast-qual \
            -Wformat=2 -Wvla
 CFLAGS  ?= -O2 -g
@@ -16,6 +18,10 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS  += $(PKG_LIBS) -pthread -lm
+# libphonenumber (C++, no pkg-config file) behind src/base/phone.cc, the only C++ file; its .so brings ICU and
+# abseil, and its headers inline protobuf.
+PHONE_LIBS := -lphonenumber -lprotobuf -lstdc++
+LDLIBS  += $(PHONE_LIBS)
 
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -O1
@@ -31,15 +37,18 @@ B       := build/rel
 endif
 BIN     := bin
 
-BASE_SRC     := src/base/rc.c src/base/duration.c src/base/phone.c src/base/clock.c src/base/log.c \
+BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.c \
                 src/base/config.c
+# The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
+CXX_SRC      := src/base/phone.cc
+CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
 STORE_SRC    := src/store/store.c
 LEDGER_SRC   := src/ledger/ledger.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c
 PACER_SRC    := src/pacer/pacer.c
-OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c
+OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
 HTTP_SRC     := src/http/http.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
@@ -49,7 +58,7 @@ LUA_H        := $(LUA:.lua=.lua.h)
 UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
-LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o)
+LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
 .PHONY: all test unit unit-bins integration run deps lint bench clean fmt fuzz mutate coverage coverage-report
@@ -58,6 +67,10 @@ all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+$(B)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 # Lua scripts are embedded as C strings: one line of Lua, one line of C.
 src/limits/%.lua.h: src/limits/%.lua
@@ -97,7 +110,8 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 # Everything the build and the tests need, from Debian's archive.
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
             libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras \
-            wrk cppcheck clang prometheus gcovr
+            wrk cppcheck clang prometheus gcovr libphonenumber-dev
+DEB_PKGS += libssl-dev
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	  grep -q 'install ok installed' || echo $$p; done); \
@@ -126,10 +140,10 @@ bench: deps all
 	python3 bench/run.py
 
 lint:
-	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.h') || \
+	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.cc' '*.h') || \
 	  { echo "banned call found"; exit 1; }
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-	  --suppress=missingIncludeSystem -I src $(LIB_SRC) cmd/otpd/main.c cmd/otpctl/main.c
+	  --suppress=missingIncludeSystem -I src $(LIB_SRC) $(CXX_SRC) cmd/otpd/main.c cmd/otpctl/main.c
 
 # libFuzzer (clang) over the parsers: build/fuzz/fuzz_T for each T of FUZZ_TARGETS, from tests/fuzz/fuzz_T.c
 # and the library built with OTPD_TESTING (UNITTEST functions visible) and ASan+UBSan. tests/fuzz/run.sh
@@ -139,15 +153,19 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := config body phone reply
 FUZZ_CFLAGS  := -g -O1 -std=c11 -D_GNU_SOURCE -DOTPD_TESTING -pthread $(WARN) $(filter -Werror,$(CFLAGS)) \
                 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+FUZZ_OBJ     := $(LIB_SRC:%.c=build/fuzz/obj/%.o) $(CXX_SRC:%.cc=build/fuzz/obj/%.o)
 .SECONDARY: $(FUZZ_OBJ)
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP $(PKG_CFLAGS) -c $< -o $@
+build/fuzz/obj/%.o: %.cc
+	@mkdir -p $(dir $@)
+	clang++ $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(FUZZ_CFLAGS)) -std=c++17 \
+	  -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 build/fuzz/obj/src/limits/limits.o: $(LUA_H)
 build/fuzz/obj/src/ledger/ledger.o: src/ledger/schema.h
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_OBJ)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -fsanitize-link-c++-runtime $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 	sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 

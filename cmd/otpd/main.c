@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sysexits.h>
 #include <time.h>
 
@@ -102,6 +105,29 @@ static enum otp_rc otpd_refund(void *ctx, const char *id, int idx, int64_t price
     return rc;
 }
 
+/*
+ * Before anything is opened: files otpd creates (the ledger, its WAL and
+ * SHM, the file provider's sink) are the owner's alone; no core dump can
+ * carry a code or a key (RLIMIT_CORE 0, and not dumpable, which also keeps
+ * ptrace and other users' /proc reads out); descriptors up to the hard
+ * limit, so many clients cannot exhaust them.
+ */
+static void otpd_harden(void)
+{
+    struct rlimit rl = {0, 0};
+
+    umask(077);
+    if (setrlimit(RLIMIT_CORE, &rl) != 0)
+        log_msg(LOG_WARN, "cannot set RLIMIT_CORE to 0");
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        log_msg(LOG_WARN, "cannot clear the dumpable flag");
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            log_msg(LOG_WARN, "cannot raise RLIMIT_NOFILE to its hard limit");
+    }
+}
+
 /* Builds and starts everything; returns 0, or logs and returns -1. */
 static int otpd_start(struct otpd *d)
 {
@@ -109,7 +135,7 @@ static int otpd_start(struct otpd *d)
     struct store_opts so = {c->redis_host,         c->redis_port,          c->redis_db,
                             c->redis_password,     c->redis_timeout_ms,    c->breaker_failures,
                             c->breaker_open_ms,    c->redis_sentinel_hosts, c->redis_sentinel_ports,
-                            c->n_sentinels,        c->redis_master};
+                            c->n_sentinels,        c->redis_master,        c->redis_username};
     struct otp_deps deps;
     struct pacer_money money;
     char err[OTP_ERR_LEN] = "";
@@ -124,7 +150,8 @@ static int otpd_start(struct otpd *d)
         goto fail;
     }
     money = (struct pacer_money){otpd_reserve, otpd_refund, d->money};
-    if ((d->ledger = ledger_open(c->ledger_path, err)) == NULL || (d->provider = provider_new(c, err)) == NULL ||
+    if ((d->ledger = ledger_open(c->ledger_path, err)) == NULL ||
+        (ledger_set_retention(d->ledger, c->ledger_retention_ms), 0) || (d->provider = provider_new(c, err)) == NULL ||
         (d->pacer = pacer_new(c, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
     deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger};
@@ -196,6 +223,9 @@ int main(int argc, char **argv)
         free(errors);
         return EX_CONFIG;
     }
+    otpd_harden();
+    if (config_scrub_env() != 0)
+        log_msg(LOG_WARN, "out of memory: a secret variable stays in the environment");
 
     /* Every thread inherits this mask, so only sigwait below sees them. */
     sigemptyset(&set);

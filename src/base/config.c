@@ -184,6 +184,53 @@ static int cfg_dur(struct cfg_ctx *x, json_t *obj, const char *parent, const cha
     return 1;
 }
 
+/*
+ * Secret variables once read: config_scrub_env wipes them from the
+ * environment (so /proc/PID/environ no longer holds them) and keeps a copy
+ * here, so a SIGHUP reload still finds them. Main thread only.
+ */
+#define CFG_ENV_MAX 32
+static struct {
+    char name[128];
+    char *value; /* NULL until scrubbed */
+} cfg_env_seen[CFG_ENV_MAX];
+static size_t cfg_n_env_seen;
+
+static const char *cfg_getenv(const char *name)
+{
+    const char *v = getenv(name);
+    size_t i;
+
+    for (i = 0; i < cfg_n_env_seen && strcmp(cfg_env_seen[i].name, name) != 0; i++)
+        ;
+    if (i == cfg_n_env_seen && i < CFG_ENV_MAX && strlen(name) < sizeof(cfg_env_seen[i].name))
+        snprintf(cfg_env_seen[cfg_n_env_seen++].name, sizeof(cfg_env_seen[i].name), "%s", name);
+    if (v == NULL && i < cfg_n_env_seen)
+        v = cfg_env_seen[i].value;
+    return v;
+}
+
+int config_scrub_env(void)
+{
+    size_t i;
+    int failed = 0;
+
+    for (i = 0; i < cfg_n_env_seen; i++) {
+        char *v = getenv(cfg_env_seen[i].name);
+        if (v == NULL)
+            continue;
+        if (cfg_env_seen[i].value == NULL && (cfg_env_seen[i].value = strdup(v)) == NULL) {
+            failed = 1;
+            continue;
+        }
+        /* In place: the kernel shows the original environment block, which
+         * unsetenv alone leaves as it was. */
+        explicit_bzero(v, strlen(v));
+        unsetenv(cfg_env_seen[i].name);
+    }
+    return failed ? -1 : 0;
+}
+
 /* Reads the environment variable named by member key; NULL when absent. */
 static char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
                      size_t min_len)
@@ -195,7 +242,7 @@ static char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const c
     if (!cfg_str(x, obj, parent, key, required, name, sizeof(name)))
         return NULL;
     cfg_path(p, sizeof(p), parent, key);
-    v = getenv(name);
+    v = cfg_getenv(name);
     if (v == NULL || v[0] == '\0') {
         cfg_error(x, p, "environment variable %s is not set", name);
         return NULL;
@@ -371,10 +418,45 @@ static void cfg_sentinel(struct cfg_ctx *x, struct config *c, json_t *s)
     }
 }
 
+/* redis.username: an ACL user, which needs its password. */
+static void cfg_redis_user(struct cfg_ctx *x, struct config *c, json_t *r)
+{
+    const char *u = c->redis_username;
+    size_t i;
+
+    if (!cfg_str(x, r, "redis", "username", 0, c->redis_username, sizeof(c->redis_username)))
+        return;
+    for (i = 0; u[i] > 0x20 && u[i] < 0x7f; i++)
+        ;
+    if (i == 0 || u[i] != '\0')
+        cfg_error(x, "redis.username", "must be 1 to %d printable ASCII bytes without spaces", CFG_NAME_MAX - 1);
+    else if (json_object_get(r, "password_env") == NULL)
+        cfg_error(x, "redis.username", "needs redis.password_env");
+}
+
+/* "http": {"max_conns_per_ip": N, "request_timeout": "30s"}. */
+static void cfg_http(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"max_conns_per_ip", "request_timeout", NULL};
+    json_t *h = cfg_member(x, root, "", "http", 0);
+
+    if (h == NULL)
+        return;
+    if (!json_is_object(h)) {
+        cfg_error(x, "http", "must be an object");
+        return;
+    }
+    cfg_unknown(x, h, "http", keys);
+    cfg_int32(x, h, "http", "max_conns_per_ip", 0, 1024, 1000000, &c->http_max_conns_per_ip);
+    if (cfg_dur(x, h, "http", "request_timeout", 0, &c->http_request_timeout_ms) &&
+        (c->http_request_timeout_ms < 1000 || c->http_request_timeout_ms > 300000))
+        cfg_error(x, "http.request_timeout", "must be from 1s to 5m");
+}
+
 static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     static const char *const keys[] = {"url", "sentinel", "password_env", "timeout_ms", "breaker_failures",
-                                       "breaker_open", NULL};
+                                       "breaker_open", "username", NULL};
     json_t *r = cfg_member(x, root, "", "redis", 1), *sentinel;
     char url[CFG_STR_MAX];
 
@@ -396,6 +478,7 @@ static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
         cfg_redis_url(x, c, url);
     if (json_object_get(r, "password_env"))
         c->redis_password = cfg_env(x, r, "redis", "password_env", 0, 1);
+    cfg_redis_user(x, c, r);
     cfg_int32(x, r, "redis", "timeout_ms", 0, 1, 10000, &c->redis_timeout_ms);
     cfg_int32(x, r, "redis", "breaker_failures", 0, 1, 1000, &c->breaker_failures);
     cfg_dur(x, r, "redis", "breaker_open", 0, &c->breaker_open_ms);
@@ -546,6 +629,44 @@ static void cfg_rule_key(struct cfg_ctx *x, json_t *r, const char *p, struct cfg
     for (kind = 0; !(rule->key_mask & (1u << kind)); kind++)
         ;
     *first = kind;
+}
+
+/* phone.types: a list of libphonenumber's type names; a number of any
+ * other type is refused before any rule (403 number_type). */
+static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"types", NULL};
+    json_t *o = cfg_member(x, root, "", "phone", 0), *types, *t;
+    unsigned seen = 0;
+    size_t i;
+    char p[64];
+    int type;
+
+    if (o == NULL)
+        return;
+    if (!json_is_object(o)) {
+        cfg_error(x, "phone", "must be an object");
+        return;
+    }
+    cfg_unknown(x, o, "phone", keys);
+    if ((types = cfg_member(x, o, "phone", "types", 0)) == NULL)
+        return;
+    if (!json_is_array(types) || json_array_size(types) == 0 || json_array_size(types) > PHONE_TYPE_COUNT) {
+        cfg_error(x, "phone.types", "must be an array of 1 to %d number types", PHONE_TYPE_COUNT);
+        return;
+    }
+    json_array_foreach(types, i, t) {
+        snprintf(p, sizeof(p), "phone.types.%zu", i);
+        if (!json_is_string(t) || (type = phone_type_from_name(json_string_value(t))) < 0)
+            cfg_error(x, p,
+                      "must be one of mobile, fixed_line, fixed_line_or_mobile, toll_free, premium_rate, "
+                      "shared_cost, voip, personal_number, pager, uan, voicemail, unknown");
+        else if (seen & PHONE_TYPE_BIT(type))
+            cfg_error(x, p, "\"%s\" is listed twice", json_string_value(t));
+        else
+            seen |= PHONE_TYPE_BIT(type);
+    }
+    c->phone_types = seen;
 }
 
 static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)
@@ -789,7 +910,8 @@ static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)
 static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     static const char *const keys[] = {"type",           "url",          "username_env", "password_env", "from",
-                                       "account_sid_env", "auth_token_env", "base_url",  "path", "callback_url", NULL};
+                                       "account_sid_env", "auth_token_env", "base_url",  "path", "callback_url",
+                                       "callback_ttl", NULL};
     static const char *const types[] = {"file", "webhook", "kannel", "twilio", NULL};
     json_t *o = cfg_member(x, root, "", "provider", 1);
     int type = -1;
@@ -805,6 +927,10 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *root)
         return;
     c->provider = (enum cfg_provider)type;
     cfg_str(x, o, "provider", "callback_url", 0, c->callback_url, sizeof(c->callback_url));
+    /* A report URL outlives its code: a provider may report days later. */
+    if (cfg_dur(x, o, "provider", "callback_ttl", 0, &c->callback_ttl_ms) &&
+        (c->callback_ttl_ms < 1000 || c->callback_ttl_ms > 30LL * 86400000))
+        cfg_error(x, "provider.callback_ttl", "must be from 1s to 30d");
     switch (c->provider) {
     case CFG_PROVIDER_FILE:
         cfg_str(x, o, "provider", "path", 1, c->provider_path, sizeof(c->provider_path));
@@ -834,13 +960,17 @@ static void cfg_defaults(struct config *c)
     snprintf(c->listen_host, sizeof(c->listen_host), "127.0.0.1");
     c->listen_port = 8080;
     c->http_threads = 4;
+    c->http_max_conns_per_ip = 1024;
+    c->http_request_timeout_ms = 30000;
     c->redis_timeout_ms = 50;
     c->breaker_failures = 5;
     c->breaker_open_ms = 2000;
     snprintf(c->ledger_path, sizeof(c->ledger_path), "var/ledger.db");
+    c->ledger_retention_ms = 90LL * 24 * 3600 * 1000;
     c->otp_length = 6;
     c->otp_ttl_ms = 5 * 60 * 1000;
     c->otp_max_attempts = 5;
+    c->phone_types = PHONE_TYPES_DEFAULT;
     snprintf(c->otp_template, sizeof(c->otp_template), "{code} is your login code. It expires in {minutes} minutes.");
     c->pacer_rate = 50;
     c->pacer_capacity = 500;
@@ -849,12 +979,15 @@ static void cfg_defaults(struct config *c)
     c->pacer_retry_base_ms = 500;
     c->pacer_timeout_ms = 10000;
     snprintf(c->provider_base_url, sizeof(c->provider_base_url), "https://api.twilio.com");
+    c->callback_ttl_ms = 7LL * 86400000;
 }
 
 struct config *config_parse(const char *text, const char *file, char **errors)
 {
     static const char *const keys[] = {"listen", "http_threads", "redis",  "ledger",   "secret_env", "api_keys",
-                                       "otp",    "limits",       "cost",   "pacer",    "provider",   NULL};
+                                       "otp",    "limits",       "cost",   "pacer",    "provider",   "http",
+                                       "phone",
+                                       NULL};
     struct cfg_ctx x = {file, NULL, 0, 0};
     struct config *c = NULL;
     json_error_t jerr;
@@ -878,12 +1011,15 @@ struct config *config_parse(const char *text, const char *file, char **errors)
     cfg_unknown(&x, root, "", keys);
     cfg_listen(&x, c, root);
     cfg_int32(&x, root, "", "http_threads", 0, 1, 256, &c->http_threads);
+    cfg_http(&x, c, root);
     cfg_redis(&x, c, root);
     ledger = cfg_member(&x, root, "", "ledger", 1);
     if (ledger != NULL) {
-        static const char *const lkeys[] = {"path", NULL};
+        static const char *const lkeys[] = {"path", "retention", NULL};
         cfg_unknown(&x, ledger, "ledger", lkeys);
         cfg_str(&x, ledger, "ledger", "path", 1, c->ledger_path, sizeof(c->ledger_path));
+        if (cfg_dur(&x, ledger, "ledger", "retention", 0, &c->ledger_retention_ms) && c->ledger_retention_ms < 1000)
+            cfg_error(&x, "ledger.retention", "must be at least 1s");
     }
     secret = cfg_env(&x, root, "", "secret_env", 1, 32);
     if (secret != NULL) {
@@ -892,6 +1028,7 @@ struct config *config_parse(const char *text, const char *file, char **errors)
     }
     cfg_api_keys(&x, c, root);
     cfg_otp(&x, c, root);
+    cfg_phone(&x, c, root);
     cfg_limits(&x, c, root);
     cfg_cost(&x, c, root);
     cfg_pacer(&x, c, root);

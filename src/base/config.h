@@ -79,6 +79,8 @@ struct config {
     char listen_host[64];
     int listen_port;
     int http_threads;
+    int http_max_conns_per_ip;       /* http.max_conns_per_ip, at least 1,024 */
+    int64_t http_request_timeout_ms; /* http.request_timeout: a request arrives whole by then */
 
     char redis_host[256]; /* from redis.url; unused when sentinels are set */
     int redis_port;
@@ -88,11 +90,13 @@ struct config {
     char redis_master[CFG_NAME_MAX]; /* redis.sentinel.master */
     int redis_db;
     char *redis_password; /* NULL when none */
+    char redis_username[CFG_NAME_MAX]; /* redis.username (ACL AUTH); "" for the default user */
     int redis_timeout_ms;
     int breaker_failures;     /* consecutive failures that open the breaker */
     int64_t breaker_open_ms;  /* how long it stays open before a probe */
 
     char ledger_path[CFG_STR_MAX];
+    int64_t ledger_retention_ms; /* ledger.retention: older rows are pruned */
 
     unsigned char *secret; /* from secret_env, at least 32 bytes */
     size_t secret_len;
@@ -104,6 +108,8 @@ struct config {
     int64_t otp_ttl_ms;
     int otp_max_attempts;
     char otp_template[CFG_STR_MAX];
+
+    unsigned phone_types; /* phone.types: the number types served, PHONE_TYPE_BIT each (phone.h) */
 
     struct cfg_rule *rules;
     size_t n_rules;
@@ -130,6 +136,7 @@ struct config {
     char *provider_user;  /* kannel username or twilio account SID */
     char *provider_pass;  /* kannel password or twilio auth token */
     char callback_url[CFG_STR_MAX]; /* otpd's own base URL for delivery reports; "" = none */
+    int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
 };
 
 /*
@@ -144,6 +151,11 @@ struct config *config_load(const char *path, char **errors);
 struct config *config_parse(const char *text, const char *file, char **errors);
 
 void config_free(struct config *c);
+
+/* Wipes every secret variable a config_load read from the environment, in
+ * place, and unsets it; later loads (SIGHUP) still see the values. -1 when
+ * out of memory (that variable is left as it was). */
+int config_scrub_env(void);
 
 /* Makes the loader allocate through fn (NULL: malloc again); what fn returns
  * must be released by free(). For tests that make one allocation fail: every

@@ -16,6 +16,7 @@ const char *otp_rc_str(enum otp_rc rc)
     case OTP_EBADCODE: return "invalid_code";
     case OTP_EIO: return "io_error";
     case OTP_EPROVIDER: return "provider_error";
+    case OTP_ETYPE: return "number_type";
     }
     return "unknown";
 }

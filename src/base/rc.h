@@ -21,6 +21,7 @@ enum otp_rc {
     OTP_EBADCODE,  /* a wrong guess */
     OTP_EIO,       /* ledger, file or system error */
     OTP_EPROVIDER, /* the SMS provider refused or failed */
+    OTP_ETYPE,     /* the number's type is not one otpd serves (phone.types) */
 };
 
 /* Returns a static lower-case name such as "store_unavailable". */

@@ -6,6 +6,7 @@
 #include "http.h"
 
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "../base/clock.h"
 #include "../base/log.h"
 #include "../base/phone.h"
 #include "../base/unittest.h"
@@ -34,10 +36,24 @@ enum http_route {
     ROUTE_NONE, /* 404 */
 };
 
+/* One open connection, for the request deadline (see http_reaper). */
+struct http_conn {
+    struct http_conn *prev, *next;
+    int fd;
+    int64_t deadline_ms; /* INT64_MAX while a whole request is being answered */
+    int shut;            /* shut down by the reaper; MHD closes it */
+};
+
 struct http {
     const struct config *cfg;
     struct otp *otp;
     struct MHD_Daemon *d;
+    pthread_mutex_t mu; /* guards conns, stop and closed_slow */
+    pthread_cond_t wake;
+    struct http_conn *conns;
+    pthread_t reaper;
+    int reaper_started, stop;
+    uint64_t closed_slow;
 };
 
 /* One request in progress. */
@@ -54,9 +70,11 @@ static const char *http_title(int status)
     switch (status) {
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
+    case 410: return "Gone";
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Content";
@@ -117,6 +135,8 @@ static enum MHD_Result http_send(struct MHD_Connection *con, struct http_out *ou
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (out->status == 401)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (out->retry_after[0])
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, out->retry_after);
     if (out->policy[0]) {
@@ -154,14 +174,42 @@ static enum MHD_Result http_json(struct MHD_Connection *con, unsigned status, js
     return http_reply(con, status, "application/json", http_json_text(j), a, NULL);
 }
 
+/* Cuts s at its first byte that does not begin a whole, valid UTF-8
+ * character, so a detail cut by snprintf mid-character (or holding a
+ * client's bad bytes) is still a JSON string. Overlong forms, surrogates
+ * and code points past U+10FFFF count as invalid. */
+UNITTEST void http_utf8_cut(char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    while (p[i]) {
+        unsigned c = p[i], cp;
+        size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0, k;
+        if (n == 0)
+            break;
+        cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+        for (k = 1; k < n && (p[i + k] & 0xc0) == 0x80; k++)
+            cp = cp << 6 | (p[i + k] & 0x3f);
+        if (k < n || (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            break;
+        i += n;
+    }
+    s[i] = '\0';
+}
+
 /* The text of an RFC 9457 problem with our stable code in "error";
  * malloc'd, NULL when out of memory. */
 static char *http_problem_text(unsigned status, const char *error, const char *detail,
                                const struct otp_answer *a)
 {
     json_t *j = json_object();
-    char type[96], *body;
+    char type[96], cut[256], *body;
 
+    snprintf(cut, sizeof(cut), "%s", detail);
+    http_utf8_cut(cut);
+    detail = cut;
     snprintf(type, sizeof(type), "urn:otpd:problem:%s", error);
     json_object_set_new(j, "type", json_string(type));
     json_object_set_new(j, "title", json_string(http_title((int)status)));
@@ -201,6 +249,7 @@ static unsigned http_status_of(enum otp_rc rc)
     case OTP_EINVAL: return 400;
     case OTP_ENOTFOUND: return 404;
     case OTP_EBADCODE: return 422;
+    case OTP_ETYPE: return 403;
     case OTP_ELIMITED:
     case OTP_ELOCKED: return 429;
     default: return 503;
@@ -302,18 +351,26 @@ static int http_purpose_ok(json_t *j)
     return purpose == NULL || http_printable(purpose, 32);
 }
 
-/* Checks the fields issue and verify share. Returns an error code or NULL. */
-UNITTEST const char *http_check_common(json_t *j, char *detail, size_t cap)
+/* Checks the fields issue and verify share. Returns an error code or NULL.
+ * The phone is parsed into *pi and replaced in j by its canonical form, so
+ * that everything after this (the decision, the ledger, the provider, the
+ * Idempotency-Key's hash of the body) sees one spelling of one number. */
+UNITTEST const char *http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap)
 {
     const char *phone = http_field(j, "phone"), *dev = http_field(j, "device_id");
+    enum phone_err perr;
 
     if (phone == NULL) {
         snprintf(detail, cap, "phone is required");
         return "invalid_request";
     }
-    if (!phone_valid(phone)) {
-        snprintf(detail, cap, "phone must be E.164: + and 7 to 15 digits");
+    if ((perr = phone_parse(phone, pi)) != PHONE_OK) {
+        phone_why(perr, pi, detail, cap);
         return "invalid_phone";
+    }
+    if (json_object_set_new(j, "phone", json_string(pi->e164)) != 0) {
+        snprintf(detail, cap, "out of memory");
+        return "invalid_request";
     }
     if (dev != NULL && !http_printable(dev, 128)) {
         snprintf(detail, cap, "device_id must be 1 to 128 printable ASCII bytes");
@@ -491,6 +548,7 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
 {
     static const char *const fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
     struct otp_req ir = {0};
+    struct phone_info pi;
     struct otp_answer a;
     struct idem_claim cl;
     struct http_out out;
@@ -502,7 +560,7 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
         return http_problem(con, 400, "invalid_request", http_bad_idem_key, NULL, NULL);
     if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
-    if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
+    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
         json_decref(j);
         return http_problem(con, 400, error, detail, NULL, NULL);
     }
@@ -514,6 +572,8 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     }
     ir.api_key = api_key;
     ir.phone = http_field(j, "phone");
+    memcpy(ir.region, pi.region, sizeof(ir.region));
+    ir.type = pi.type;
     ir.device_id = http_field(j, "device_id");
     ir.client_ip = http_field(j, "client_ip");
     ir.purpose = purpose;
@@ -540,6 +600,7 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
 {
     static const char *const fields[] = {"phone", "code", "device_id", "client_ip", "purpose", NULL};
     struct otp_req vr = {0};
+    struct phone_info pi;
     struct otp_answer a;
     struct idem_claim cl;
     struct http_out out;
@@ -551,7 +612,7 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
         return http_problem(con, 400, "invalid_request", http_bad_idem_key, NULL, NULL);
     if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
-    if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
+    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
         json_decref(j);
         return http_problem(con, 400, error, detail, NULL, NULL);
     }
@@ -567,6 +628,8 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     vr.purpose = http_field(j, "purpose");
     vr.api_key = api_key;
     vr.phone = http_field(j, "phone");
+    memcpy(vr.region, pi.region, sizeof(vr.region));
+    vr.type = pi.type;
     vr.device_id = http_field(j, "device_id");
     vr.client_ip = http_field(j, "client_ip");
     if (!http_idem_begin(h, key, "verify", j, api_key, &cl, &out)) {
@@ -591,6 +654,7 @@ static enum MHD_Result http_cancel(struct http *h, struct MHD_Connection *con, s
 {
     static const char *const fields[] = {"phone", "purpose", NULL};
     struct otp_req cr = {0};
+    struct phone_info pi;
     struct otp_answer a;
     const char *error;
     char detail[160];
@@ -598,7 +662,7 @@ static enum MHD_Result http_cancel(struct http *h, struct MHD_Connection *con, s
 
     if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
         return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
-    if ((error = http_check_common(j, detail, sizeof(detail))) != NULL) {
+    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
         json_decref(j);
         return http_problem(con, 400, error, detail, NULL, NULL);
     }
@@ -608,6 +672,8 @@ static enum MHD_Result http_cancel(struct http *h, struct MHD_Connection *con, s
     }
     cr.api_key = api_key;
     cr.phone = http_field(j, "phone");
+    memcpy(cr.region, pi.region, sizeof(cr.region));
+    cr.type = pi.type;
     cr.purpose = http_field(j, "purpose");
     otp_cancel(h->otp, &cr, &a);
     json_decref(j);
@@ -676,43 +742,47 @@ UNITTEST int http_form_get(const char *body, const char *name, char *out, size_t
     return 0;
 }
 
-/* Kannel: GET /v1/dlr/kannel?id=&tag=&status=N; Twilio: POST
- * /v1/dlr/twilio?id=&tag= with MessageStatus in the form body. */
+/* Kannel: GET /v1/dlr/kannel?id=&exp=&tag=&status=N; Twilio: POST
+ * /v1/dlr/twilio?id=&exp=&tag= with MessageStatus in the form body, signed
+ * in X-Twilio-Signature. Answers by report.c's table of verdicts. */
 static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, struct http_req *rq)
 {
-    const char *id = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "id");
-    const char *tag = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "tag");
+    struct report_in in = {.via = REPORT_KANNEL, .outcome = -1};
+    const struct report_row *row;
     char status[32] = "", detail[64];
-    int delivered = -1;
-    enum otp_rc rc;
 
+    in.id = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "id");
+    in.exp = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "exp");
+    in.tag = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "tag");
     if (rq->route == ROUTE_DLR_KANNEL) {
         const char *s = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "status");
         long v = s ? strtol(s, NULL, 10) : 0;
         if (v == 1)
-            delivered = 1;
+            in.outcome = 1;
         else if (v == 2 || v == 16)
-            delivered = 0;
+            in.outcome = 0;
         snprintf(detail, sizeof(detail), "kannel dlr %ld", v);
     } else {
         rq->body[rq->len] = '\0';
         http_form_get(rq->body, "MessageStatus", status, sizeof(status));
         if (strcmp(status, "delivered") == 0)
-            delivered = 1;
+            in.outcome = 1;
         else if (strcmp(status, "undelivered") == 0 || strcmp(status, "failed") == 0)
-            delivered = 0;
+            in.outcome = 0;
         snprintf(detail, sizeof(detail), "twilio %s", status);
+        in.via = REPORT_TWILIO;
+        in.form = rq->body;
+        in.signature = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "X-Twilio-Signature");
     }
-    if (id == NULL || tag == NULL)
-        return http_problem(con, 404, "not_found", "unknown message", NULL, NULL);
-    rc = otp_delivery(h->otp, id, tag, delivered, detail);
-    if (rc == OTP_EIO) { /* not recorded: the provider retries a 5xx */
+    in.detail = detail;
+    row = report_row(otp_delivery(h->otp, &in));
+    if (row->error == NULL)
+        return http_json(con, 200, json_pack("{s:b}", "ok", 1), NULL);
+    if (row->http_status == 503) { /* not recorded: the provider retries a 5xx */
         struct otp_answer a = {.rc = OTP_EIO, .retry_after_s = 1};
-        return http_problem(con, 503, "ledger_unavailable", "the report could not be recorded", &a, NULL);
+        return http_problem(con, 503, row->error, row->detail, &a, NULL);
     }
-    if (rc != OTP_OK)
-        return http_problem(con, 404, "not_found", "unknown message", NULL, NULL);
-    return http_json(con, 200, json_pack("{s:b}", "ok", 1), NULL);
+    return http_problem(con, row->http_status, row->error, row->detail, NULL, NULL);
 }
 
 /* Picks the route for url and method; sets rq->allow for a wrong method. */
@@ -747,6 +817,55 @@ static void http_route(struct http_req *rq, const char *url, const char *method)
     }
 }
 
+/* Counts the Content-Length and Content-Type headers. */
+static enum MHD_Result http_count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    int *n = cls;
+
+    (void)kind, (void)value;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        n[0]++;
+    else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
+        n[1]++;
+    return MHD_YES;
+}
+
+/* 1 when Content-Length or Content-Type comes more than once: a proxy in
+ * front may have read the other one (request smuggling). */
+static int http_framing_repeated(struct MHD_Connection *con)
+{
+    int n[2] = {0, 0};
+
+    MHD_get_connection_values(con, MHD_HEADER_KIND, http_count_framing, n);
+    return n[0] > 1 || n[1] > 1;
+}
+
+static int64_t http_now_ms(void)
+{
+    return (int64_t)(clock_mono_ns() / 1000000);
+}
+
+/* The connection's deadline entry (http_notify), or NULL. */
+static struct http_conn *http_conn_of(struct MHD_Connection *con)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ci ? ci->socket_context : NULL;
+}
+
+/* A whole request is in: its deadline no longer runs (value INT64_MAX), or
+ * the next request on the connection starts its own (now + timeout). */
+static void http_deadline(struct http *h, struct MHD_Connection *con, int64_t deadline_ms)
+{
+    struct http_conn *hc = http_conn_of(con);
+
+    if (hc == NULL)
+        return;
+    pthread_mutex_lock(&h->mu);
+    hc->deadline_ms = deadline_ms;
+    pthread_mutex_unlock(&h->mu);
+}
+
 static int http_route_posts(enum http_route r)
 {
     return r == ROUTE_ISSUE || r == ROUTE_VERIFY || r == ROUTE_DLR_TWILIO || r == ROUTE_CANCEL;
@@ -771,6 +890,9 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
             return http_problem(con, 404, "not_found", "no such route", NULL, NULL);
         if (rq->allow)
             return http_problem(con, 405, "method_not_allowed", "method not allowed here", NULL, rq->allow);
+        if (http_framing_repeated(con))
+            return http_problem(con, 400, "invalid_request", "Content-Length and Content-Type may each come once",
+                                NULL, NULL);
         if (http_route_posts(rq->route)) {
             if (cl != NULL && strtoll(cl, NULL, 10) > HTTP_BODY_MAX)
                 return http_problem(con, 413, "payload_too_large", "the body is larger than 4 KiB", NULL, NULL);
@@ -790,6 +912,7 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    http_deadline(h, con, INT64_MAX);
     if (rq->too_big)
         return http_problem(con, 413, "payload_too_large", "the body is larger than 4 KiB", NULL, NULL);
     switch (rq->route) {
@@ -818,9 +941,87 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
 
 static void http_done(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)con, (void)toe;
+    struct http *h = cls;
+
+    (void)toe;
     free(*con_cls);
     *con_cls = NULL;
+    http_deadline(h, con, http_now_ms() + h->cfg->http_request_timeout_ms);
+}
+
+/*
+ * The request deadline. MHD's own timeout is for inactivity only, so a
+ * client sending a byte a second would hold its connection for ever. Each
+ * connection is listed from its start with a deadline: its request must be
+ * whole within http.request_timeout of the connection opening or of the
+ * previous answer (no later than its first byte). The reaper shuts down
+ * the socket of a connection past it; MHD then sees the end of the stream
+ * and closes the connection itself. MHD closes the descriptor only after
+ * its CLOSED notification, which unlists it under mu, so the reaper never
+ * touches a descriptor that was reused.
+ */
+static void http_notify(void *cls, struct MHD_Connection *con, void **socket_context,
+                        enum MHD_ConnectionNotificationCode toe)
+{
+    struct http *h = cls;
+    struct http_conn *hc = *socket_context;
+
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci == NULL || (hc = calloc(1, sizeof(*hc))) == NULL)
+            return; /* out of memory: MHD's inactivity timeout still applies */
+        hc->fd = ci->connect_fd;
+        hc->deadline_ms = http_now_ms() + h->cfg->http_request_timeout_ms;
+        pthread_mutex_lock(&h->mu);
+        hc->next = h->conns;
+        if (h->conns)
+            h->conns->prev = hc;
+        h->conns = hc;
+        pthread_mutex_unlock(&h->mu);
+        *socket_context = hc;
+        return;
+    }
+    if (hc == NULL)
+        return;
+    pthread_mutex_lock(&h->mu);
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        h->conns = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
+    pthread_mutex_unlock(&h->mu);
+    free(hc);
+    *socket_context = NULL;
+}
+
+/* How often the reaper looks: a deadline is kept to within this. */
+#define HTTP_REAP_EVERY_MS 250
+
+static void *http_reaper(void *arg)
+{
+    struct http *h = arg;
+
+    pthread_mutex_lock(&h->mu);
+    while (!h->stop) {
+        int64_t now_ms = http_now_ms(), wake_ms = clock_wall_ms() + HTTP_REAP_EVERY_MS;
+        struct timespec ts = {(time_t)(wake_ms / 1000), (long)(wake_ms % 1000) * 1000000L};
+        struct http_conn *hc;
+        uint64_t n = 0;
+        for (hc = h->conns; hc; hc = hc->next)
+            if (!hc->shut && hc->deadline_ms <= now_ms) {
+                shutdown(hc->fd, SHUT_RDWR);
+                hc->shut = 1;
+                n++;
+            }
+        h->closed_slow += n;
+        if (n > 0)
+            log_msg(LOG_WARN, "closed %llu connections whose request did not arrive within %llds",
+                    (unsigned long long)n, (long long)(h->cfg->http_request_timeout_ms / 1000));
+        pthread_cond_timedwait(&h->wake, &h->mu, &ts);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
 }
 
 /* As many connections as the descriptor limit allows, up to 10,000. */
@@ -846,6 +1047,9 @@ struct http *http_new(const struct config *c, struct otp *o, char *err)
     }
     h->cfg = c;
     h->otp = o;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->wake, NULL);
+    phone_init(); /* libphonenumber's metadata now, not on the first request */
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
@@ -861,13 +1065,21 @@ struct http *http_new(const struct config *c, struct otp *o, char *err)
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
                             http_connection_limit(), MHD_OPTION_CONNECTION_TIMEOUT, 30u,
                             MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, http_notify, h,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->http_max_conns_per_ip,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (h->d == NULL) {
         snprintf(err, OTP_ERR_LEN, "http: cannot listen on %s:%d", c->listen_host, c->listen_port);
-        free(h);
+        http_free(h);
         return NULL;
     }
+    if (pthread_create(&h->reaper, NULL, http_reaper, h) != 0) {
+        snprintf(err, OTP_ERR_LEN, "http: cannot start the deadline thread");
+        http_free(h);
+        return NULL;
+    }
+    h->reaper_started = 1;
     return h;
 }
 
@@ -884,7 +1096,16 @@ void http_free(struct http *h)
 {
     if (h == NULL)
         return;
+    if (h->reaper_started) {
+        pthread_mutex_lock(&h->mu);
+        h->stop = 1;
+        pthread_cond_signal(&h->wake);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->reaper, NULL);
+    }
     if (h->d)
         MHD_stop_daemon(h->d);
+    pthread_cond_destroy(&h->wake);
+    pthread_mutex_destroy(&h->mu);
     free(h);
 }

@@ -14,9 +14,16 @@
 
 #include <sqlite3.h>
 
+#include "../base/clock.h"
 #include "schema.h"
 
-#define LEDGER_ARGS 13
+#define LEDGER_ARGS 14
+/* A request row's count (the last of its arguments). */
+#define LEDGER_COUNT_ARG 13
+/* Distinct 4xx rows counted at once; one more flushes them. */
+#define LEDGER_AGG_MAX 1024
+/* Pruning runs this often at most (and at least once per retention). */
+#define LEDGER_PRUNE_EVERY_MS (3600 * 1000)
 #define LEDGER_BATCH_MAX 1024
 /* Submissions waiting for the writer. Past this, submitters wait for a
  * commit: a stalled disk slows callers down instead of growing memory. */
@@ -27,8 +34,8 @@ enum ledger_kind { LK_REQUEST, LK_VER_NEW, LK_VER_UPDATE, LK_MSG_NEW, LK_MSG_STA
 /* Each kind runs one or two statements, bound by parameter number. */
 static const char *const ledger_sql[LK_COUNT][2] = {
     [LK_REQUEST] = {"INSERT INTO requests (ts_ms, kind, api_key, phone, device_id, client_ip, decision, rule, "
-                    "shadow, verification_id, message_id, http_status, purpose) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    "shadow, verification_id, message_id, http_status, purpose, count) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                     NULL},
     [LK_VER_NEW] = {"INSERT OR IGNORE INTO verifications (id, phone, api_key, created_ms, expires_ms) "
                     "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -70,6 +77,9 @@ struct ledger_op {
     enum ledger_kind kind;
     int first, last;         /* the group's bounds */
     struct ledger_wait *wait; /* on the group's last op, or NULL */
+    int64_t agg_s;            /* a counted 4xx row: its second */
+    uint64_t hash;            /* a counted 4xx row: of everything but its time and count */
+    int *moved;               /* LK_MSG_STATE with a waiter: set to 1 when the message moved */
     int n;
     struct ledger_arg a[LEDGER_ARGS];
 };
@@ -85,6 +95,12 @@ struct ledger {
     pthread_cond_t wake;  /* the writer waits for work */
     pthread_cond_t done;  /* waiters and submitters wait for commits */
     struct ledger_op *head, *tail;
+    /* 4xx request rows being counted (ledger_count), in arrival order: a
+     * flood of refusals becomes one row per key, reason and second. */
+    struct ledger_op *agg;
+    size_t n_agg;
+    int64_t retention_ms; /* 0: keep everything */
+    int64_t next_prune_ms;
     int stop;
     int last_commit_ok; /* 0 after a transaction failed, until one commits */
     struct ledger_stats stats;
@@ -132,6 +148,134 @@ static void ops_free(struct ledger_op **ops, int n)
             op_free(ops[i]);
 }
 
+/* Appends op (a group of one) to the writer's queue; under mu. */
+static void ledger_enqueue_locked(struct ledger *l, struct ledger_op *op)
+{
+    op->next = NULL;
+    if (l->tail)
+        l->tail->next = op;
+    else
+        l->head = op;
+    l->tail = op;
+    l->stats.queue_depth++;
+}
+
+/* Moves the counted rows of seconds before before_s to the writer's queue,
+ * in arrival order; under mu. Returns how many moved. */
+static size_t ledger_agg_flush_locked(struct ledger *l, int64_t before_s)
+{
+    struct ledger_op **pp = &l->agg, *op;
+    size_t moved = 0;
+
+    while ((op = *pp) != NULL) {
+        if (op->agg_s >= before_s) {
+            pp = &op->next;
+            continue;
+        }
+        *pp = op->next;
+        op->first = op->last = 1;
+        ledger_enqueue_locked(l, op);
+        l->n_agg--;
+        moved++;
+    }
+    if (moved > 0)
+        pthread_cond_signal(&l->wake);
+    return moved;
+}
+
+static uint64_t ledger_hash(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL; /* FNV-1a */
+    return h;
+}
+
+/* Of everything in a request row but its time (0) and count. */
+static uint64_t op_agg_hash(const struct ledger_op *op)
+{
+    uint64_t h = 14695981039346656037ULL;
+    int i;
+
+    for (i = 1; i < LEDGER_COUNT_ARG; i++) {
+        const struct ledger_arg *a = &op->a[i];
+        if (a->is_text)
+            h = a->s ? ledger_hash(h, a->s, strlen(a->s) + 1) : ledger_hash(h, "\1", 1);
+        else
+            h = ledger_hash(h, &a->i, sizeof(a->i));
+    }
+    return h;
+}
+
+static int op_agg_same(const struct ledger_op *x, const struct ledger_op *y)
+{
+    int i;
+
+    if (x->agg_s != y->agg_s || x->hash != y->hash)
+        return 0;
+    for (i = 1; i < LEDGER_COUNT_ARG; i++) {
+        const struct ledger_arg *a = &x->a[i], *b = &y->a[i];
+        if (a->is_text != b->is_text || (!a->is_text && a->i != b->i) || (!a->s != !b->s) ||
+            (a->s && strcmp(a->s, b->s) != 0))
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * A 4xx request row (taken): counted into the row of the same key,
+ * decision and second, which the writer commits once that second is over
+ * (or sooner, before a row that must follow it). No fsync per request and
+ * no row per request, so a flood of refusals grows the ledger and its WAL
+ * with its distinct keys, not its rate.
+ */
+static enum otp_rc ledger_count(struct ledger *l, struct ledger_op *op)
+{
+    struct ledger_op *a, *last = NULL;
+    int i;
+
+    if (op == NULL)
+        return OTP_ENOMEM;
+    for (i = 0; i < op->n; i++)
+        if (op->a[i].is_text < 0) {
+            op_free(op);
+            return OTP_ENOMEM;
+        }
+    op->agg_s = op->a[0].i / 1000;
+    op->hash = op_agg_hash(op);
+    pthread_mutex_lock(&l->mu);
+    /* As ledger_submit_one: a stalled disk slows a flood of distinct keys
+     * down rather than growing the queue. */
+    while (l->stats.queue_depth >= LEDGER_QUEUE_MAX && !l->stop)
+        pthread_cond_wait(&l->done, &l->mu);
+    if (l->stop) {
+        pthread_mutex_unlock(&l->mu);
+        op_free(op);
+        return OTP_EIO;
+    }
+    for (a = l->agg; a; last = a, a = a->next)
+        if (op_agg_same(a, op)) {
+            a->a[LEDGER_COUNT_ARG].i++;
+            pthread_mutex_unlock(&l->mu);
+            op_free(op);
+            return OTP_OK;
+        }
+    if (l->n_agg >= LEDGER_AGG_MAX) {
+        ledger_agg_flush_locked(l, INT64_MAX);
+        last = NULL;
+    }
+    op->next = NULL;
+    if (last)
+        last->next = op;
+    else
+        l->agg = op;
+    l->n_agg++;
+    pthread_mutex_unlock(&l->mu);
+    return OTP_OK;
+}
+
 /*
  * Queues the group ops[0..n-1] for the writer, taking the ops. With wait,
  * blocks until the group's transaction is settled and returns its result.
@@ -164,6 +308,9 @@ static enum otp_rc ledger_submit(struct ledger *l, struct ledger_op **ops, int n
         ops_free(ops, n);
         return OTP_EIO;
     }
+    /* Counted refusals go first, so request rows keep their order. */
+    if (ops[0]->kind == LK_REQUEST || ops[0]->kind == LK_VER_NEW)
+        ledger_agg_flush_locked(l, INT64_MAX);
     for (i = 0; i < n; i++) {
         if (l->tail)
             l->tail->next = ops[i];
@@ -217,6 +364,8 @@ static int ledger_exec(struct ledger *l, const struct ledger_op *op)
         rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
             rc = SQLITE_OK;
+        if (s == 0 && rc == SQLITE_OK && op->moved)
+            *op->moved = sqlite3_changes(l->wdb) > 0;
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
     }
@@ -264,6 +413,55 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
     return 0;
 }
 
+/* Deletes what is older than the retention; on the writer thread. Messages
+ * still queued or sending stay whatever their age. */
+static void ledger_prune(struct ledger *l, int64_t cutoff_ms)
+{
+    char sql[640];
+    char *msg = NULL;
+
+    snprintf(sql, sizeof(sql),
+             "BEGIN IMMEDIATE; DELETE FROM requests WHERE ts_ms < %1$lld; DELETE FROM sends WHERE ts_ms < %1$lld; "
+             "DELETE FROM message_events WHERE ts_ms < %1$lld; DELETE FROM messages WHERE updated_ms < %1$lld "
+             "AND state NOT IN ('queued', 'sending'); DELETE FROM verifications WHERE expires_ms < %1$lld; COMMIT",
+             (long long)cutoff_ms);
+    if (sqlite3_exec(l->wdb, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        sqlite3_exec(l->wdb, "ROLLBACK", NULL, NULL, NULL);
+        pthread_mutex_lock(&l->mu);
+        l->stats.failures++;
+        pthread_mutex_unlock(&l->mu);
+    }
+    sqlite3_free(msg);
+}
+
+/* With no work queued: commits the counted rows of past seconds and prunes
+ * when due, else sleeps until one is due or work arrives. Under mu; may
+ * drop it. Returns 1 when it did something (look for work again). */
+static int ledger_idle(struct ledger *l)
+{
+    int64_t now_ms = clock_wall_ms(), wake_ms = now_ms + 1000;
+    struct timespec ts;
+
+    if (ledger_agg_flush_locked(l, now_ms / 1000) > 0)
+        return 1;
+    if (l->retention_ms > 0 && now_ms >= l->next_prune_ms) {
+        int64_t every_ms = l->retention_ms < LEDGER_PRUNE_EVERY_MS ? l->retention_ms : LEDGER_PRUNE_EVERY_MS;
+        l->next_prune_ms = now_ms + every_ms;
+        pthread_mutex_unlock(&l->mu);
+        ledger_prune(l, now_ms - l->retention_ms);
+        pthread_mutex_lock(&l->mu);
+        return 1;
+    }
+    if (l->agg != NULL)
+        wake_ms = (now_ms / 1000 + 1) * 1000;
+    if (l->retention_ms > 0 && l->next_prune_ms < wake_ms)
+        wake_ms = l->next_prune_ms;
+    ts.tv_sec = (time_t)(wake_ms / 1000);
+    ts.tv_nsec = (long)(wake_ms % 1000) * 1000000L;
+    pthread_cond_timedwait(&l->wake, &l->mu, &ts);
+    return 0;
+}
+
 static void *ledger_writer(void *arg)
 {
     struct ledger *l = arg;
@@ -273,8 +471,12 @@ static void *ledger_writer(void *arg)
         struct ledger_op *batch, *op, *last;
         uint64_t n, bad_groups = 0;
         int failed;
+        /* Past seconds' counted rows, even while work never stops coming. */
+        ledger_agg_flush_locked(l, clock_wall_ms() / 1000);
         while (l->head == NULL && !l->stop)
-            pthread_cond_wait(&l->wake, &l->mu);
+            ledger_idle(l);
+        if (l->head == NULL && ledger_agg_flush_locked(l, INT64_MAX) > 0)
+            continue; /* stopping: the counted rows still commit */
         if (l->head == NULL)
             break;
         /* Whole groups only: a group is queued at once, so its end is here. */
@@ -436,6 +638,7 @@ static struct ledger_op *op_request(const struct ledger_request *r)
         op_text(op, r->message_id);
         op_int(op, r->http_status);
         op_text(op, r->purpose);
+        op_int(op, 1);
     }
     return op;
 }
@@ -474,7 +677,18 @@ static struct ledger_op *op_message_new(const struct ledger_message *m)
 
 enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r)
 {
+    if (r->http_status >= 400 && r->http_status < 500)
+        return ledger_count(l, op_request(r));
     return ledger_submit_one(l, op_request(r));
+}
+
+void ledger_set_retention(struct ledger *l, int64_t retention_ms)
+{
+    pthread_mutex_lock(&l->mu);
+    l->retention_ms = retention_ms > 0 ? retention_ms : 0;
+    l->next_prune_ms = 0;
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
 }
 
 enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int64_t verification_expires_ms,
@@ -521,6 +735,25 @@ enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *s
         op_int(op, ts_ms);
     }
     return ledger_submit_paced(l, op);
+}
+
+enum otp_rc ledger_message_report(struct ledger *l, const char *id, const char *state, const char *from,
+                                  const char *detail, int64_t ts_ms, int *moved)
+{
+    struct ledger_op *op = op_new(LK_MSG_STATE);
+
+    *moved = 0;
+    if (op != NULL) {
+        op_text(op, id);
+        op_text(op, state);
+        op_text(op, from);
+        op_text(op, NULL);
+        op_text(op, detail);
+        op_int(op, -1);
+        op_int(op, ts_ms);
+        op->moved = moved;
+    }
+    return ledger_submit(l, &op, 1, 1, 1);
 }
 
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s)

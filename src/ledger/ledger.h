@@ -66,8 +66,16 @@ struct ledger_send {
 struct ledger *ledger_open(const char *path, char *err);
 void ledger_close(struct ledger *l);
 
+/* Rows older than retention_ms (0: none) are pruned by the writer, at once
+ * and then every retention or hour, whichever is shorter. Messages still
+ * queued or sending are kept. */
+void ledger_set_retention(struct ledger *l, int64_t retention_ms);
+
 /*
- * Submissions copy their arguments and return at once. ledger_request and
+ * Submissions copy their arguments and return at once. A request row with
+ * a 4xx status is counted instead: one row per identical key, decision and
+ * second (its count column), committed when that second is over or before
+ * the next other request row. ledger_request and
  * ledger_verification_update (request threads) wait for the writer's next
  * commit while 65,536 submissions are queued; the pacer's never wait. They
  * fail only when out of memory, or with OTP_EIO once ledger_close began.
@@ -83,6 +91,14 @@ enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const c
  */
 enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
                                  const char *provider_id, const char *detail, int attempts, int64_t ts_ms);
+/*
+ * ledger_message_state for a delivery report, which must know whether it
+ * changed anything: waits for the commit, then *moved is 1 when the message
+ * moved (its state was one of from) and 0 when it did not. OTP_EIO (or
+ * OTP_ENOMEM) when the change is not durable; *moved is then meaningless.
+ */
+enum otp_rc ledger_message_report(struct ledger *l, const char *id, const char *state, const char *from,
+                                  const char *detail, int64_t ts_ms, int *moved);
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s);
 
 /*

@@ -47,7 +47,10 @@
 --
 -- A verification is one field: vid (32 hex), the code's keyed hash (16
 -- hex), then "exp_ms:attempts", 63 bytes for fewer than 10 attempts, so
--- the phone's hash stays within 200 bytes of Redis memory.
+-- the phone's hash stays within 200 bytes of Redis memory. The separator
+-- is '+' instead of ':' once another issue has continued the verification
+-- (sent its code again): an abandon of the issue that created it then
+-- keeps it, at no byte's cost.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -77,15 +80,15 @@ local function live_log(v, window)
   return log
 end
 
--- A verification's field: {vid, hash, exp, att}, or nil.
+-- A verification's field: {vid, hash, exp, att, continued}, or nil.
 local function vget(v)
   if not v then return nil end
-  local e, n = string.match(string.sub(v, 49), '^(%d+):(%d+)$')
-  return {string.sub(v, 1, 32), string.sub(v, 33, 48), tonumber(e) or 0, tonumber(n) or 0}
+  local e, sep, n = string.match(string.sub(v, 49), '^(%d+)([:+])(%d+)$')
+  return {string.sub(v, 1, 32), string.sub(v, 33, 48), tonumber(e) or 0, tonumber(n) or 0, sep == '+'}
 end
 
-local function vput(vid, hash, exp, att)
-  return vid .. hash .. fmt(exp) .. ':' .. att
+local function vput(vid, hash, exp, att, continued)
+  return vid .. hash .. fmt(exp) .. (continued and '+' or ':') .. att
 end
 
 if ARGV[1] == 'c' then
@@ -110,8 +113,10 @@ if ARGV[1] == 'a' then
     elseif kind == 2 then
       local c = window_count(v, w[4])
       if c > 0 then new = fmt(w[4]) .. ':' .. (c - 1) end
-    elseif kind == 3 and v then
-      new = fmt(tonumber(v) - w[4])
+    elseif kind == 3 and v and tonumber(w[5]) > now then
+      -- Only while this take still holds the bucket back: once its time has
+      -- passed, its token has come back by itself.
+      new = fmt(math.max(now, tonumber(v) - w[4]))
     elseif kind == 4 and v == w[5] then
       new = w[4]
     end
@@ -123,13 +128,21 @@ if ARGV[1] == 'a' then
     local sum = window_count(redis.call('HGET', key, c[2]), c[3])
     if sum > c[4] then
       redis.call('HSET', key, c[2], fmt(c[3]) .. ':' .. fmt(sum - c[4]))
-    elseif sum > 0 then
+    elseif sum == c[4] then
       redis.call('HDEL', key, c[2])
+    elseif sum > 0 then
+      -- Less than this issue reserved: money was given back twice or never
+      -- counted. Never clamp (that would eat another reservation); say so.
+      redis.log(redis.LOG_WARNING, 'otpd: abandon found ' .. sum .. ' in cost field ' .. c[2] ..
+                ', less than its price ' .. c[4] .. '; left as it is')
     end
   end
-  -- rec.v: {scope, the verification set, the field it replaced or ''}
+  -- rec.v: {scope, the verification this issue set, the field it replaced
+  -- or ''}. It goes (or the one it replaced comes back) only while no other
+  -- issue has continued it: a '+' in its field marks one that has, and that
+  -- issue's message carries its code.
   local now_v = rec.v and vget(redis.call('HGET', KEYS[1], rec.v[1]))
-  if now_v and now_v[1] == rec.v[2] then
+  if now_v and now_v[1] == rec.v[2] and not now_v[5] then
     if rec.v[3] ~= '' then
       redis.call('HSET', KEYS[1], rec.v[1], rec.v[3])
     else
@@ -195,7 +208,7 @@ for r = 0, nrules - 1 do
     if now < allow_at then
       ok, reset = false, allow_at - now
     else
-      new, hold, u = fmt(tat + step), tat + step - now, step
+      new, hold, u = fmt(tat + step), tat + step - now, {step, fmt(tat + step)}
       remaining, reset = math.floor((now - allow_at) / step), tat + step - now
       nxt = math.max(0, allow_at + step - now)
     end
@@ -259,10 +272,12 @@ local exp = cur and cur[3] or 0
 local vrec = nil
 if cur and (exp - now) * 3 >= ttl and cur[4] < maxatt then
   out[3], out[5] = cur[1], 0
+  -- Continued: an abandon of the issue that created it keeps it.
+  redis.call('HSET', KEYS[1], scope, vput(cur[1], cur[2], exp, cur[4], true))
 else
   vrec = {scope, ARGV[2], raw or ''}
   exp = now + ttl
-  redis.call('HSET', KEYS[1], scope, vput(ARGV[2], ARGV[3], exp, 0))
+  redis.call('HSET', KEYS[1], scope, vput(ARGV[2], ARGV[3], exp, 0, false))
   out[3], out[5] = ARGV[2], 1
 end
 out[1], out[4], out[7] = 1, exp - now, next_ms

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../base/config.h"
+#include "../base/phone.h"
 #include "../base/rc.h"
 #include "../store/store.h"
 
@@ -27,12 +28,16 @@ struct limits;
 
 /* What one issue asks; strings are borrowed for the call. */
 struct limits_request {
-    const char *phone;     /* E.164, checked */
+    const char *phone;     /* canonical E.164 (phone_parse) */
     const char *device_id; /* NULL when absent */
     const char *ip_key;    /* from limits_ip_key, NULL when absent */
     const char *api_key;   /* the caller's configured name */
     const char *purpose;   /* never NULL: "default" when the request named none */
-    char region[4];        /* libphonenumber's region code; "" when unknown (region rules skipped) */
+    /* From phone_parse, for rules keyed on them (DESIGN.md, "Phone
+     * numbers"): the phone's region ("IN", "001") and its number type.
+     * region is "" when the number has none (rules keyed on it skipped). */
+    char region[PHONE_REGION_MAX];
+    enum phone_type type;
     const char *scope;     /* the verification's field (LIMITS_SCOPE_LEN characters): names
                             * (caller, purpose) within the phone's hash */
     const char *rid;       /* this request's id (random, LIMITS_ID_MAX - 1 hex) */

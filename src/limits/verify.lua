@@ -15,8 +15,13 @@
 -- records its reply and what it changed (the verification's fields before
 -- it, the wrong-guess time it added) there for undo_ttl_ms. A second call
 -- with that rid returns the recorded reply and changes nothing; op 'a'
--- (abandon) puts the verification back as it was and removes the
--- wrong-guess time, or leaves a tombstone when the guess has not run yet.
+-- (abandon) gives back only what this guess did, never what others did
+-- since: a wrong guess that only counted an attempt takes one attempt off
+-- the same verification (if it is still there); a guess that ended the
+-- verification (right, or the last attempt) puts it back only while no
+-- verification has taken its place and its code is still alive (so a code
+-- used since by another request is never revived); and the wrong-guess
+-- time is removed. Or it leaves a tombstone when the guess has not run yet.
 -- Once otpd has read the reply it deletes the record (issue.lua's op 'c').
 --
 -- Rules with "on": "verify" or "both" (counter kinds only: sliding_log,
@@ -59,11 +64,16 @@ local function window_count(v, idx)
   return 0
 end
 
--- A verification's field: {vid, hash, exp, att}, or nil (see issue.lua).
+-- A verification's field: {vid, hash, exp, att, continued}, or nil (see
+-- issue.lua: the separator is '+' once another issue continued it).
 local function vget(v)
   if not v then return nil end
-  local e, n = string.match(string.sub(v, 49), '^(%d+):(%d+)$')
-  return {string.sub(v, 1, 32), string.sub(v, 33, 48), tonumber(e) or 0, tonumber(n) or 0}
+  local e, sep, n = string.match(string.sub(v, 49), '^(%d+)([:+])(%d+)$')
+  return {string.sub(v, 1, 32), string.sub(v, 33, 48), tonumber(e) or 0, tonumber(n) or 0, sep == '+'}
+end
+
+local function vput(vid, hash, exp, att, continued)
+  return vid .. hash .. fmt(exp) .. (continued and '+' or ':') .. att
 end
 
 if ARGV[1] == 'k' then
@@ -79,11 +89,18 @@ if ARGV[1] == 'a' then
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
   if not rec or rec == TOMB then return 0 end
   rec = cjson.decode(rec)
-  -- rec.v: the verification's field before the guess ('' when none);
-  -- put back unless a newer issue replaced it since.
+  -- rec.v: the verification's field before the guess ('' when none).
   local cur = vget(redis.call('HGET', key, rec.s))
-  if rec.v ~= '' and (not cur or cur[1] == string.sub(rec.v, 1, 32)) then
-    redis.call('HSET', key, rec.s, rec.v)
+  if rec.k == 'count' then
+    if cur and cur[1] == string.sub(rec.v, 1, 32) then
+      redis.call('HSET', key, rec.s, vput(cur[1], cur[2], cur[3], math.max(0, cur[4] - 1), cur[5]))
+    end
+  elseif rec.v ~= '' and not cur then
+    local left = vget(rec.v)[3] - now
+    if left > 0 then
+      redis.call('HSET', key, rec.s, rec.v)
+      if redis.call('PTTL', key) < left then redis.call('PEXPIRE', key, left) end
+    end
   end
   for _, w in ipairs(rec.t or {}) do
     local k, field, kind = KEYS[w[1]], w[2], w[3]
@@ -98,8 +115,9 @@ if ARGV[1] == 'a' then
     elseif kind == 2 then
       local c = window_count(v, w[4])
       if c > 0 then new = fmt(w[4]) .. ':' .. (c - 1) end
-    elseif kind == 3 and v then
-      new = fmt(tonumber(v) - w[4])
+    elseif kind == 3 and v and tonumber(w[5]) > now then
+      -- Only while this take still holds the bucket back (as in issue.lua).
+      new = fmt(math.max(now, tonumber(v) - w[4]))
     end
     if new == '' then redis.call('HDEL', k, field)
     elseif new then redis.call('HSET', k, field, new) end
@@ -182,20 +200,23 @@ local undo_t = {}
 for _, w in ipairs(takes) do
   redis.call('HSET', KEYS[w[1]], w[2], w[5])
   if redis.call('PTTL', KEYS[w[1]]) < w[6] then redis.call('PEXPIRE', KEYS[w[1]], w[6]) end
-  undo_t[#undo_t + 1] = {w[1], w[2], w[3], w[4]}
+  -- A bucket's take also records the time it set (see the abandon).
+  undo_t[#undo_t + 1] = {w[1], w[2], w[3], w[4], w[3] == 3 and w[5] or nil}
 end
 
--- The undo record, written when the guess changes something.
-local function done(reply, prev, added)
+-- The undo record, written when the guess changes something. kind: 'end'
+-- when this guess ended the verification, 'count' when it only counted an
+-- attempt on it.
+local function done(reply, prev, kind, added)
   reply = reply_of(reply)
-  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, w = added or '', f = wfield, s = scope,
-                                            t = undo_t}), 'PX', undo_ttl)
+  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, k = kind, w = added or '', f = wfield,
+                                            s = scope, t = undo_t}), 'PX', undo_ttl)
   return reply
 end
 
 -- A reply that changed nothing but the verify rules' takes.
 local function plain(reply)
-  if #undo_t > 0 then return done(reply, '') end
+  if #undo_t > 0 then return done(reply, '', 'none') end
   return reply_of(reply)
 end
 
@@ -220,16 +241,18 @@ if not cur or cur[3] <= now or att >= maxatt then
 end
 if cur[2] == guess then
   redis.call('HDEL', key, scope)
-  return done({'ok', cur[1], maxatt - att, retry, slock, #log}, prev)
+  return done({'ok', cur[1], maxatt - att, retry, slock, #log}, prev, 'end')
 end
 
 att = att + 1
+local kind = 'count'
 if att >= maxatt then
   redis.call('HDEL', key, scope)
+  kind = 'end'
 else
-  redis.call('HSET', key, scope, cur[1] .. cur[2] .. string.format('%.0f', cur[3]) .. ':' .. att)
+  redis.call('HSET', key, scope, vput(cur[1], cur[2], cur[3], att, cur[5]))
 end
-if wfield == '' then return done({'wrong', cur[1], maxatt - att, 0, 0, 0}, prev) end
+if wfield == '' then return done({'wrong', cur[1], maxatt - att, 0, 0, 0}, prev, kind) end
 -- Keep at most limit times: older ones can no longer decide a lock.
 local stamp = string.format('%.0f', now)
 log[#log + 1] = stamp
@@ -238,7 +261,7 @@ redis.call('HSET', key, wfield, table.concat(log, ' '))
 if redis.call('PTTL', key) < wwindow then redis.call('PEXPIRE', key, wwindow) end
 retry = tonumber(log[1]) + wwindow - now
 if #log >= wlimit then
-  if shadow then return done({'wrong', cur[1], maxatt - att, retry, 1, #log}, prev, stamp) end
-  return done({'locked', cur[1], maxatt - att, retry, 0, #log}, prev, stamp)
+  if shadow then return done({'wrong', cur[1], maxatt - att, retry, 1, #log}, prev, kind, stamp) end
+  return done({'locked', cur[1], maxatt - att, retry, 0, #log}, prev, kind, stamp)
 end
-return done({'wrong', cur[1], maxatt - att, retry, 0, #log}, prev, stamp)
+return done({'wrong', cur[1], maxatt - att, retry, 0, #log}, prev, kind, stamp)

@@ -8,12 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sodium.h>
 
 struct code_keys {
     unsigned char code_key[crypto_auth_hmacsha256_KEYBYTES]; /* derives codes */
     unsigned char hash_key[crypto_auth_hmacsha256_KEYBYTES]; /* hashes codes for Redis */
-    unsigned char tag_key[crypto_auth_hmacsha256_KEYBYTES];  /* signs callback URLs */
+    unsigned char tag_key[crypto_auth_hmacsha256_KEYBYTES];  /* keys Idempotency-Key request hashes */
+    unsigned char report_key[crypto_auth_hmacsha256_KEYBYTES]; /* signs delivery-report URLs */
 };
 
 /* One purpose-separated subkey: HMAC-SHA256(secret, label). */
@@ -35,6 +38,7 @@ struct code_keys *code_keys_new(const unsigned char *secret, size_t secret_len)
     code_subkey(secret, secret_len, "otpd/v1/code", k->code_key);
     code_subkey(secret, secret_len, "otpd/v1/hash", k->hash_key);
     code_subkey(secret, secret_len, "otpd/v1/tag", k->tag_key);
+    code_subkey(secret, secret_len, "otpd/v2/report", k->report_key);
     return k;
 }
 
@@ -44,6 +48,11 @@ void code_keys_free(struct code_keys *k)
         return;
     sodium_memzero(k, sizeof(*k));
     free(k);
+}
+
+void code_wipe(void *p, size_t n)
+{
+    sodium_memzero(p, n);
 }
 
 void code_new_id(char *out)
@@ -124,14 +133,45 @@ void code_scope(const struct code_keys *k, const char *api_key, const char *purp
     code_mac_hex(k->tag_key, a, purpose, out, CODE_SCOPE_LEN);
 }
 
-int code_tag_ok(const struct code_keys *k, const char *msg_id, const char *tag)
+void code_report_tag(const struct code_keys *k, const char *provider, const char *msg_id, const char *exp_s,
+                     char *out)
+{
+    unsigned char mac[crypto_auth_hmacsha256_BYTES];
+    crypto_auth_hmacsha256_state st;
+
+    /* NUL-separated, so no two (provider, id, expiry) triples run together. */
+    crypto_auth_hmacsha256_init(&st, k->report_key, sizeof(k->report_key));
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)provider, strlen(provider) + 1);
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)msg_id, strlen(msg_id) + 1);
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)exp_s, strlen(exp_s));
+    crypto_auth_hmacsha256_final(&st, mac);
+    sodium_bin2hex(out, CODE_TAG_LEN + 1, mac, CODE_TAG_LEN / 2);
+}
+
+int code_report_tag_ok(const struct code_keys *k, const char *provider, const char *msg_id, const char *exp_s,
+                       const char *tag)
 {
     char want[CODE_TAG_LEN + 1];
 
     if (tag == NULL || strlen(tag) != CODE_TAG_LEN)
         return 0;
-    code_tag(k, msg_id, want);
+    code_report_tag(k, provider, msg_id, exp_s, want);
     return sodium_memcmp(want, tag, CODE_TAG_LEN) == 0;
+}
+
+int code_twilio_sig_ok(const char *token, const char *data, size_t len, const char *sig)
+{
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    char want[sodium_base64_ENCODED_LEN(EVP_MAX_MD_SIZE, sodium_base64_VARIANT_ORIGINAL)];
+    size_t want_len;
+
+    if (token == NULL || token[0] == '\0' || sig == NULL ||
+        HMAC(EVP_sha1(), token, (int)strlen(token), (const unsigned char *)data, len, mac, &n) == NULL)
+        return 0;
+    sodium_bin2base64(want, sizeof(want), mac, n, sodium_base64_VARIANT_ORIGINAL);
+    want_len = strlen(want);
+    return strlen(sig) == want_len && sodium_memcmp(want, sig, want_len) == 0;
 }
 
 enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap)

@@ -1,7 +1,9 @@
 /*
  * code: the cryptography of one-time codes (DESIGN.md, "Codes"). A code is
  * never stored: it is derived from the server secret and the verification
- * id. Redis holds only a keyed hash of it. The only home of libsodium.
+ * id. Redis holds only a keyed hash of it. The only home of libsodium, and
+ * of libcrypto's HMAC-SHA1 (Twilio signs its callbacks with it; libsodium
+ * has no SHA-1).
  */
 #ifndef OTPD_CODE_H
 #define OTPD_CODE_H
@@ -25,6 +27,11 @@ struct code_keys;
 struct code_keys *code_keys_new(const unsigned char *secret, size_t secret_len);
 void code_keys_free(struct code_keys *k);
 
+/* Wipes n bytes at p (a code, or text holding one) with sodium_memzero,
+ * which the optimiser cannot drop the way it drops a memset before free or
+ * return. */
+void code_wipe(void *p, size_t n);
+
 /* Writes a fresh random 128-bit id as 32 lower-case hex characters and NUL
  * into out (CODE_ID_LEN + 1 bytes). */
 void code_new_id(char *out);
@@ -37,10 +44,22 @@ void code_derive(const struct code_keys *k, const char *id, int digits, char *ou
  * Used at issue (of the derived code) and at verify (of the guess). */
 void code_hash(const struct code_keys *k, const char *phone, const char *code, char *out);
 
-/* A tag authenticating a message id in delivery-report URLs (hex, NUL,
- * CODE_TAG_LEN + 1 bytes). code_tag_ok compares in constant time. */
+/* A keyed hash of a short text (hex, NUL, CODE_TAG_LEN + 1 bytes), under the
+ * Idempotency-Key request-hash key. */
 void code_tag(const struct code_keys *k, const char *msg_id, char *out);
-int code_tag_ok(const struct code_keys *k, const char *msg_id, const char *tag);
+
+/* The tag of a delivery-report URL: HMAC-SHA256 under its own subkey of
+ * provider ("kannel"), message id and expiry (Unix seconds as decimal text),
+ * as CODE_TAG_LEN hex and NUL. code_report_tag_ok compares in constant time. */
+void code_report_tag(const struct code_keys *k, const char *provider, const char *msg_id, const char *exp_s,
+                     char *out);
+int code_report_tag_ok(const struct code_keys *k, const char *provider, const char *msg_id, const char *exp_s,
+                       const char *tag);
+
+/* 1 when sig is Twilio's X-Twilio-Signature of data (len bytes: the URL and
+ * the sorted form parameters): base64 of HMAC-SHA1 under the auth token.
+ * Compares in constant time; 0 for a NULL or empty token or signature. */
+int code_twilio_sig_ok(const char *token, const char *data, size_t len, const char *sig);
 
 /* The name of the verification of (caller api_key, purpose) inside a
  * phone's Redis hash: CODE_SCOPE_LEN hex characters and NUL in out, keyed

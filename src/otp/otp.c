@@ -20,8 +20,9 @@
 /* Decisions counted for /metrics, by the contract's code. */
 static const char *const decisions[] = {"accepted",    "verified",     "invalid_request", "rate_limited",
                                         "locked",      "cost_cap",     "queue_full",      "store_unavailable",
-                                        "invalid_code", "no_active_code", "ledger_unavailable", NULL};
-#define OTP_DECISIONS 11
+                                        "invalid_code", "no_active_code", "ledger_unavailable", "number_type",
+                                        NULL};
+#define OTP_DECISIONS 12
 
 struct otp {
     struct otp_deps d;
@@ -30,9 +31,10 @@ struct otp {
     uint64_t verify[OTP_DECISIONS];
     char shadow_name[OTP_SHADOW_RULES][CFG_NAME_MAX];
     uint64_t shadow_count[OTP_SHADOW_RULES];
-    uint64_t deliveries[2]; /* failed, delivered */
     uint64_t ledger_errors;  /* ledger submissions that failed even after a retry */
     struct idem *idem;       /* Idempotency-Key state, for the HTTP layer */
+    char not_ready[OTP_ERR_LEN]; /* the last /readyz failure logged, under mu */
+    struct report *report;       /* delivery reports */
 };
 
 struct otp *otp_new(const struct otp_deps *d)
@@ -42,7 +44,9 @@ struct otp *otp_new(const struct otp_deps *d)
     if (o == NULL)
         return NULL;
     o->d = *d;
-    if ((o->idem = idem_new(d->store, d->keys)) == NULL) {
+    if ((o->idem = idem_new(d->store, d->keys)) == NULL ||
+        (o->report = report_new(d->cfg, d->keys, d->ledger)) == NULL) {
+        idem_free(o->idem);
         free(o);
         return NULL;
     }
@@ -56,6 +60,7 @@ void otp_free(struct otp *o)
         return;
     pthread_mutex_destroy(&o->mu);
     idem_free(o->idem);
+    report_free(o->report);
     free(o);
 }
 
@@ -133,6 +138,18 @@ static void store_down(struct otp *o, struct otp_answer *out, const char *op, co
     out->retry_after_s = retry_s(store_breaker_left_ms(o->d.store));
 }
 
+/* 1 when rq's number type is one phone.types serves; else 0 with the
+ * refusal (403 number_type) in out. Runs before anything is taken. */
+static int type_served(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
+{
+    if ((unsigned)rq->type < PHONE_TYPE_COUNT && (o->d.cfg->phone_types & PHONE_TYPE_BIT(rq->type)) != 0)
+        return 1;
+    answer(out, OTP_ETYPE, "number_type",
+           "phone is a %s number (%s); this service does not send codes to that type", phone_type_name(rq->type),
+           rq->region[0] ? rq->region : "no region");
+    return 0;
+}
+
 /* The message text for verification vid, expiring in expires_in_ms. */
 static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms, char *text, size_t cap)
 {
@@ -141,7 +158,7 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
 
     code_derive(o->d.keys, vid, o->d.cfg->otp_length, code);
     rc = code_render(o->d.cfg->otp_template, code, (int)((expires_in_ms + 59999) / 60000), text, cap);
-    memset(code, 0, sizeof(code));
+    code_wipe(code, sizeof(code));
     return rc;
 }
 
@@ -149,15 +166,13 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
 static enum otp_rc build_msg(struct otp *o, struct pacer_msg *m, const char *id, const char *vid,
                              const char *phone, int64_t expires_ms, int64_t now_ms)
 {
-    char tag[CODE_TAG_LEN + 1];
-
     memset(m, 0, sizeof(*m));
     snprintf(m->id, sizeof(m->id), "%s", id);
     snprintf(m->vid, sizeof(m->vid), "%s", vid);
     snprintf(m->to, sizeof(m->to), "%s", phone);
     m->expires_ms = expires_ms;
-    code_tag(o->d.keys, id, tag);
-    snprintf(m->dlr_query, sizeof(m->dlr_query), "id=%s&tag=%s", id, tag);
+    if (report_query(o->report, id, now_ms, m->dlr_query, sizeof(m->dlr_query)) != OTP_OK)
+        return OTP_EINVAL;
     return render(o, vid, expires_ms - now_ms, m->text, sizeof(m->text));
 }
 
@@ -177,7 +192,8 @@ static void scope_fill(struct otp *o, const struct otp_req *rq, struct limits_re
     lr->api_key = rq->api_key;
     lr->purpose = purpose_of(rq);
     lr->scope = scope;
-    snprintf(lr->region, sizeof(lr->region), "%s", rq->region);
+    memcpy(lr->region, rq->region, sizeof(lr->region));
+    lr->type = rq->type;
 }
 
 static struct ledger_request request_row(const struct otp_req *rq, const char *kind, const char *decision,
@@ -255,6 +271,10 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 
     memset(out, 0, sizeof(*out));
     memset(&li, 0, sizeof(li));
+    if (!type_served(o, rq, out)) {
+        status = 403;
+        goto refused;
+    }
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
         answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
         return;
@@ -267,7 +287,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     code_new_id(vid);
     code_derive(o->d.keys, vid, c->otp_length, code);
     code_hash(o->d.keys, rq->phone, code, vhash);
-    memset(code, 0, sizeof(code));
+    code_wipe(code, sizeof(code));
     scope_fill(o, rq, &lr, scope);
     lr.ip_key = rq->client_ip ? ip_key : NULL;
     code_new_id(rid); /* names this request's script call, for its retry and its abandon */
@@ -325,7 +345,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         goto undo;
     }
     pacer_push(o->d.pacer, &m);
-    memset(&m, 0, sizeof(m));
+    code_wipe(&m, sizeof(m));
     limits_commit(o->d.limits, &li.undo);
     out->rc = OTP_OK;
     snprintf(out->verification_id, sizeof(out->verification_id), "%s", li.vid);
@@ -338,7 +358,7 @@ undo:
     /* Our own failure after the limits were taken: no SMS, the slot goes
      * back, and so does everything the script took (quota, cost, the
      * verification it started), through its undo record. */
-    memset(&m, 0, sizeof(m));
+    code_wipe(&m, sizeof(m));
     pacer_release(o->d.pacer);
     limits_abandon(o->d.limits, &li.undo);
     out->retry_after_s = 1;
@@ -369,6 +389,10 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
 
     memset(out, 0, sizeof(*out));
     memset(&lv, 0, sizeof(lv));
+    if (!type_served(o, rq, out)) {
+        status = 403;
+        goto done;
+    }
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
         answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
         goto done;
@@ -463,23 +487,9 @@ enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char 
     return ledger_message_get(o->d.ledger, id, api_key, state);
 }
 
-enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int delivered, const char *detail)
+enum report_verdict otp_delivery(struct otp *o, const struct report_in *in)
 {
-    if (!code_tag_ok(o->d.keys, id, tag))
-        return OTP_ENOTFOUND;
-    if (delivered < 0)
-        return OTP_OK;
-    /* Surfaced: the caller answers 5xx, so the provider sends the report again. */
-    if (ledger_checked(o,
-                       ledger_message_state(o->d.ledger, id, delivered ? "delivered" : "failed",
-                                            delivered ? "sending,sent,failed" : "sending,sent", NULL, detail, -1,
-                                            clock_wall_ms()),
-                       "delivery report", id) != OTP_OK)
-        return OTP_EIO;
-    pthread_mutex_lock(&o->mu);
-    o->deliveries[delivered ? 1 : 0]++;
-    pthread_mutex_unlock(&o->mu);
-    return OTP_OK;
+    return report_handle(o->report, in);
 }
 
 struct recover_ctx {
@@ -515,7 +525,7 @@ static void recover_one(void *arg, const struct ledger_message *lm)
     m.cost_ms = lm->cost_ms;
     m.attempts = lm->attempts;
     pacer_restore(o->d.pacer, &m);
-    memset(&m, 0, sizeof(m));
+    code_wipe(&m, sizeof(m));
     if (lm->expires_ms <= x->now_ms)
         x->expired++;
     else
@@ -548,6 +558,29 @@ static void redis_conf_warnings(struct otp *o, char *why, size_t cap)
         snprintf(why + n, cap - n, "; redis: appendonly is %s, must be yes", rc.appendonly);
 }
 
+/*
+ * /readyz is often reachable by more than the operator: its detail says
+ * what is wrong but names no address. The whole error goes to the log,
+ * once each time it changes. Store errors name an address only as
+ * "redis connect HOST:PORT: why" (an IPv6 HOST holds no ": ").
+ */
+static void not_ready(struct otp *o, const char *what, const char *err, char *why, size_t cap)
+{
+    static const char connect[] = "redis connect ";
+    const char *sep = strncmp(err, connect, strlen(connect)) == 0 ? strstr(err, ": ") : NULL;
+
+    pthread_mutex_lock(&o->mu);
+    if (strcmp(o->not_ready, err) != 0) {
+        snprintf(o->not_ready, sizeof(o->not_ready), "%s", err);
+        log_msg(LOG_WARN, "not ready: %s: %s", what, err);
+    }
+    pthread_mutex_unlock(&o->mu);
+    if (sep != NULL)
+        snprintf(why, cap, "%s: cannot connect to redis%s", what, sep);
+    else
+        snprintf(why, cap, "%s: %s", what, err);
+}
+
 int otp_ready(struct otp *o, char *why, size_t cap)
 {
     char err[OTP_ERR_LEN];
@@ -557,7 +590,7 @@ int otp_ready(struct otp *o, char *why, size_t cap)
      * without API traffic. */
     limits_flush(o->d.limits); /* abandons of 503'd requests, even without API traffic */
     if (store_ping(o->d.store, err) != OTP_OK) {
-        snprintf(why, cap, "redis: %s", err);
+        not_ready(o, "redis", err, why, cap);
         return 0;
     }
     if (!ledger_healthy(o->d.ledger)) {
@@ -639,11 +672,6 @@ char *otp_metrics(struct otp *o)
     for (i = 0; i < OTP_SHADOW_RULES && o->shadow_name[i][0]; i++)
         put(&t, "otpd_shadow_refusals_total{rule=\"%s\"} %llu\n", o->shadow_name[i],
             (unsigned long long)o->shadow_count[i]);
-    put(&t, "# HELP otpd_delivery_reports_total Delivery reports by result.\n"
-            "# TYPE otpd_delivery_reports_total counter\n"
-            "otpd_delivery_reports_total{result=\"delivered\"} %llu\n"
-            "otpd_delivery_reports_total{result=\"failed\"} %llu\n",
-        (unsigned long long)o->deliveries[1], (unsigned long long)o->deliveries[0]);
     put(&t, "# HELP otpd_ledger_submit_failures_total Ledger writes that could not be submitted (logged).\n"
             "# TYPE otpd_ledger_submit_failures_total counter\notpd_ledger_submit_failures_total %llu\n",
         (unsigned long long)o->ledger_errors);
@@ -709,6 +737,8 @@ char *otp_metrics(struct otp *o)
     {
         char money[4096];
         if (pacer_metrics(o->d.pacer, money, sizeof(money)) > 0)
+            put(&t, "%s", money);
+        if (report_metrics(o->report, money, sizeof(money)) > 0)
             put(&t, "%s", money);
     }
     return t.s;

@@ -17,6 +17,7 @@
 #include "../pacer/pacer.h"
 #include "code.h"
 #include "idem.h"
+#include "report.h"
 
 struct otp;
 
@@ -34,11 +35,14 @@ struct otp_deps {
 /* The caller and the end user of one issue or verify. */
 struct otp_req {
     const char *api_key;   /* the caller's configured name */
-    const char *phone;     /* E.164, checked by the caller */
+    const char *phone;     /* canonical E.164, from the caller's phone_parse */
     const char *device_id; /* NULL when absent */
     const char *client_ip; /* NULL when absent; checked here */
     const char *purpose;   /* NULL when absent: "default" */
-    char region[4];        /* libphonenumber's region code; "" when unknown (region rules skipped) */
+    /* From the same phone_parse: the region ("IN", "001") and the number
+     * type. A type outside phone.types is refused here before any rule. */
+    char region[PHONE_REGION_MAX];
+    enum phone_type type;
 };
 
 /* The answer to an issue or a verify. */
@@ -81,10 +85,9 @@ void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 /* The state of message id (state: 16 bytes) if api_key issued it. */
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);
 
-/* A delivery report for message id, authenticated by tag: delivered is 1
- * for delivered, 0 for failed, -1 for an intermediate report (nothing to
- * record). OTP_ENOTFOUND for a bad tag. */
-enum otp_rc otp_delivery(struct otp *o, const char *id, const char *tag, int delivered, const char *detail);
+/* Authenticates and applies one delivery report (see report.h); blocks
+ * for one ledger commit when it may move a message. */
+enum report_verdict otp_delivery(struct otp *o, const struct report_in *in);
 
 /* Puts the ledger's unfinished messages back in the queue, in order; run
  * once at start-up before the pacer and HTTP start. */

@@ -41,6 +41,7 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "../otp/code.h"
 
 #define NS_PER_S 1000000000ull
 #define NS_PER_MS 1000000ull
@@ -211,6 +212,13 @@ void pacer_release(struct pacer *pc)
  * state change that never lands leaves the message 'queued' or 'sending',
  * which the next start settles (sent again, at least once).
  */
+/* Wipes a message (its text holds the code) before it is freed; a memset
+ * there is a dead store the optimiser drops. */
+static void pacer_wipe(struct pacer_msg *m)
+{
+    code_wipe(m, sizeof(*m));
+}
+
 static void pacer_ledger_failed(struct pacer *pc, const char *what, const char *id)
 {
     log_msg(LOG_ERROR, "ledger: cannot record %s of message %s; the next start settles it", what, id);
@@ -290,7 +298,7 @@ static void pacer_job(struct pacer *pc, struct pacer_item *it, enum pacer_job jo
         pc->stats.failed++;
         pthread_mutex_unlock(&pc->mu);
     }
-    memset(&it->m, 0, sizeof(it->m));
+    pacer_wipe(&it->m);
     free(it);
 }
 
@@ -470,7 +478,7 @@ static void pacer_end(struct pacer *pc, struct pacer_item *it, const char *state
         pacer_job(pc, it, PACER_JOB_REFUND);
         return;
     }
-    memset(&it->m, 0, sizeof(it->m));
+    pacer_wipe(&it->m);
     free(it);
 }
 
@@ -580,7 +588,7 @@ static void pacer_outcome(struct pacer *pc, struct pacer_item *it, long status, 
     if (ci->cls == PROVIDER_ACCEPTED) {
         pacer_ledger_state(pc, it->m.id, "sent", "queued,sending", s.provider_id, NULL, it->m.attempts, s.ts_ms);
         PACER_COUNT(pc, sent, 1);
-        memset(&it->m, 0, sizeof(it->m));
+        pacer_wipe(&it->m);
         free(it);
     } else if (ci->retry) {
         pacer_retry(pc, it, res->retry_after_ms, res->error);
@@ -638,7 +646,7 @@ static void pacer_refund_now(struct pacer *pc, struct pacer_item *it)
         PACER_COUNT(pc, refund_anomalies, 1);
     }
 out:
-    memset(&it->m, 0, sizeof(it->m));
+    pacer_wipe(&it->m);
     free(it);
 }
 
@@ -671,7 +679,7 @@ static void pacer_reserve_now(struct pacer *pc, struct pacer_item *it)
         if (pacer_money_nap(pc)) {
             /* Stopping: the message stays 'queued' in the ledger for the next start. */
             pacer_slot_free(pc);
-            memset(&it->m, 0, sizeof(it->m));
+            pacer_wipe(&it->m);
             free(it);
             return;
         }
@@ -715,7 +723,7 @@ static void *pacer_money_main(void *arg)
         if (stop && it->job == PACER_JOB_RESERVE) {
             /* Stopping: the message is 'queued' in the ledger; the next start reserves. */
             pacer_slot_free(pc);
-            memset(&it->m, 0, sizeof(it->m));
+            pacer_wipe(&it->m);
             free(it);
         } else if (it->job == PACER_JOB_REFUND)
             pacer_refund_now(pc, it);
@@ -803,6 +811,7 @@ static void pacer_xfer_free(struct pacer_xfer *x)
         return;
     curl_easy_cleanup(x->easy);
     curl_slist_free_all(x->headers);
+    code_wipe(&x->req, sizeof(x->req)); /* its body or URL holds the code */
     free(x);
 }
 
@@ -959,13 +968,16 @@ static void pacer_wait(struct pacer *pc, uint64_t wait_ns)
     pacer_progress(pc);
 }
 
-/* Sleeps until the absolute monotonic time due_ns, serving transfers. */
+static int pacer_stopping(struct pacer *pc);
+
+/* Sleeps until the absolute monotonic time due_ns, serving transfers; a stop
+ * ends the sleep (a 429's pause can be a minute long). */
 static void pacer_sleep_until(struct pacer *pc, uint64_t due_ns)
 {
     for (;;) {
         uint64_t now = clock_mono_ns();
         struct timespec ts;
-        if (now >= due_ns)
+        if (now >= due_ns || pacer_stopping(pc))
             return;
         if (due_ns - now > 2 * NS_PER_MS) {
             pacer_wait(pc, due_ns - now - NS_PER_MS);
@@ -1156,6 +1168,7 @@ static void pacer_list_free(struct pacer_item *it)
 {
     while (it) {
         struct pacer_item *next = it->next;
+        pacer_wipe(&it->m);
         free(it);
         it = next;
     }

@@ -30,7 +30,7 @@ struct pacer_msg {
     char vid[PACER_ID_MAX];      /* its verification, for pacer_cancel */
     char to[20];
     char text[PACER_TEXT_MAX];   /* holds the code: memory only, never logged */
-    char dlr_query[160];         /* "id=..&tag=..", "" for none */
+    char dlr_query[160];         /* "id=..&exp=..&tag=.." (report.c), "" for none */
     int64_t expires_ms;          /* wall clock; never sent after this */
     int64_t price_minor;         /* cost reserved; -1 none (no cost caps) */
     int64_t cost_ms;             /* Redis time of the reservation held */

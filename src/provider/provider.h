@@ -24,7 +24,7 @@ struct sms {
     const char *id;        /* our message id */
     const char *to;        /* E.164 */
     const char *text;
-    const char *dlr_query; /* "id=..&tag=.." for delivery-report URLs, or NULL */
+    const char *dlr_query; /* "id=..&exp=..&tag=.." for delivery-report URLs, or NULL */
 };
 
 /* An HTTP request for the pacer to run. */

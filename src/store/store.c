@@ -244,7 +244,11 @@ static redisContext *store_connect(struct store *s, char *err)
         snprintf(err, OTP_ERR_LEN, "redis: cannot set timeout");
         goto fail;
     }
-    if (s->o.password) {
+    if (s->o.password && s->o.username && s->o.username[0]) {
+        const char *argv[] = {"AUTH", s->o.username, s->o.password};
+        if (store_simple(c, 3, argv, err) < 0)
+            goto fail;
+    } else if (s->o.password) {
         const char *argv[] = {"AUTH", s->o.password};
         if (store_simple(c, 2, argv, err) < 0)
             goto fail;

@@ -31,6 +31,7 @@ struct store_opts {
     const int *sentinel_ports;
     size_t n_sentinels;
     const char *master;
+    const char *username; /* an ACL user for AUTH with password; NULL or "" for the default user */
 };
 
 /* A script reply, copied out of hiredis. Integers and strings only, or an

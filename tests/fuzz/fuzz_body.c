@@ -3,7 +3,10 @@
  * any decision: the JSON body of issue and verify (http_body, then the
  * field checks, with limits_ip_key for client_ip as otp.c applies it) and
  * the form body of a Twilio delivery report
- * (http_form_get, http_form_decode). An input is one body of at most
+ * (http_form_get, http_form_decode, and report.c's report_twilio_data, the
+ * text its signature covers), and the cut every problem's detail gets
+ * (http_utf8_cut: its result is a prefix jansson takes as a string). An
+ * input is one body of at most
  * HTTP_BODY_MAX bytes, as http.c buffers it. Seeds: tests/fuzz/corpus/body/,
  * bodies that pass every check.
  */
@@ -19,9 +22,12 @@
 /* http.c's UNITTEST functions. */
 json_t *http_body(const char *body, size_t len, const char *const *fields, char *detail, size_t cap);
 int http_printable(const char *s, size_t max);
-const char *http_check_common(json_t *j, char *detail, size_t cap);
+const char *http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap);
 void http_form_decode(char *s);
 int http_form_get(const char *body, const char *name, char *out, size_t cap);
+void http_utf8_cut(char *s);
+/* report.c's: what Twilio signs, built from an unauthenticated body. */
+int report_twilio_data(const char *url, const char *form, char *out, size_t cap);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -43,6 +49,7 @@ static int fuzz_json(const char *body, size_t len, int verify)
     static const char *const verify_fields[] = {"phone", "code", "device_id", "client_ip", NULL};
     const char *const *fields = verify ? verify_fields : issue_fields;
     char detail[160]; /* as in http.c */
+    struct phone_info pi;
     const char *key, *error, *s;
     json_t *j, *v;
     int ok = 0;
@@ -51,6 +58,11 @@ static int fuzz_json(const char *body, size_t len, int verify)
     j = http_body(body, len, fields, detail, sizeof(detail));
     if (j == NULL) {
         FUZZ_CHECK(detail[0] != '\0' && memchr(detail, '\0', sizeof(detail)) != NULL);
+        /* As http_problem_text does: the detail, cut, is never dropped. */
+        http_utf8_cut(detail);
+        v = json_string(detail);
+        FUZZ_CHECK(v != NULL);
+        json_decref(v);
         return 0;
     }
     /* An object of allowed fields, each a string without a NUL. */
@@ -62,16 +74,17 @@ static int fuzz_json(const char *body, size_t len, int verify)
         FUZZ_CHECK(*f != NULL);
         FUZZ_CHECK(json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v));
     }
-    error = http_check_common(j, detail, sizeof(detail));
+    error = http_check_common(j, &pi, detail, sizeof(detail));
     if (error != NULL) {
         FUZZ_CHECK(strcmp(error, "invalid_request") == 0 || strcmp(error, "invalid_phone") == 0);
         FUZZ_CHECK(detail[0] != '\0');
         goto out;
     }
-    /* What the rest of otpd relies on: a valid phone that fits PHONE_MAX,
-     * and a device id that is safe to put into a Redis key and a log. */
+    /* What the rest of otpd relies on: the phone's canonical form in the
+     * body (valid, fitting PHONE_MAX), and a device id that is safe to put
+     * into a Redis key and a log. */
     s = fuzz_str(j, "phone");
-    FUZZ_CHECK(s != NULL && phone_valid(s) && strlen(s) < PHONE_MAX);
+    FUZZ_CHECK(s != NULL && phone_valid(s) && strlen(s) < PHONE_MAX && strcmp(s, pi.e164) == 0);
     s = fuzz_str(j, "device_id");
     FUZZ_CHECK(s == NULL || (strlen(s) >= 1 && strlen(s) <= 128 && http_printable(s, 128)));
     s = fuzz_str(j, "client_ip");
@@ -88,6 +101,20 @@ static int fuzz_json(const char *body, size_t len, int verify)
 out:
     json_decref(j);
     return ok;
+}
+
+/* http_utf8_cut over any bytes: a prefix of them that jansson accepts. */
+static void fuzz_cut(const char *body)
+{
+    char copy[HTTP_BODY_MAX + 1];
+    json_t *v;
+
+    snprintf(copy, sizeof(copy), "%s", body);
+    http_utf8_cut(copy);
+    FUZZ_CHECK(strncmp(copy, body, strlen(copy)) == 0);
+    v = json_string(copy);
+    FUZZ_CHECK(v != NULL);
+    json_decref(v);
 }
 
 /* Reads body as a Twilio status callback; returns 1 when it names a status. */
@@ -107,6 +134,18 @@ static int fuzz_form(const char *body, size_t len)
     n = strlen(copy);
     http_form_decode(copy);
     FUZZ_CHECK(strlen(copy) <= n);
+    /* The signed text: the URL, then at most the body's bytes (decoding and
+     * dropping '=' and '&' never grow it), NUL-terminated, in a buffer that
+     * report.c sizes the same way. */
+    {
+        static const char url[] = "http://127.0.0.1:8080/v1/dlr/twilio?id=0&exp=1&tag=2";
+        char data[sizeof(url) + HTTP_BODY_MAX + 1];
+        int got;
+        memset(data, 'x', sizeof(data));
+        got = report_twilio_data(url, body, data, sizeof(url) + len);
+        FUZZ_CHECK(got == -1 || ((size_t)got == strlen(data) && (size_t)got <= sizeof(url) - 1 + len &&
+                                 memcmp(data, url, sizeof(url) - 1) == 0));
+    }
     return found && status[0] != '\0';
 }
 
@@ -125,6 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     deep = fuzz_json(body, size, 0);
     deep |= fuzz_json(body, size, 1);
     deep |= fuzz_form(body, size);
+    fuzz_cut(body);
     fuzz_deep(deep, "neither a valid issue or verify body nor a form with MessageStatus");
     free(body);
     return 0;

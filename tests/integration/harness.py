@@ -487,6 +487,17 @@ def rule_fields(names):
     return out
 
 
+def twilio_signature(token, url, params):
+    """X-Twilio-Signature as Twilio computes it: base64 of HMAC-SHA1 under
+    the auth token of the URL it called followed by each POST parameter's
+    name and value, sorted by name. params: (name, value) pairs."""
+    import base64
+    import hashlib
+    import hmac
+    data = url + "".join(k + v for k, v in sorted(params))
+    return base64.b64encode(hmac.new(token.encode(), data.encode(), hashlib.sha1).digest()).decode()
+
+
 CODE_RE = re.compile(r"\b(\d{4,10})\b")
 
 

@@ -12,6 +12,7 @@ import signal
 import socket
 import sqlite3
 import threading
+import time
 
 from harness import ROOT, OtpdTest, free_port, wait_until
 
@@ -287,6 +288,23 @@ class Pause429Test(MoneyTest):
         self.assertGreaterEqual(min(later), 1.0, later)
 
 
+class PauseStopTest(MoneyTest):
+    ttl = "10m"
+
+    def test_sigterm_during_a_long_pause_stops_at_once(self):
+        """A 429's pause (here a minute) never holds a SIGTERM: nothing is on
+        the wire, so otpd stops without waiting for the pause to end."""
+        self.fake.control(statuses=[429], retry_after=60)
+        mid = self.issue_ok("+919800000001")
+        wait_until(lambda: self.sends(mid), 5, what="the 429's send row")
+        other = self.issue_ok("+919800000002")  # picked, and held by the pause
+        wait_until(lambda: "paused" in self.otpd.log(), 5, what="the pause logged")
+        t0 = time.monotonic()
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertLess(time.monotonic() - t0, 3.0, "SIGTERM waited for the 429's pause")
+        self.assertEqual((self.state(mid), self.state(other)), ("queued", "queued"))  # sent after the next start
+
+
 class RestartTest(MoneyTest):
     pacer = dict(MoneyTest.pacer, rate=1)
 
@@ -302,6 +320,49 @@ class RestartTest(MoneyTest):
         ts = [r["t_us"] / 1e6 for r in self.fake.requests()]
         self.assertEqual(len(ts), 2)
         self.assertGreaterEqual(ts[1] - ts[0], 1.0, "the first send after the restart came too early")
+
+
+class RecoveryTest(MoneyTest):
+    """Codes that died while otpd was down: found at the restart, never sent,
+    and only what provably never reached the provider is given back, once."""
+    pacer = dict(MoneyTest.pacer, rate=1)
+    ttl = "10s"
+
+    def test_dead_codes_found_at_restart_are_refunded_once(self):
+        # The first call answers 500 (billed: the outcome is unknown) and waits
+        # for its retry; at 1/s the others wait their turn. Killed right after
+        # the 500, the first was tried and the others never were.
+        self.fake.control(statuses=[500])
+        ids = [self.issue_ok(p) for p in phones(5, 100)]
+        first, never = ids[0], ids[1:]
+        wait_until(lambda: self.sends(first), 5, what="the 500's send row")
+        self.otpd.kill(signal.SIGKILL)
+        self.otpd.proc.wait()
+        self.assertEqual([(self.msg(m)["state"], self.msg(m)["attempts"]) for m in ids],
+                         [("queued", 1)] + [("queued", 0)] * 4, "the kill came late")
+        # Down until every code has less than its minimum life (2.5 s) left.
+        last_ms = max(self.msg(m)["expires_ms"] for m in ids)
+        wait_until(lambda: int(self.redis.cmd("TIME")[0]) * 1000 > last_ms - 2000, 15, step=0.2,
+                   what="the codes to (nearly) die while otpd is down")
+        self.restart()
+        for mid in ids:
+            self.wait_state(mid, "expired")
+        # The never tried are given back, once. The tried one keeps every
+        # reservation it holds: after a crash nobody can prove that its
+        # retry never reached the provider.
+        wait_until(lambda: metric(self.metrics(), "otpd_cost_refunds_total", result="refunded") == 4, 5,
+                   what="four refunds")
+        held = int(self.money(first).get("r", "1"))
+        self.assertEqual(self.reserved(), held * PRICE)
+        self.assertEqual(len(self.fake.requests()), 1, "a dead code was sent")
+        for mid in never:
+            self.assertEqual(self.money(mid).get("f"), "1", mid)
+        self.assertNotIn("f", self.money(first))
+        # Another restart finds nothing to end and gives nothing back again.
+        self.restart()
+        self.issue_ok("+919800000099")
+        wait_until(lambda: len(self.fake.requests()) == 2, 5, what="a new message sent")
+        self.assertEqual(self.reserved(), (held + 1) * PRICE)
 
 
 class MinLifeTest(MoneyTest):

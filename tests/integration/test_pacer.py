@@ -8,7 +8,7 @@ import signal
 import time
 import urllib.parse
 
-from harness import OtpdTest, code_of, wait_until
+from harness import OtpdTest, code_of, twilio_signature, wait_until
 
 
 def phones(n, start=0):
@@ -22,6 +22,16 @@ def issue_all(otpd, nums, workers=8):
 
 def arrivals(fake):
     return sorted(r["t_us"] / 1e6 for r in fake.requests())
+
+
+def tightest(ts, rate):
+    """The shortest time spanned by rate + 1 consecutive arrivals. The pacer
+    keeps any rate + 1 calls >= 1.005 s apart on the wire; the fake provider
+    stamps arrivals in its per-connection threads, whose scheduling on a
+    loaded 2-core machine adds up to tens of ms (seen: 21 arrivals in a 1-s
+    window at rate 20 under a parallel build). So the tests allow 3 % for the
+    receiver (>= 0.97 s); test_pacer_wire checks the wire itself."""
+    return min((ts[i + rate] - ts[i] for i in range(len(ts) - rate)), default=float("inf"))
 
 
 def worst_window(ts, width=1.0):
@@ -62,7 +72,7 @@ class PacingTest(PacerTest):
         self.assertEqual([r[0] for r in res], [202] * n)
         self.wait_messages(n, timeout=20)
         ts = arrivals(self.fake)
-        self.assertLessEqual(worst_window(ts), 50)
+        self.assertGreaterEqual(tightest(ts, 50), 0.97, "51 arrivals within %.3f s" % tightest(ts, 50))
         rate = (n - 1) / (ts[-1] - ts[0])
         self.assertLess(abs(rate - 50) / 50, 0.03, "achieved %.2f/s" % rate)
 
@@ -78,7 +88,7 @@ class PacingTest(PacerTest):
         ts = arrivals(self.fake)
         rate = (n - 1) / (ts[-1] - ts[0])
         self.assertLess(abs(rate - 20) / 20, 0.03, "achieved %.2f/s with a 300 ms provider" % rate)
-        self.assertLessEqual(worst_window(ts), 20)
+        self.assertGreaterEqual(tightest(ts, 20), 0.97, "21 arrivals within %.3f s" % tightest(ts, 20))
 
 
 class IdleTest(PacerTest):
@@ -356,8 +366,11 @@ class TwilioAdapterTest(PacerTest):
         msg = self.otpd.rows("SELECT provider_id FROM messages")[0]
         self.assertRegex(msg["provider_id"], r"^SM[0-9a-f]{32}$")
         cb = urllib.parse.urlsplit(form["StatusCallback"])
+        sig = twilio_signature("twilio-token-secret", form["StatusCallback"],
+                               [("MessageSid", "x"), ("MessageStatus", "delivered")])
         st, _, _ = self.otpd.call("POST", cb.path + "?" + cb.query, raw=b"MessageSid=x&MessageStatus=delivered",
-                                  auth=None, headers={"Content-Type": "application/x-www-form-urlencoded"})
+                                  auth=None, headers={"Content-Type": "application/x-www-form-urlencoded",
+                                                      "X-Twilio-Signature": sig})
         self.assertEqual(st, 200)
         self.wait_state(body["id"], "delivered")
         self.assertNotIn("twilio-token-secret", self.otpd.log())

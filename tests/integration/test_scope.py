@@ -126,7 +126,6 @@ class CompositeKeysTest(ScopeTest):
          "window": "1h"},
         {"name": "prefix6", "key": "phone_prefix:6", "algorithm": "sliding_log", "limit": 3, "window": "1h"},
         {"name": "purpose_all", "key": "purpose", "algorithm": "fixed_window", "limit": 4, "window": "1d"},
-        {"name": "region_1", "key": "region", "algorithm": "sliding_log", "limit": 1, "window": "1h"},
     ]
 
     def test_caller_and_purpose(self):
@@ -156,13 +155,6 @@ class CompositeKeysTest(ScopeTest):
         self.assertEqual(len(self.redis.cmd("HGET", "otp:pp:{919812}", self.field("prefix6")).split()), 3)
         self.assertEqual(len(self.redis.cmd("HGET", "otp:pp:{919813}", self.field("prefix6")).split()), 1)
 
-    def test_region_rule_skipped_while_the_region_is_unknown(self):
-        # Until the phone wrapper gives a region, a region-keyed rule does not
-        # apply (a rule whose key is absent from a request is skipped).
-        self.accepted(self.otpd.issue(P))
-        self.accepted(self.otpd.issue(P2))
-        self.assertEqual(self.redis.cmd("KEYS", "otp:r:*"), [])
-
     def test_bad_keys_refused_at_load(self):
         for key, why in (("phone_prefix:0", "is not one of the allowed values"),
                          ("phone_prefix:16", "is not one of the allowed values"),
@@ -178,6 +170,36 @@ class CompositeKeysTest(ScopeTest):
             self.assertEqual(r.returncode, 1, (key, r.stderr))
             self.assertIn("%s: limits.0.key: " % path, r.stderr)
             self.assertIn(why, r.stderr, key)
+
+
+class RegionRuleTest(ScopeTest):
+    """A region-keyed rule counts by the region the phone's parse gives:
+    the number's own (CA, not US, for a Canadian +1), and "001" for a
+    non-geographic number, so every accepted number has one and the rule
+    is never skipped for want of it (limits_rule_key's skip of an empty
+    region is unit-tested in test_limits_keys)."""
+    limits = [{"name": "region_1", "key": "region", "algorithm": "sliding_log", "limit": 1, "window": "1h"}]
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["phone"] = {"types": ["mobile", "fixed_line_or_mobile", "toll_free"]}
+        return cfg
+
+    def test_region_rule_applies_per_region(self):
+        self.accepted(self.otpd.issue(P))
+        # Another Indian phone, another caller: the same region, refused.
+        self.refused_log("otp:r:{IN}", "region_1", 1, 3600000, self.otpd.issue, P2, auth=PAY_KEY)
+        for p in ("+447400123456", "+14155550100", "+16135550123"):
+            self.accepted(self.otpd.issue(p))
+        self.refused(self.otpd.issue("+12015550123"), 429, "rate_limited", "region_1")  # US again
+        for region in ("IN", "GB", "US", "CA"):
+            log = self.redis.cmd("HGET", "otp:r:{%s}" % region, self.field("region_1")).split()
+            self.assertEqual(len(log), 1, region)
+
+    def test_non_geographic_number_has_region_001(self):
+        self.accepted(self.otpd.issue("+80012345678"))
+        self.assertEqual(len(self.redis.cmd("HGET", "otp:r:{001}", self.field("region_1")).split()), 1)
+        self.assertEqual(sorted(self.redis.cmd("KEYS", "otp:r:*")), ["otp:r:{001}"])
 
 
 # 4. rules on verify -----------------------------------------------------------------------------------------
@@ -366,3 +388,25 @@ class VerifyAbandonTest(ScopeTest):
         self.assertEqual(r[6], 0)
         self.assertEqual(self.snapshot(), before)
         self.assertIsNone(self.redis.cmd("GET", "otp:u:r2"))
+
+    def test_abandon_gives_back_a_token_only_while_it_is_held(self):
+        # A bucket of 10 a second (one token each 100 ms): r1 takes one,
+        # its time passes (the token is back by itself), r2 takes the next.
+        def eval_tb(op, rid):
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "limits",
+                                   "verify.lua")) as f:
+                src = f.read()
+            keys = ["otp:{%s}" % P, "otp:k:{login-web}", "otp:u:" + rid]
+            args = [op, "x" * 16, 5, "", 3, 3600000, 0, 30000, "s" * 12, 1,
+                    3, 2, "tb", 10, 1000, 1, 0]
+            return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
+
+        self.assertEqual(eval_tb("v", "r1")[0], "none")  # no code: the rule is taken all the same
+        first = int(self.redis.cmd("HGET", "otp:k:{login-web}", "tb"))
+        wait_until(lambda: self.rtime_ms() > first + 50, 3, what="r1's token to come back")
+        self.assertEqual(eval_tb("v", "r2")[0], "none")
+        held = int(self.redis.cmd("HGET", "otp:k:{login-web}", "tb"))
+        self.assertGreater(held, first)
+        self.assertEqual(eval_tb("a", "r1"), 1)
+        self.assertEqual(int(self.redis.cmd("HGET", "otp:k:{login-web}", "tb")), held,
+                         "r1's abandon gave back r2's token")

@@ -33,7 +33,7 @@ MUTANTS = [
          old="code_mac_hex(k->hash_key, phone, code, out, CODE_HASH_LEN);",
          new="code_mac_hex(k->tag_key, phone, code, out, CODE_HASH_LEN);",
          test="unit:test_code",
-         why="code hashes and callback tags share a key: a tag leaks a code hash's prefix"),
+         why="code hashes and Idempotency-Key request hashes share a key: one leaks the other's prefix"),
     dict(name="code-tag-ok-accepts-longer",
          file="src/otp/code.c",
          old="if (tag == NULL || strlen(tag) != CODE_TAG_LEN)",

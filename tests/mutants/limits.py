@@ -57,7 +57,7 @@ MUTANTS = [
          why="a code that still verifies 5 s after its expiry (a wrong clock)"),
     dict(name="verify-attempt-not-counted",
          file="src/limits/verify.lua",
-         old="redis.call('HSET', key, scope, cur[1] .. cur[2] .. string.format('%.0f', cur[3]) .. ':' .. att)",
+         old="redis.call('HSET', key, scope, vput(cur[1], cur[2], cur[3], att, cur[5]))",
          new="local _ = att",
          test="test_limits_more.ConcurrentGuessTest",
          why="a wrong guess that is not counted on the code (a dropped write): unlimited guesses"),

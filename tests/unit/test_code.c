@@ -225,40 +225,86 @@ static void test_hash(void **state)
 static void test_tag(void **state)
 {
     struct fixture *f = *state;
-    char tag[CODE_TAG_LEN + 1], bad[CODE_TAG_LEN + 2], other[CODE_TAG_LEN + 1];
+    char tag[CODE_TAG_LEN + 1], other[CODE_TAG_LEN + 1];
 
     code_tag(f->a, "msg-1", tag);
     assert_true(all_of(tag, CODE_TAG_LEN, "0123456789abcdef"));
-    assert_true(code_tag_ok(f->a, "msg-1", tag));
-
     /* The tag is not the code hash of the same strings. */
     code_hash(f->a, "dlr", "msg-1", other);
     assert_string_not_equal(tag, other);
-
-    /* Another message, another key. */
-    assert_false(code_tag_ok(f->a, "msg-2", tag));
-    assert_false(code_tag_ok(f->b, "msg-1", tag));
+    /* Another text, another key. */
     code_tag(f->a, "msg-2", other);
+    assert_string_not_equal(tag, other);
+    code_tag(f->b, "msg-1", other);
+    assert_string_not_equal(tag, other);
+}
+
+/* A report tag binds provider, message and expiry, each whole. */
+static void test_report_tag(void **state)
+{
+    struct fixture *f = *state;
+    char tag[CODE_TAG_LEN + 1], bad[CODE_TAG_LEN + 2], other[CODE_TAG_LEN + 1];
+
+    code_report_tag(f->a, "kannel", "msg-1", "1767225600", tag);
+    assert_true(all_of(tag, CODE_TAG_LEN, "0123456789abcdef"));
+    assert_true(code_report_tag_ok(f->a, "kannel", "msg-1", "1767225600", tag));
+    assert_false(code_report_tag_ok(f->a, "twilio", "msg-1", "1767225600", tag));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-2", "1767225600", tag));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-1", "1767225601", tag));
+    assert_false(code_report_tag_ok(f->b, "kannel", "msg-1", "1767225600", tag));
+    /* Fields never run together: ("kannel", "msg-1") is not ("kannelm", "sg-1"). */
+    assert_false(code_report_tag_ok(f->a, "kannelm", "sg-1", "1767225600", tag));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-11", "767225600", tag));
+    /* Not the Idempotency-Key hash's key. */
+    code_tag(f->a, "msg-1", other);
     assert_string_not_equal(tag, other);
 
     /* Each character matters, the first and the last. */
     memcpy(bad, tag, sizeof(tag));
     bad[0] = bad[0] == '0' ? '1' : '0';
-    assert_false(code_tag_ok(f->a, "msg-1", bad));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-1", "1767225600", bad));
     memcpy(bad, tag, sizeof(tag));
     bad[CODE_TAG_LEN - 1] = bad[CODE_TAG_LEN - 1] == '0' ? '1' : '0';
-    assert_false(code_tag_ok(f->a, "msg-1", bad));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-1", "1767225600", bad));
 
     /* Short, long, empty and NULL tags. */
     memcpy(bad, tag, sizeof(tag));
     bad[CODE_TAG_LEN - 1] = '\0';
-    assert_false(code_tag_ok(f->a, "msg-1", bad));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-1", "1767225600", bad));
     memcpy(bad, tag, sizeof(tag));
     bad[CODE_TAG_LEN] = '0';
     bad[CODE_TAG_LEN + 1] = '\0';
-    assert_false(code_tag_ok(f->a, "msg-1", bad));
-    assert_false(code_tag_ok(f->a, "msg-1", ""));
-    assert_false(code_tag_ok(f->a, "msg-1", NULL));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-1", "1767225600", bad));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-1", "1767225600", ""));
+    assert_false(code_report_tag_ok(f->a, "kannel", "msg-1", "1767225600", NULL));
+}
+
+/* Twilio's own example (its "Webhooks security" page): auth token 12345,
+ * URL https://mycompany.com/myapp.php?foo=1&bar=2 and five parameters,
+ * sorted and appended. */
+static void test_twilio_signature(void **state)
+{
+    static const char data[] = "https://mycompany.com/myapp.php?foo=1&bar=2CallSidCA1234567890ABCDECaller+12349013030"
+                               "Digits1234From+12349013030To+18005551212";
+    static const char sig[] = "0/KCTR6DLpKmkAf8muzZqo1nDgQ=";
+    char bad[sizeof(sig)];
+
+    (void)state;
+    assert_true(code_twilio_sig_ok("12345", data, strlen(data), sig));
+    assert_false(code_twilio_sig_ok("12346", data, strlen(data), sig));
+    assert_false(code_twilio_sig_ok("12345", data, strlen(data) - 1, sig));
+    memcpy(bad, sig, sizeof(sig));
+    bad[0] = '1';
+    assert_false(code_twilio_sig_ok("12345", data, strlen(data), bad));
+    bad[0] = sig[0];
+    bad[sizeof(sig) - 2] = 'A'; /* the padding */
+    assert_false(code_twilio_sig_ok("12345", data, strlen(data), bad));
+    assert_false(code_twilio_sig_ok("12345", data, strlen(data), "0/KCTR6DLpKmkAf8muzZqo1nDgQ"));
+    assert_false(code_twilio_sig_ok("12345", data, strlen(data), "0/KCTR6DLpKmkAf8muzZqo1nDgQ=="));
+    assert_false(code_twilio_sig_ok("12345", data, strlen(data), ""));
+    assert_false(code_twilio_sig_ok("12345", data, strlen(data), NULL));
+    assert_false(code_twilio_sig_ok("", data, strlen(data), sig));
+    assert_false(code_twilio_sig_ok(NULL, data, strlen(data), sig));
 }
 
 /* Known answers under SECRET_A, computed outside otpd from DESIGN.md's
@@ -267,7 +313,9 @@ static void test_tag(void **state)
  *   code  = first 64-bit big-endian word w of HMAC(key(code), id || counter as 4 bytes big-endian), with
  *           w < 2^64 - 1 - (2^64 - 1) mod 10^digits, as w mod 10^digits with leading zeros;
  *   hash  = HMAC(key(hash), phone || NUL || code), first 8 bytes as hex;
- *   tag   = HMAC(key(tag), "dlr" || NUL || msg_id), first 16 bytes as hex.
+ *   tag   = HMAC(key(tag), "dlr" || NUL || msg_id), first 16 bytes as hex;
+ *   report tag = HMAC(HMAC-SHA256(secret, "otpd/v2/report"), provider || NUL || msg_id || NUL || exp),
+ *           first 16 bytes as hex.
  * A different key, label, input layout or reduction changes them. */
 static void test_known_answers(void **state)
 {
@@ -294,6 +342,8 @@ static void test_known_answers(void **state)
     assert_string_equal(h, "efe6fe181b5184dd");
     code_tag(f->a, "msg-1", tag);
     assert_string_equal(tag, "12e8b4cf0de04db6c9ec5ef536b25b5e");
+    code_report_tag(f->a, "kannel", "msg-1", "1767225600", tag);
+    assert_string_equal(tag, "4f9b7c55fe57a7ddc9be734147ea5c77");
 }
 
 /* Renders into a buffer of exactly cap bytes from test_malloc, whose guard
@@ -396,6 +446,8 @@ int main(void)
         cmocka_unit_test(test_derive_distribution),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_tag),
+        cmocka_unit_test(test_report_tag),
+        cmocka_unit_test(test_twilio_signature),
         cmocka_unit_test(test_known_answers),
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_render_boundary),

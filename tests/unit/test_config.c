@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../../src/base/config.h"
+#include "../../src/base/phone.h"
 
 #define FILE_NAME "t.json"
 
@@ -1341,6 +1342,126 @@ static void test_rule_keys(void **state)
                   "limits", "at most 4 different lengths", 1);
 }
 
+/* provider.callback_ttl: a week by default, a duration from 1 s to 30 days. */
+static void test_callback_ttl(void **state)
+{
+    static const struct err_case cases[] = {
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '999ms'}",
+         "provider.callback_ttl", "must be from 1s to 30d", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '31d'}",
+         "provider.callback_ttl", "must be from 1s to 30d", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': 'week'}",
+         "provider.callback_ttl", "must be a duration", 1},
+    };
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    c = expect_ok("default", build(buf, sizeof(buf), P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x'}"));
+    assert_int_equal(c->callback_ttl_ms, 7LL * 86400000);
+    config_free(c);
+    c = expect_ok("1s", build(buf, sizeof(buf), P_PROVIDER,
+                              "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '1s'}"));
+    assert_int_equal(c->callback_ttl_ms, 1000);
+    config_free(c);
+    c = expect_ok("30d", build(buf, sizeof(buf), P_PROVIDER,
+                               "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '30d'}"));
+    assert_int_equal(c->callback_ttl_ms, 30LL * 86400000);
+    config_free(c);
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+/* phone.types: libphonenumber's type names, each at most once; mobile and
+ * fixed_line_or_mobile when absent. */
+static void test_phone_types(void **state)
+{
+    static const struct err_case cases[] = {
+        {P_EXTRA, "'phone': {'types': ['mobile', 'cellular']}", "phone.types.1", "must be one of mobile,", 1},
+        {P_EXTRA, "'phone': {'types': ['Mobile']}", "phone.types.0", "must be one of mobile,", 1},
+        {P_EXTRA, "'phone': {'types': [1]}", "phone.types.0", "must be one of", 1},
+        {P_EXTRA, "'phone': {'types': ['voip', 'mobile', 'voip']}", "phone.types.2", "\"voip\" is listed twice",
+         1},
+        {P_EXTRA, "'phone': {'types': []}", "phone.types", "must be an array of 1 to 12", 1},
+        {P_EXTRA, "'phone': {'types': 'mobile'}", "phone.types", "must be an array", 1},
+        {P_EXTRA, "'phone': {'kinds': ['mobile']}", "phone.kinds", "unknown key", 1},
+        {P_EXTRA, "'phone': ['mobile']", "phone", "must be an object", 1},
+    };
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]));
+    c = expect_ok("default types", DEV_JSON);
+    assert_int_equal(c->phone_types, PHONE_TYPE_BIT(PHONE_TYPE_MOBILE) |
+                                         PHONE_TYPE_BIT(PHONE_TYPE_FIXED_LINE_OR_MOBILE));
+    config_free(c);
+    c = expect_ok("all types", build(buf, sizeof(buf), P_EXTRA,
+                                     "'phone': {'types': ['unknown', 'mobile', 'fixed_line', "
+                                     "'fixed_line_or_mobile', 'toll_free', 'premium_rate', 'shared_cost', "
+                                     "'voip', 'personal_number', 'pager', 'uan', 'voicemail']}"));
+    assert_int_equal(c->phone_types, (1u << PHONE_TYPE_COUNT) - 1);
+    config_free(c);
+    c = expect_ok("one type", build(buf, sizeof(buf), P_EXTRA, "'phone': {'types': ['toll_free']}"));
+    assert_int_equal(c->phone_types, PHONE_TYPE_BIT(PHONE_TYPE_TOLL_FREE));
+    config_free(c);
+    c = expect_ok("no types key", build(buf, sizeof(buf), P_EXTRA, "'phone': {}"));
+    assert_int_equal(c->phone_types, PHONE_TYPES_DEFAULT);
+    config_free(c);
+}
+
+/* Issue 9's keys: http.*, ledger.retention, redis.username; and secret
+ * variables scrubbed from the environment, still found by a later load. */
+static void test_hostile_keys(void **state)
+{
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    c = expect_ok("defaults", build(buf, sizeof(buf), P_EXTRA, NULL));
+    assert_int_equal(c->http_max_conns_per_ip, 1024);
+    assert_int_equal(c->http_request_timeout_ms, 30000);
+    assert_true(c->ledger_retention_ms == 90LL * 86400 * 1000);
+    assert_string_equal(c->redis_username, "");
+    config_free(c);
+    c = expect_ok("set", build2(buf, sizeof(buf), P_EXTRA,
+                                "'http': {'max_conns_per_ip': 4096, 'request_timeout': '5s'}", P_LEDGER,
+                                "'ledger': {'path': 'x.db', 'retention': '7d'}"));
+    assert_int_equal(c->http_max_conns_per_ip, 4096);
+    assert_int_equal(c->http_request_timeout_ms, 5000);
+    assert_true(c->ledger_retention_ms == 7LL * 86400 * 1000);
+    config_free(c);
+    expect_errors("cap", build(buf, sizeof(buf), P_EXTRA, "'http': {'max_conns_per_ip': 1023}"),
+                  "http.max_conns_per_ip", "1024", 1);
+    expect_errors("timeout", build(buf, sizeof(buf), P_EXTRA, "'http': {'request_timeout': '500ms'}"),
+                  "http.request_timeout", "1s to 5m", 1);
+    expect_errors("unknown", build(buf, sizeof(buf), P_EXTRA, "'http': {'timeout': '5s'}"), "http.timeout",
+                  "unknown", 1);
+    expect_errors("retention", build(buf, sizeof(buf), P_LEDGER, "'ledger': {'path': 'x', 'retention': '10ms'}"),
+                  "ledger.retention", "at least 1s", 1);
+    expect_errors("username alone", build(buf, sizeof(buf), P_REDIS,
+                                          "'redis': {'url': 'redis://h', 'username': 'otpd'}"),
+                  "redis.username", "password_env", 1);
+    expect_errors("username spaces", build(buf, sizeof(buf), P_REDIS,
+                                           "'redis': {'url': 'redis://h', 'username': 'a b', 'password_env': "
+                                           "'KANNEL_PASS'}"),
+                  "redis.username", "printable", 1);
+    c = expect_ok("username", build(buf, sizeof(buf), P_REDIS,
+                                    "'redis': {'url': 'redis://h', 'username': 'otpd', 'password_env': 'KANNEL_PASS'}"));
+    assert_string_equal(c->redis_username, "otpd");
+    assert_string_equal(c->redis_password, "kpass");
+    config_free(c);
+    /* Scrubbed: gone from the environment, still read by the next load. */
+    assert_int_equal(config_scrub_env(), 0);
+    assert_null(getenv("OTPD_SECRET"));
+    assert_null(getenv("KANNEL_PASS"));
+    c = expect_ok("after the scrub", build(buf, sizeof(buf), P_REDIS,
+                                           "'redis': {'url': 'redis://h', 'username': 'otpd', 'password_env': "
+                                           "'KANNEL_PASS'}"));
+    assert_string_equal(c->redis_password, "kpass");
+    assert_memory_equal(c->secret, SECRET_VALUE, strlen(SECRET_VALUE));
+    config_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1365,6 +1486,9 @@ int main(void)
         cmocka_unit_test(test_listen_port_trailing_junk),
         cmocka_unit_test(test_redis_url_empty_host),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_callback_ttl),
+        cmocka_unit_test(test_phone_types),
+        cmocka_unit_test(test_hostile_keys), /* last: it scrubs the environment */
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

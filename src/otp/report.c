@@ -1,0 +1,295 @@
+/*
+ * report: one call per delivery report, on the HTTP workers; about one per
+ * message sent, so at most the send rate. Checking a tag costs one
+ * HMAC-SHA256, a Twilio signature one HMAC-SHA1 over at most 4 KiB; a
+ * report that may move a message waits for one ledger commit, so that only
+ * a report that really moved it is counted.
+ */
+#include "report.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/clock.h"
+#include "../base/log.h"
+#include "../base/unittest.h"
+
+#define REPORT_EXP_MAX 12    /* decimal digits of a Unix time in seconds */
+#define REPORT_PARAMS_MAX 64 /* form parameters in a signed Twilio callback (it sends about 10) */
+
+struct report {
+    const struct config *cfg;
+    const struct code_keys *keys;
+    struct ledger *ledger;
+    pthread_mutex_t mu;                /* guards the counters */
+    uint64_t recorded[2];              /* reports that moved a message: failed, delivered */
+    uint64_t ignored[2];               /* final reports that changed nothing: failed, delivered */
+    uint64_t verdicts[REPORT_VERDICTS]; /* every report, by verdict */
+};
+
+static const struct report_row report_rows[REPORT_VERDICTS] = {
+    [REPORT_RECORDED] = {200, NULL, "recorded", NULL},
+    [REPORT_IGNORED] = {200, NULL, "the message is final already", NULL},
+    [REPORT_PASSING] = {200, NULL, "an intermediate stage", NULL},
+    [REPORT_UNKNOWN] = {404, "not_found", "unknown message", "unknown"},
+    [REPORT_EXPIRED] = {410, "report_expired", "this report URL has expired", "expired"},
+    [REPORT_FORBIDDEN] = {403, "invalid_signature", "X-Twilio-Signature is missing or wrong", "signature"},
+    [REPORT_UNRECORDED] = {503, "ledger_unavailable", "the report could not be recorded", NULL},
+};
+
+/* The provider name a tag binds, by the config's provider type. */
+static const char *const report_provider[] = {
+    [CFG_PROVIDER_FILE] = "file",
+    [CFG_PROVIDER_WEBHOOK] = "webhook",
+    [CFG_PROVIDER_KANNEL] = "kannel",
+    [CFG_PROVIDER_TWILIO] = "twilio",
+};
+
+/* The provider name of each route. */
+static const char *const report_via_name[] = {[REPORT_KANNEL] = "kannel", [REPORT_TWILIO] = "twilio"};
+
+const struct report_row *report_row(enum report_verdict v)
+{
+    return &report_rows[v < REPORT_VERDICTS ? v : REPORT_UNKNOWN];
+}
+
+struct report *report_new(const struct config *c, const struct code_keys *k, struct ledger *l)
+{
+    struct report *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return NULL;
+    r->cfg = c;
+    r->keys = k;
+    r->ledger = l;
+    pthread_mutex_init(&r->mu, NULL);
+    return r;
+}
+
+void report_free(struct report *r)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* The one layout of a report URL's query, for building it and for
+ * rebuilding the URL Twilio signed. */
+static int report_format(char *out, size_t cap, const char *id, const char *exp, const char *tag)
+{
+    int n = snprintf(out, cap, "id=%s&exp=%s&tag=%s", id, exp, tag);
+
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+enum otp_rc report_query(const struct report *r, const char *id, int64_t now_ms, char *out, size_t cap)
+{
+    char exp[REPORT_EXP_MAX + 8], tag[CODE_TAG_LEN + 1];
+    /* Rounded up: a URL never lives shorter than callback_ttl. */
+    int64_t exp_s = (now_ms + r->cfg->callback_ttl_ms + 999) / 1000;
+
+    snprintf(exp, sizeof(exp), "%lld", (long long)exp_s);
+    code_report_tag(r->keys, report_provider[r->cfg->provider], id, exp, tag);
+    return report_format(out, cap, id, exp, tag) < 0 ? OTP_EINVAL : OTP_OK;
+}
+
+/* Decodes %XX and '+' of a form value in place; -1 for a bad escape or a
+ * NUL, which no genuine callback holds. */
+static int report_decode(char *s)
+{
+    static const char hex[] = "0123456789abcdef0123456789ABCDEF";
+    char *o = s;
+
+    for (; *s; s++) {
+        if (*s == '+') {
+            *o++ = ' ';
+        } else if (*s == '%') {
+            const char *hi = s[1] ? strchr(hex, s[1]) : NULL, *lo = hi && s[2] ? strchr(hex, s[2]) : NULL;
+            int v;
+            if (lo == NULL)
+                return -1;
+            v = (int)((hi - hex) % 16) * 16 + (int)((lo - hex) % 16);
+            if (v == 0)
+                return -1;
+            *o++ = (char)v;
+            s += 2;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+    return 0;
+}
+
+struct report_param {
+    const char *name, *value;
+};
+
+static int report_param_cmp(const void *a, const void *b)
+{
+    const struct report_param *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+
+    return c ? c : strcmp(x->value, y->value);
+}
+
+/*
+ * What Twilio signs (its "Webhooks security" page): the URL it called,
+ * then each POST parameter's name and value, decoded, with no separators,
+ * sorted by name (byte order; equal names by value). Writes it into out
+ * (cap bytes, NUL-terminated) and returns its length, or -1 when the form
+ * is malformed, has more than REPORT_PARAMS_MAX parameters or out is too
+ * small.
+ */
+UNITTEST int report_twilio_data(const char *url, const char *form, char *out, size_t cap)
+{
+    struct report_param p[REPORT_PARAMS_MAX];
+    char *copy = strdup(form), *save = NULL, *pair;
+    size_t n = 0, len, i;
+    int rc = -1;
+
+    if (copy == NULL || (len = strlen(url)) >= cap)
+        goto out;
+    memcpy(out, url, len + 1);
+    for (pair = strtok_r(copy, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(pair, '=');
+        if (n == REPORT_PARAMS_MAX)
+            goto out;
+        p[n].name = pair;
+        p[n].value = eq ? eq + 1 : "";
+        if (eq)
+            *eq = '\0';
+        if (report_decode(pair) < 0 || (eq && report_decode(eq + 1) < 0))
+            goto out;
+        n++;
+    }
+    qsort(p, n, sizeof(p[0]), report_param_cmp);
+    for (i = 0; i < n; i++) {
+        size_t a = strlen(p[i].name), b = strlen(p[i].value);
+        if (len + a + b >= cap)
+            goto out;
+        memcpy(out + len, p[i].name, a);
+        memcpy(out + len + a, p[i].value, b + 1);
+        len += a + b;
+    }
+    rc = (int)len;
+out:
+    free(copy);
+    return rc;
+}
+
+/* 1 when in carries Twilio's signature of the URL otpd gave for it (the
+ * callback URL and the query as report_format lays it out, whatever order
+ * the query arrived in) and its form. */
+static int report_twilio_ok(const struct report *r, const struct report_in *in)
+{
+    const struct config *c = r->cfg;
+    size_t cap;
+    char *url = NULL, *data = NULL;
+    int ok = 0, n;
+
+    /* Only the configured Twilio account's token can check a signature. */
+    if (c->provider != CFG_PROVIDER_TWILIO || c->callback_url[0] == '\0' || in->signature == NULL ||
+        in->id == NULL || in->exp == NULL || in->tag == NULL || in->form == NULL)
+        return 0;
+    cap = strlen(c->callback_url) + strlen(in->id) + strlen(in->exp) + strlen(in->tag) + 64;
+    if ((url = malloc(cap)) == NULL)
+        goto out;
+    n = snprintf(url, cap, "%s/v1/dlr/twilio?", c->callback_url);
+    if (n < 0 || (size_t)n >= cap || report_format(url + n, cap - (size_t)n, in->id, in->exp, in->tag) < 0)
+        goto out;
+    /* Decoding never grows the form, and dropping '=' and '&' shrinks it. */
+    cap = strlen(url) + strlen(in->form) + 1;
+    if ((data = malloc(cap)) == NULL || (n = report_twilio_data(url, in->form, data, cap)) < 0)
+        goto out;
+    ok = code_twilio_sig_ok(c->provider_pass, data, (size_t)n, in->signature);
+out:
+    free(url);
+    free(data);
+    return ok;
+}
+
+/* 1 when in's tag is genuine for its route, message and expiry. */
+static int report_tag_ok(const struct report *r, const struct report_in *in)
+{
+    if (in->id == NULL || in->exp == NULL || in->tag == NULL || strlen(in->id) != CODE_ID_LEN ||
+        in->exp[0] == '\0' || strlen(in->exp) > REPORT_EXP_MAX || strspn(in->exp, "0123456789") != strlen(in->exp))
+        return 0;
+    return code_report_tag_ok(r->keys, report_via_name[in->via], in->id, in->exp, in->tag);
+}
+
+static enum report_verdict report_decide(struct report *r, const struct report_in *in)
+{
+    int64_t now_ms = clock_wall_ms();
+    int moved = 0;
+
+    if (in->via == REPORT_TWILIO && !report_twilio_ok(r, in))
+        return REPORT_FORBIDDEN;
+    if (!report_tag_ok(r, in))
+        return REPORT_UNKNOWN;
+    if (strtoll(in->exp, NULL, 10) * 1000 <= now_ms)
+        return REPORT_EXPIRED;
+    if (in->outcome < 0)
+        return REPORT_PASSING;
+    /* Only from the states before an end: delivered, failed and expired
+     * are final, so a late or replayed report changes nothing. */
+    if (ledger_message_report(r->ledger, in->id, in->outcome ? "delivered" : "failed", "sending,sent", in->detail,
+                              now_ms, &moved) != OTP_OK) {
+        log_msg(LOG_ERROR, "ledger: cannot record a delivery report for %s", in->id);
+        return REPORT_UNRECORDED;
+    }
+    pthread_mutex_lock(&r->mu);
+    if (moved)
+        r->recorded[in->outcome ? 1 : 0]++;
+    else
+        r->ignored[in->outcome ? 1 : 0]++;
+    pthread_mutex_unlock(&r->mu);
+    return moved ? REPORT_RECORDED : REPORT_IGNORED;
+}
+
+enum report_verdict report_handle(struct report *r, const struct report_in *in)
+{
+    enum report_verdict v = report_decide(r, in);
+
+    pthread_mutex_lock(&r->mu);
+    r->verdicts[v]++;
+    pthread_mutex_unlock(&r->mu);
+    return v;
+}
+
+size_t report_metrics(struct report *r, char *out, size_t cap)
+{
+    size_t n = 0;
+    int i, w;
+
+    pthread_mutex_lock(&r->mu);
+    w = snprintf(out, cap,
+                 "# HELP otpd_delivery_reports_total Delivery reports that changed a message's state, by status.\n"
+                 "# TYPE otpd_delivery_reports_total counter\n"
+                 "otpd_delivery_reports_total{status=\"delivered\"} %llu\n"
+                 "otpd_delivery_reports_total{status=\"failed\"} %llu\n"
+                 "# HELP otpd_delivery_reports_ignored_total Final reports that changed nothing (the message "
+                 "was final already), by status.\n"
+                 "# TYPE otpd_delivery_reports_ignored_total counter\n"
+                 "otpd_delivery_reports_ignored_total{status=\"delivered\"} %llu\n"
+                 "otpd_delivery_reports_ignored_total{status=\"failed\"} %llu\n"
+                 "# HELP otpd_delivery_reports_refused_total Delivery reports refused, by reason.\n"
+                 "# TYPE otpd_delivery_reports_refused_total counter\n",
+                 (unsigned long long)r->recorded[1], (unsigned long long)r->recorded[0],
+                 (unsigned long long)r->ignored[1], (unsigned long long)r->ignored[0]);
+    if (w > 0)
+        n = (size_t)w < cap ? (size_t)w : cap - 1;
+    for (i = 0; i < REPORT_VERDICTS && n + 1 < cap; i++) {
+        if (report_rows[i].label == NULL)
+            continue;
+        w = snprintf(out + n, cap - n, "otpd_delivery_reports_refused_total{reason=\"%s\"} %llu\n",
+                     report_rows[i].label, (unsigned long long)r->verdicts[i]);
+        if (w > 0)
+            n += (size_t)w < cap - n ? (size_t)w : cap - n - 1;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
