@@ -8,8 +8,8 @@
  * of requests answered 503 (limits_flush: Redis calls with the store's
  * timeout). The pacer runs two threads: the sender owns the wire (the queue's far
  * end, curl multi, the send spacing) and waits on nothing but its clock and
- * curl; the money thread takes its cost reservations and refunds to Redis
- * (reserve.lua, refund.lua) from a bounded FIFO. The pacer's two locks
+ * curl; the money thread takes its cost reservations, use marks and refunds
+ * to Redis (reserve.lua, refund.lua) from a bounded FIFO. The pacer's two locks
  * (its queue's and the FIFO's) never nest.
  */
 #include <pthread.h>
@@ -73,11 +73,14 @@ static void otpd_free(struct otpd *d)
 }
 
 /* The pacer's cost hooks (struct pacer_money), on its money thread. */
-static enum otp_rc otpd_reserve(void *ctx, const char *id, int need, int64_t price_minor, int64_t issue_ms, int *ok,
-                                int *idx, int64_t *at_ms, char *why, size_t why_cap, char *err)
+static enum otp_rc otpd_reserve(void *ctx, const char *id, int need, enum pacer_use use, int64_t price_minor,
+                                int64_t issue_ms, int *ok, int *idx, int64_t *at_ms, char *why, size_t why_cap,
+                                char *err)
 {
+    static const enum limits_use uses[] = {[PACER_RESERVE] = LIMITS_RESERVE, [PACER_USE] = LIMITS_USE,
+                                           [PACER_RESTORE] = LIMITS_RESTORE};
     struct limits_grant g;
-    enum otp_rc rc = limits_reserve(ctx, id, need, price_minor, issue_ms, &g, err);
+    enum otp_rc rc = limits_reserve(ctx, id, need, uses[use], price_minor, issue_ms, &g, err);
 
     if (rc != OTP_OK)
         return rc;
@@ -91,10 +94,10 @@ static enum otp_rc otpd_reserve(void *ctx, const char *id, int need, int64_t pri
 }
 
 static enum otp_rc otpd_refund(void *ctx, const char *id, int idx, int64_t price_minor, int64_t cost_ms,
-                               int *result, char *err)
+                               const char *cost_caps, int *result, char *err)
 {
     int anomalies = 0;
-    enum otp_rc rc = limits_refund_once(ctx, id, idx, price_minor, cost_ms, result, &anomalies, err);
+    enum otp_rc rc = limits_refund_once(ctx, id, idx, price_minor, cost_ms, cost_caps, result, &anomalies, err);
 
     if (rc == OTP_OK && anomalies > 0) {
         /* A cap window holds less than this refund: money given back twice,

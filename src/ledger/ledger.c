@@ -44,7 +44,8 @@ static const char *const ledger_sql[LK_COUNT][2] = {
                        "ended_ms = CASE WHEN ?2 = 'pending' THEN ended_ms ELSE ?4 END WHERE id = ?1",
                        NULL},
     [LK_MSG_NEW] = {"INSERT INTO messages (id, verification_id, api_key, phone, state, created_ms, expires_ms, "
-                    "updated_ms, price_minor, cost_ms) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?5, ?7, ?8)",
+                    "updated_ms, price_minor, cost_ms, cost_caps) "
+                    "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?5, ?7, ?8, ?9)",
                     "INSERT INTO message_events (message_id, ts_ms, state) VALUES (?1, ?5, 'queued')"},
     [LK_MSG_STATE] = {"UPDATE messages SET state = ?2, updated_ms = ?7, provider_id = COALESCE(?4, provider_id), "
                       "detail = COALESCE(?5, detail), attempts = CASE WHEN ?6 < 0 THEN attempts ELSE ?6 END "
@@ -671,6 +672,7 @@ static struct ledger_op *op_message_new(const struct ledger_message *m)
         op_int(op, m->expires_ms);
         op_int(op, m->price_minor);
         op_int(op, m->cost_ms);
+        op_text(op, m->cost_caps);
     }
     return op;
 }
@@ -821,7 +823,7 @@ enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct 
                            char *err)
 {
     static const char sql[] = "SELECT seq, id, verification_id, api_key, phone, state, created_ms, expires_ms, "
-                              "attempts, price_minor, cost_ms FROM messages "
+                              "attempts, price_minor, cost_ms, cost_caps FROM messages "
                               "WHERE state IN ('queued', 'sending') ORDER BY seq";
     sqlite3_stmt *st = NULL;
     enum otp_rc rc = OTP_OK;
@@ -846,6 +848,7 @@ enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct 
             .attempts = sqlite3_column_int(st, 8),
             .price_minor = sqlite3_column_int64(st, 9),
             .cost_ms = sqlite3_column_int64(st, 10),
+            .cost_caps = (const char *)sqlite3_column_text(st, 11),
         };
         fn(ctx, &m);
     }

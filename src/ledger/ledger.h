@@ -44,6 +44,7 @@ struct ledger_message {
     int attempts;
     int64_t price_minor;
     int64_t cost_ms;
+    const char *cost_caps; /* the cap windows the reservation was counted in; NULL: unknown */
 };
 
 /* One provider call. */

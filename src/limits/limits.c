@@ -339,7 +339,22 @@ static void append_name(char *list, size_t cap, const char *name)
 
 void limits_cap_field(int64_t window_ms, char *out, size_t cap)
 {
-    snprintf(out, cap, "c%lld", (long long)window_ms);
+    snprintf(out, cap, "c%lld", (long long)window_ms); /* refund.lua builds the same name */
+}
+
+/* The windows of rs's caps as text (LIMITS_CAPS_TEXT): what a reservation
+ * taken on rs is counted in, for refund.lua. */
+static void caps_text(const struct limits_rules *rs, char *out, size_t cap)
+{
+    size_t i, n = 0;
+
+    out[0] = '\0';
+    for (i = 0; i < rs->n_caps && n < cap; i++) {
+        int k = snprintf(out + n, cap - n, "%s%lld", i ? "," : "", (long long)rs->caps[i].window_ms);
+        if (k < 0)
+            break;
+        n += (size_t)k;
+    }
 }
 
 /* Runs one abandon (op 'a' of issue.lua or verify.lua) for u. */
@@ -560,6 +575,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         used[n_used++] = r;
     }
     out->price_minor = rs->n_caps > 0 ? price_of(rs, rq->phone) : -1;
+    caps_text(rs, out->cost_caps, sizeof(out->cost_caps));
     if (out->price_minor >= 0) {
         snprintf(u->keys[nkeys], sizeof(u->keys[0]), "otp:cost");
         cost_key = ++nkeys;
@@ -848,8 +864,8 @@ static void money_key(const char *id, char *out, size_t cap)
     snprintf(out, cap, "otp:msg:%s", id);
 }
 
-enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, int64_t price_minor, int64_t issue_ms,
-                           struct limits_grant *out, char *err)
+enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, enum limits_use use,
+                           int64_t price_minor, int64_t issue_ms, struct limits_grant *out, char *err)
 {
     struct limits_rules *rs = rules_get(m->l);
     struct limits_args a = {0};
@@ -868,6 +884,7 @@ enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, int
     args_int(&a, need);
     args_int(&a, price_minor);
     args_int(&a, issue_ms);
+    args_int(&a, (int64_t)use);
     args_int(&a, (int64_t)rs->n_caps);
     for (i = 0; i < rs->n_caps; i++) {
         limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
@@ -896,13 +913,11 @@ out:
 }
 
 enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, int64_t price_minor,
-                               int64_t cost_ms, int *result, int *anomalies, char *err)
+                               int64_t cost_ms, const char *windows, int *result, int *anomalies, char *err)
 {
-    struct limits_rules *rs = rules_get(m->l);
     struct limits_args a = {0};
     struct store_reply *rep = NULL;
     char key[64];
-    size_t i;
     enum otp_rc rc;
 
     /* refund.lua's reply: {status, anomalies}. */
@@ -915,12 +930,8 @@ enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, 
     args_str(&a, key);
     args_int(&a, price_minor);
     args_int(&a, cost_ms);
-    args_int(&a, (int64_t)rs->n_caps);
-    for (i = 0; i < rs->n_caps; i++) {
-        limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
-        args_str(&a, a.num[a.n]);
-        args_int(&a, rs->caps[i].window_ms);
-    }
+    /* Not the caps in force now: the windows this money was counted in. */
+    args_str(&a, windows != NULL ? windows : "");
     args_int(&a, idx);
     rc = store_eval(m->store, m->h_refund, 2, a.n, a.v, &rep, err);
     if (rc != OTP_OK)
@@ -934,6 +945,5 @@ enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, 
     *anomalies = (int)rep->ints[F_ANOMALIES];
 out:
     store_reply_free(rep);
-    rules_put(m->l, rs);
     return rc;
 }

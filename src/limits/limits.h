@@ -23,6 +23,9 @@
  * enough for the instance that answered 503 to abandon the request once
  * Redis answers again, short enough to cost no memory worth counting. */
 #define LIMITS_UNDO_TTL_MS 30000
+/* The cap windows a reservation was counted in, as text: window_ms of
+ * each, comma-separated ("3600000,86400000"); at most 8 caps. */
+#define LIMITS_CAPS_TEXT 192
 
 struct limits;
 
@@ -75,6 +78,7 @@ struct limits_issue {
     int64_t now_ms;              /* Redis's clock at the decision */
     int64_t resend_after_ms;     /* until a new issue would pass every enforced rule and cap */
     int64_t price_minor;         /* reserved against the caps; -1 when none */
+    char cost_caps[LIMITS_CAPS_TEXT]; /* the windows it was counted in (limits_caps_text) */
     struct limits_undo undo;     /* for limits_abandon when the issue cannot be completed */
 };
 
@@ -182,20 +186,32 @@ struct limits_grant {
     int64_t cap_window_ms; /* when refused: the full cap's window */
 };
 
+/* What limits_reserve does besides making sure of the reservation. */
+enum limits_use {
+    LIMITS_RESERVE = 0, /* only that */
+    LIMITS_USE = 1,     /* then marks it used on the wire: the call goes out next */
+    LIMITS_RESTORE = 2, /* after a restart: past every reservation marked used */
+};
+
 /* Makes sure message id holds reservation need or a later one not given
- * back, taking a new one of price_minor against every cap if not.
+ * back, taking a new one of price_minor against every cap if not (and
+ * recording the cap windows it was counted in), then does what use says.
  * issue_ms is the Redis time of the issue's reservation. OTP_OK with the
  * decision in *out, or OTP_ESTORE with detail in err. Blocks on Redis. */
-enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, int64_t price_minor, int64_t issue_ms,
-                           struct limits_grant *out, char *err);
+enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, enum limits_use use,
+                           int64_t price_minor, int64_t issue_ms, struct limits_grant *out, char *err);
 
 /* Gives back reservation idx of message id (0: its latest, for a message
- * that was never tried), at most once ever. *result:
- * 1 given back, 0 it already was (nothing done), -1 idx is not the
- * message's latest reservation (nothing done). *anomalies counts cap
- * windows whose sum was below the price (left as they were). OTP_ESTORE
- * with detail in err when Redis fails. Blocks on Redis. */
+ * that was never tried), at most once ever, to the cap windows it was
+ * counted in, whatever the caps are now: for reservation 1, windows (the
+ * issue's cost_caps, at price_minor and Redis time cost_ms); later ones
+ * recorded theirs in Redis. *result: 1 given back, 0 it already was
+ * (nothing done), -1 idx is not the message's latest reservation (nothing
+ * done), 2 (idx 0) the latest was used on the wire before a restart and is
+ * kept. *anomalies counts cap windows whose sum was below the price (left
+ * as they were). OTP_ESTORE with detail in err when Redis fails. Blocks on
+ * Redis. */
 enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, int64_t price_minor,
-                               int64_t cost_ms, int *result, int *anomalies, char *err);
+                               int64_t cost_ms, const char *windows, int *result, int *anomalies, char *err);
 
 #endif

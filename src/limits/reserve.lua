@@ -2,41 +2,55 @@
 -- provider call, checked and taken against every cost cap in one atomic
 -- step on Redis's clock, like issue.lua's cost part. The pacer calls it
 -- for a retry after a call that may have been billed (each such attempt
--- needs a reservation of its own) and for a message restored after a
--- restart.
+-- needs a reservation of its own), for a message restored after a
+-- restart, and just before every call goes on the wire (mode 1, "use").
 --
 -- Reservations of a message are numbered: 1 is the one issue.lua took;
 -- KEYS[2], the message's money hash otp:msg:ID, holds r (the latest
--- reservation, 1 when absent), its price p and Redis time t, and f (the
--- latest one given back by refund.lua, 0 when absent). It lives a day.
+-- reservation, 1 when absent), its price p, Redis time t and k, the cap
+-- windows it was counted in (comma-separated window_ms; refund.lua gives
+-- back only to those), f (the latest one given back by refund.lua, 0 when
+-- absent) and u (the highest one used on the wire, 0 when absent). It
+-- lives a day.
 --
 -- "need" asks for reservation need or a later one that is still held: if
 -- r >= need and r was not given back, nothing is taken (so a call repeated
 -- after a lost reply never takes twice); else reservation max(r + 1, need)
 -- is taken when every cap has room.
+-- mode 0: just that. mode 1 (use): the reservation held is then marked
+-- used (u), before the call goes on the wire: a restart reads it, since the
+-- ledger's 'sending' row may not have committed before a crash. mode 2
+-- (restore): need is raised past u, so a restored message never goes out
+-- again on a reservation an earlier call may have spent.
 --
 -- KEYS[1] the global cost hash; KEYS[2] the message hash
--- ARGV: need, price, issue_ms (Redis time of reservation 1), ncaps, then
---       3 per cap: field, window_ms, max
+-- ARGV: need, price, issue_ms (Redis time of reservation 1), mode, ncaps,
+--       then 3 per cap: field, window_ms, max
 -- Returns {ok, idx, at_ms, retry_ms, cap}: ok 1 with the reservation held
 -- (idx, taken at at_ms), or 0 when cap number `cap` (0-based) has no room
 -- until retry_ms from now.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local need, price, issue_ms, ncaps = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local need, price, issue_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local mode, ncaps = tonumber(ARGV[4]), tonumber(ARGV[5])
 local DAY_MS = 86400000
 
 local function fmt(n) return string.format('%.0f', n) end
 
-local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't')
-local r, f = tonumber(m[1] or 1), tonumber(m[2] or 0)
+local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't', 'u')
+local r, f, u = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[4] or 0)
+if mode == 2 and need <= u then need = u + 1 end
 if r >= need and f < r then
+  if mode == 1 and u < r then
+    redis.call('HSET', KEYS[2], 'u', r)
+    redis.call('PEXPIRE', KEYS[2], DAY_MS)
+  end
   return {1, r, tonumber(m[3] or issue_ms), 0, -1}
 end
 
-local writes = {}
+local writes, windows = {}, {}
 for c = 0, ncaps - 1 do
-  local a = 5 + c * 3
+  local a = 6 + c * 3
   local field, window, max = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local idx = math.floor(now / window)
   local sum = 0
@@ -49,6 +63,7 @@ for c = 0, ncaps - 1 do
     return {0, r, 0, (idx + 1) * window - now, c}
   end
   writes[#writes + 1] = {field, fmt(idx) .. ':' .. fmt(sum + price), (idx + 1) * window - now}
+  windows[#windows + 1] = ARGV[a + 1]
 end
 
 local keep = 0
@@ -58,6 +73,7 @@ for _, w in ipairs(writes) do
 end
 if keep > 0 and redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
 local idx = math.max(r + 1, need)
-redis.call('HSET', KEYS[2], 'r', idx, 'p', fmt(price), 't', fmt(now))
+redis.call('HSET', KEYS[2], 'r', idx, 'p', fmt(price), 't', fmt(now), 'k', table.concat(windows, ','))
+if mode == 1 then redis.call('HSET', KEYS[2], 'u', idx) end
 redis.call('PEXPIRE', KEYS[2], DAY_MS)
 return {1, idx, now, 0, -1}

@@ -335,8 +335,9 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     }
     m.price_minor = li.price_minor;
     m.cost_ms = li.now_ms;
+    snprintf(m.cost_caps, sizeof(m.cost_caps), "%s", li.cost_caps);
     lm = (struct ledger_message){0, out->id, li.vid, rq->api_key, rq->phone, "queued", now_ms, exp_ms, 0,
-                                 li.price_minor, li.now_ms};
+                                 li.price_minor, li.now_ms, li.cost_caps};
     row = request_row(rq, "issue", "accepted", NULL, li.shadow, li.vid, out->id, 202);
     /* The verification, message and request rows commit together before the 202. */
     if (ledger_accept(o->d.ledger, &lm, exp_ms, &row) != OTP_OK) {
@@ -523,6 +524,7 @@ static void recover_one(void *arg, const struct ledger_message *lm)
     }
     m.price_minor = lm->price_minor;
     m.cost_ms = lm->cost_ms;
+    snprintf(m.cost_caps, sizeof(m.cost_caps), "%s", lm->cost_caps ? lm->cost_caps : "");
     m.attempts = lm->attempts;
     pacer_restore(o->d.pacer, &m);
     code_wipe(&m, sizeof(m));

@@ -26,7 +26,12 @@
  * reservations run on a second thread (the money thread, a FIFO bounded by
  * the queue's capacity), so the thread that owns the wire waits on nothing
  * but its clock and curl. A message goes back to the ready list only once
- * it holds its reservation.
+ * it holds its reservation. When it is due, a priced message goes to the
+ * money thread once more, to mark that reservation used in Redis (a
+ * restart reads the mark, since the ledger's 'sending' row is written
+ * asynchronously), and comes back to be sent next; meanwhile the sender
+ * picks nothing else but keeps serving curl. The spend is counted when a
+ * request is written (curl's prereq), once per call.
  */
 #include "pacer.h"
 
@@ -61,8 +66,10 @@
 /* The money thread's wait before it asks a failing Redis again. */
 #define PACER_MONEY_RETRY_MS 500
 
-/* What the money thread is asked to do with an item. */
-enum pacer_job { PACER_JOB_RESERVE, PACER_JOB_REFUND };
+/* What the money thread is asked to do with an item: take (or find) its
+ * reservation, mark it used just before its call goes out, or give it
+ * back. */
+enum pacer_job { PACER_JOB_RESERVE, PACER_JOB_USE, PACER_JOB_REFUND };
 
 /* A queued or waiting message. */
 struct pacer_item {
@@ -73,6 +80,7 @@ struct pacer_item {
     enum pacer_job job;     /* on the money thread's list */
     int need;               /* PACER_JOB_RESERVE: the reservation asked for */
     int cancelled;          /* 1: its verification was cancelled; guarded by pacer.mu */
+    int restored;           /* put back at start: its first reservation looks past Redis's u */
 };
 
 /* One provider call in flight. */
@@ -125,6 +133,11 @@ struct pacer {
     struct pacer_item *head, *tail; /* the queue, oldest first */
     struct pacer_item *retry;       /* waiting retries, by not_before_ns */
     struct pacer_item *pacing;      /* picked by the sender, not yet on the wire or ended */
+    /* At most one message is marked used at a time, once it is due: while
+     * arming, the sender picks nothing else; armed is the one back from the
+     * money thread, sent next. */
+    int arming;
+    struct pacer_item *armed;
     int used;    /* reserved slots, queued, waiting retries and the one being paced */
     int queued;  /* in the queue proper */
     int stopping;
@@ -267,6 +280,17 @@ static int pacer_priced(const struct pacer *pc, const struct pacer_item *it)
     return pc->has_money && it->m.price_minor >= 0;
 }
 
+/* Ends an arming (pacer_arm): it, marked used, is sent next; NULL when the
+ * message ended instead. The money thread (or the sender, on overflow). */
+static void pacer_armed(struct pacer *pc, struct pacer_item *it)
+{
+    pthread_mutex_lock(&pc->mu);
+    pc->arming = 0;
+    pc->armed = it;
+    pthread_mutex_unlock(&pc->mu);
+    curl_multi_wakeup(pc->multi);
+}
+
 /* Hands it to the money thread; never blocks for long. On overflow a
  * reservation is not asked for (the message ends) and a refund is lost
  * (counted: the caps then hold more than was spent, never less). */
@@ -297,9 +321,23 @@ static void pacer_job(struct pacer *pc, struct pacer_item *it, enum pacer_job jo
         pc->used--;
         pc->stats.failed++;
         pthread_mutex_unlock(&pc->mu);
+        if (job == PACER_JOB_USE)
+            pacer_armed(pc, NULL);
     }
     pacer_wipe(&it->m);
     free(it);
+}
+
+/* Hands a due message to the money thread, which marks its reservation
+ * used in Redis and gives it back through pacer_armed; the sender picks
+ * nothing else meanwhile, so at most one message is marked and not yet on
+ * the wire. The sender thread only. */
+static void pacer_arm(struct pacer *pc, struct pacer_item *it)
+{
+    pthread_mutex_lock(&pc->mu);
+    pc->arming = 1;
+    pthread_mutex_unlock(&pc->mu);
+    pacer_job(pc, it, PACER_JOB_USE);
 }
 
 /* Appends it to the queue; reserved says whether a slot is already taken. */
@@ -361,7 +399,9 @@ void pacer_restore(struct pacer *pc, const struct pacer_msg *m)
      * (no attempt yet). */
     it->m.held = 0;
     it->m.rsv_idx = 0;
-    it->need = it->m.attempts + 1;
+    it->m.used = 0;
+    it->need = it->m.attempts + 1; /* and past u: a call whose 'sending' row never landed */
+    it->restored = 1;
     pthread_mutex_lock(&pc->mu);
     pc->used++;
     pthread_mutex_unlock(&pc->mu);
@@ -376,7 +416,12 @@ static struct pacer_item *pacer_pick(struct pacer *pc, uint64_t now, uint64_t *w
 
     *wait_ns = 200 * NS_PER_MS;
     pthread_mutex_lock(&pc->mu);
-    if (pc->retry && pc->retry->not_before_ns <= now) {
+    if (pc->armed) {
+        it = pc->armed;
+        pc->armed = NULL;
+    } else if (pc->arming) {
+        /* One is being marked used: it goes next (curl_multi_wakeup ends the wait). */
+    } else if (pc->retry && pc->retry->not_before_ns <= now) {
         it = pc->retry;
         pc->retry = it->next;
     } else if (pc->head) {
@@ -408,6 +453,11 @@ int pacer_cancel(struct pacer *pc, const char *vid)
                 it->cancelled = 1, n++;
     if (pc->pacing && strcmp(pc->pacing->m.vid, vid) == 0 && !pc->pacing->cancelled)
         pc->pacing->cancelled = 1, n++;
+    /* Back from being marked used, not yet on the wire: the sender picks
+     * it next and ends it, and its reservation goes back like any unsent
+     * one's (refund.lua gives a named reservation back, used mark or not). */
+    if (pc->armed && strcmp(pc->armed->m.vid, vid) == 0 && !pc->armed->cancelled)
+        pc->armed->cancelled = 1, n++;
     pthread_mutex_unlock(&pc->mu);
     return n;
 }
@@ -543,8 +593,11 @@ static void pacer_pause(struct pacer *pc, int64_t retry_after_ms)
     PACER_COUNT(pc, paused_429, 1);
 }
 
-/* Records the outcome of one provider call and moves the message on. */
-static void pacer_outcome(struct pacer *pc, struct pacer_item *it, long status, int64_t latency_ms,
+/* Records the outcome of one provider call and moves the message on.
+ * written: its request was written, so its spend was counted then
+ * (pacer_on_prereq); else a billed outcome (a delivery in place) counts
+ * it now. */
+static void pacer_outcome(struct pacer *pc, struct pacer_item *it, int written, long status, int64_t latency_ms,
                           struct provider_result *res)
 {
     static const char *const outcome_names[] = {"sent", "transient", "permanent"};
@@ -567,10 +620,18 @@ static void pacer_outcome(struct pacer *pc, struct pacer_item *it, long status, 
     pacer_ledger_send(pc, &s);
     pthread_mutex_lock(&pc->mu);
     pc->stats.cause[res->cause < PROVIDER_C_COUNT ? res->cause : PROVIDER_C_BROKEN]++;
-    if (ci->cls == PROVIDER_ACCEPTED)
+    if (!written && ci->cls == PROVIDER_ACCEPTED)
         pc->stats.spend_accepted_minor += (uint64_t)price;
-    else if (ci->cls == PROVIDER_UNKNOWN)
+    else if (!written && ci->cls == PROVIDER_UNKNOWN)
         pc->stats.spend_unknown_minor += (uint64_t)price;
+    if (written || billed) {
+        if (ci->cls == PROVIDER_ACCEPTED)
+            pc->stats.settled_accepted_minor += (uint64_t)price;
+        else if (ci->cls == PROVIDER_UNKNOWN)
+            pc->stats.settled_unknown_minor += (uint64_t)price;
+        else
+            pc->stats.settled_unbilled_minor += (uint64_t)price;
+    }
     if (ci->outcome == PROVIDER_TRANSIENT)
         pc->stats.transient++;
     else if (ci->outcome == PROVIDER_PERMANENT)
@@ -623,8 +684,8 @@ static void pacer_refund_now(struct pacer *pc, struct pacer_item *it)
     int result = 0, warned = 0, stopping = 0;
 
     for (;;) {
-        if (pc->money.refund(pc->money.ctx, it->m.id, it->m.rsv_idx, it->m.price_minor, it->m.cost_ms, &result,
-                             err) == OTP_OK)
+        if (pc->money.refund(pc->money.ctx, it->m.id, it->m.rsv_idx, it->m.price_minor, it->issue_ms,
+                             it->m.cost_caps, &result, err) == OTP_OK)
             break;
         if (stopping) {
             /* The caps then hold more than was spent, never less. */
@@ -638,6 +699,10 @@ static void pacer_refund_now(struct pacer *pc, struct pacer_item *it)
     }
     if (result == 1) {
         PACER_COUNT(pc, refunds, 1);
+    } else if (result == 2) {
+        log_msg(LOG_INFO, "pacer: message %s ended after a restart; its cost is kept: its call may have left",
+                it->m.id);
+        PACER_COUNT(pc, refunds_kept, 1);
     } else if (result == 0) {
         PACER_COUNT(pc, refund_dups, 1);
     } else {
@@ -651,17 +716,22 @@ out:
 }
 
 /* Gets it the reservation it needs, then makes it ready; or ends it when a
- * cap has no room or its code runs out of life first. */
+ * cap has no room or its code runs out of life first. For PACER_JOB_USE the
+ * reservation it holds is marked used and it goes back to the sender
+ * (pacer_armed), which sends it next. */
 static void pacer_reserve_now(struct pacer *pc, struct pacer_item *it)
 {
     char err[OTP_ERR_LEN] = "", why[96] = "", detail[160];
-    int ok = 0, idx = 0, warned = 0;
+    int ok = 0, idx = 0, warned = 0, arming = it->job == PACER_JOB_USE;
+    int need = arming ? it->m.rsv_idx : it->need;
+    enum pacer_use use = arming ? PACER_USE : it->restored ? PACER_RESTORE : PACER_RESERVE;
     int64_t at_ms = 0;
 
     for (;;) {
         if (pacer_too_late(pc, it, clock_wall_ms())) {
             /* A restored message never tried has spent nothing: its latest
-             * reservation goes back (once). One that was tried may have
+             * reservation goes back (once), unless Redis shows it was used
+             * on the wire (refund.lua). One that was tried may have
              * spent it, and what may be spent is never given back. */
             if (it->m.attempts == 0) {
                 it->m.rsv_idx = 0; /* its latest, whatever a restart took */
@@ -669,9 +739,9 @@ static void pacer_reserve_now(struct pacer *pc, struct pacer_item *it)
             }
             pacer_slot_free(pc);
             pacer_end(pc, it, "expired", "too little life left while its cost was reserved");
-            return;
+            goto ended;
         }
-        if (pc->money.reserve(pc->money.ctx, it->m.id, it->need, it->m.price_minor, it->issue_ms, &ok, &idx,
+        if (pc->money.reserve(pc->money.ctx, it->m.id, need, use, it->m.price_minor, it->issue_ms, &ok, &idx,
                               &at_ms, why, sizeof(why), err) == OTP_OK)
             break;
         if (!warned++)
@@ -681,7 +751,7 @@ static void pacer_reserve_now(struct pacer *pc, struct pacer_item *it)
             pacer_slot_free(pc);
             pacer_wipe(&it->m);
             free(it);
-            return;
+            goto ended;
         }
     }
     if (!ok) {
@@ -689,14 +759,24 @@ static void pacer_reserve_now(struct pacer *pc, struct pacer_item *it)
         snprintf(detail, sizeof(detail), "cost_cap: %s", why);
         pacer_slot_free(pc);
         pacer_end(pc, it, "failed", detail);
-        return;
+        goto ended;
     }
     if (idx != it->m.rsv_idx)
         PACER_COUNT(pc, reservations, 1);
     it->m.rsv_idx = idx;
     it->m.cost_ms = at_ms;
     it->m.held = 1;
+    it->restored = 0;
+    if (arming) {
+        it->m.used = idx;
+        pacer_armed(pc, it);
+        return;
+    }
     pacer_ready(pc, it);
+    return;
+ended:
+    if (arming)
+        pacer_armed(pc, NULL);
 }
 
 static void *pacer_money_main(void *arg)
@@ -720,8 +800,10 @@ static void *pacer_money_main(void *arg)
         stop = pc->wstop;
         pthread_mutex_unlock(&pc->wmu);
         it->next = NULL;
-        if (stop && it->job == PACER_JOB_RESERVE) {
+        if (stop && it->job != PACER_JOB_REFUND) {
             /* Stopping: the message is 'queued' in the ledger; the next start reserves. */
+            if (it->job == PACER_JOB_USE)
+                pacer_armed(pc, NULL);
             pacer_slot_free(pc);
             pacer_wipe(&it->m);
             free(it);
@@ -770,6 +852,13 @@ static int pacer_on_prereq(void *arg, char *primary_ip, char *local_ip, int prim
     struct pacer_xfer *x = arg;
 
     (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    if (!x->wrote) {
+        /* From here the provider may bill it: counted now, once per call,
+         * so the spend never reads less than what could be billed, even
+         * while the call is on the wire or cut off by a stop. */
+        int64_t price = pacer_price(x->pc, x->item);
+        PACER_COUNT(x->pc, spend_unknown_minor, (uint64_t)price);
+    }
     x->wrote = 1;
     if (x->slot != PACER_NO_SLOT)
         x->pc->ring[x->slot] = clock_mono_ns();
@@ -832,7 +921,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
         pacer_ring_unsent(pc, slot);
         snprintf(res.error, sizeof(res.error), "out of memory");
         provider_set_cause(&res, PROVIDER_C_UNSENT);
-        pacer_outcome(pc, it, 0, 0, &res);
+        pacer_outcome(pc, it, 0, 0, 0, &res);
         return;
     }
     rc = pc->provider->ops->prepare(pc->provider->self, &sms, &x->req, &done, &res);
@@ -845,7 +934,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
             provider_set_cause(&res, PROVIDER_C_LOCAL);
             snprintf(res.error, sizeof(res.error), "cannot build the request (%s)", otp_rc_str(rc));
         }
-        pacer_outcome(pc, it, 0, (int64_t)((clock_mono_ns() - t0) / NS_PER_MS), &res);
+        pacer_outcome(pc, it, 0, 0, (int64_t)((clock_mono_ns() - t0) / NS_PER_MS), &res);
         free(x);
         return;
     }
@@ -858,7 +947,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
         free(x);
         snprintf(res.error, sizeof(res.error), "curl: out of memory");
         provider_set_cause(&res, PROVIDER_C_UNSENT);
-        pacer_outcome(pc, it, 0, 0, &res);
+        pacer_outcome(pc, it, 0, 0, 0, &res);
         return;
     }
     curl_easy_setopt(x->easy, CURLOPT_URL, x->req.url);
@@ -894,7 +983,7 @@ static void pacer_send(struct pacer *pc, struct pacer_item *it, size_t slot)
         pacer_xfer_free(x);
         snprintf(res.error, sizeof(res.error), "curl: cannot start the transfer");
         provider_set_cause(&res, PROVIDER_C_UNSENT);
-        pacer_outcome(pc, it, 0, 0, &res);
+        pacer_outcome(pc, it, 0, 0, 0, &res);
         return;
     }
     pc->owner[slot] = x;
@@ -954,7 +1043,8 @@ static void pacer_progress(struct pacer *pc)
             res.retry_after_ms = x->retry_after_ms;
         pacer_detach(pc, x);
         pacer_ring_release(pc, x);
-        pacer_outcome(pc, x->item, status, (int64_t)((clock_mono_ns() - x->start_ns) / NS_PER_MS), &res);
+        pacer_outcome(pc, x->item, x->wrote, status, (int64_t)((clock_mono_ns() - x->start_ns) / NS_PER_MS),
+                      &res);
         pacer_xfer_free(x);
     }
 }
@@ -1060,6 +1150,13 @@ static void *pacer_main(void *arg)
             /* A 429 came in while this one waited: it goes when the pause ends. */
             it->not_before_ns = pc->pause_until_ns;
             pacer_ready(pc, it);
+            continue;
+        }
+        if (pacer_priced(pc, it) && it->m.used < it->m.rsv_idx) {
+            /* Due: its reservation is marked used in Redis (on the money
+             * thread) before the call goes out, so a restart after a crash
+             * that lost the 'sending' row never sends again on it. */
+            pacer_arm(pc, it);
             continue;
         }
         pacer_slot_free(pc);
@@ -1192,6 +1289,7 @@ void pacer_free(struct pacer *pc)
     }
     pacer_list_free(pc->head);
     pacer_list_free(pc->retry);
+    pacer_list_free(pc->armed); /* back from the money thread after the sender stopped */
     pacer_list_free(pc->jhead); /* jobs never taken: the money thread never started */
     pthread_mutex_destroy(&pc->mu);
     pthread_mutex_destroy(&pc->wmu);
@@ -1238,12 +1336,21 @@ size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
     if (cap == 0)
         return 0;
     out[0] = '\0';
-    PACER_PUT("# HELP otpd_spend_minor_total Price of provider attempts the provider could bill, counted when "
-              "classified: accepted (2xx) or unknown (the request left, no verdict).\n"
+    PACER_PUT("# HELP otpd_spend_minor_total Price of provider attempts the provider could bill, each counted "
+              "once when it could first be billed: unknown (its request was written, no verdict yet) or "
+              "accepted (delivered in place).\n"
               "# TYPE otpd_spend_minor_total counter\n"
               "otpd_spend_minor_total{currency=\"%s\",outcome=\"accepted\"} %llu\n"
               "otpd_spend_minor_total{currency=\"%s\",outcome=\"unknown\"} %llu\n",
               cur, (unsigned long long)st.spend_accepted_minor, cur, (unsigned long long)st.spend_unknown_minor);
+    PACER_PUT("# HELP otpd_spend_settled_minor_total The same attempts once their verdict is in: accepted (2xx), "
+              "unknown (timeout, reset, 408, 5xx) or unbilled (429, other 4xx).\n"
+              "# TYPE otpd_spend_settled_minor_total counter\n"
+              "otpd_spend_settled_minor_total{currency=\"%s\",outcome=\"accepted\"} %llu\n"
+              "otpd_spend_settled_minor_total{currency=\"%s\",outcome=\"unknown\"} %llu\n"
+              "otpd_spend_settled_minor_total{currency=\"%s\",outcome=\"unbilled\"} %llu\n",
+              cur, (unsigned long long)st.settled_accepted_minor, cur, (unsigned long long)st.settled_unknown_minor,
+              cur, (unsigned long long)st.settled_unbilled_minor);
     PACER_PUT("# HELP otpd_provider_attempts_total Provider attempts by cause (see provider.c).\n"
               "# TYPE otpd_provider_attempts_total counter\n");
     for (i = 0; i < PROVIDER_C_COUNT; i++)
@@ -1255,6 +1362,7 @@ size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
               "otpd_cost_refunds_total{result=\"already\"} %llu\n"
               "otpd_cost_refunds_total{result=\"anomaly\"} %llu\n"
               "otpd_cost_refunds_total{result=\"lost\"} %llu\n"
+              "otpd_cost_refunds_total{result=\"kept\"} %llu\n"
               "# HELP otpd_cost_reservations_total Reservations the pacer asked for a retry, by result.\n"
               "# TYPE otpd_cost_reservations_total counter\n"
               "otpd_cost_reservations_total{result=\"taken\"} %llu\n"
@@ -1265,6 +1373,7 @@ size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
               "# TYPE otpd_pacer_ledger_failures_total counter\notpd_pacer_ledger_failures_total %llu\n",
               (unsigned long long)st.refunds, (unsigned long long)st.refund_dups,
               (unsigned long long)st.refund_anomalies, (unsigned long long)st.refunds_lost,
+              (unsigned long long)st.refunds_kept,
               (unsigned long long)st.reservations, (unsigned long long)st.reserve_refused,
               (unsigned long long)st.paused_429, (unsigned long long)st.ledger_failures);
 #undef PACER_PUT

@@ -21,6 +21,7 @@
 
 #define PACER_TEXT_MAX (CFG_TEXT_MAX + 1)
 #define PACER_ID_MAX 33
+#define PACER_CAPS_MAX 192 /* the text of the cap windows of a reservation */
 
 struct pacer;
 
@@ -34,12 +35,24 @@ struct pacer_msg {
     int64_t expires_ms;          /* wall clock; never sent after this */
     int64_t price_minor;         /* cost reserved; -1 none (no cost caps) */
     int64_t cost_ms;             /* Redis time of the reservation held */
+    /* The cap windows the issue's reservation (number 1) was counted in,
+     * as the limits wrote them ("3600000,86400000"): a refund gives back to
+     * those, whatever the caps are by then. */
+    char cost_caps[PACER_CAPS_MAX];
     int attempts;                /* provider calls made so far */
     /* Set by the pacer: the reservation the message holds (1 is the
      * issue's) and whether it is still unspent. A call that may have been
      * billed spends it; a retry then needs the next one. */
     int rsv_idx;
     int held;
+    int used; /* the highest reservation marked used on the wire (Redis's u) */
+};
+
+/* What a reserve hook does besides making sure of the reservation. */
+enum pacer_use {
+    PACER_RESERVE = 0, /* only that */
+    PACER_USE = 1,     /* marks it used on the wire, just before the call goes out */
+    PACER_RESTORE = 2, /* after a restart: past every reservation marked used */
 };
 
 /*
@@ -50,17 +63,20 @@ struct pacer_msg {
  */
 struct pacer_money {
     /* Makes sure message id holds reservation need or a later one not
-     * given back (a new one is taken against every cap if not). *ok 0
-     * when a cap has no room; then why names it. On *ok 1, *idx and *at_ms
-     * are the reservation held. */
-    enum otp_rc (*reserve)(void *ctx, const char *id, int need, int64_t price_minor, int64_t issue_ms, int *ok,
-                           int *idx, int64_t *at_ms, char *why, size_t why_cap, char *err);
+     * given back (a new one is taken against every cap if not), then does
+     * what use says. *ok 0 when a cap has no room; then why names it. On
+     * *ok 1, *idx and *at_ms are the reservation held. */
+    enum otp_rc (*reserve)(void *ctx, const char *id, int need, enum pacer_use use, int64_t price_minor,
+                           int64_t issue_ms, int *ok, int *idx, int64_t *at_ms, char *why, size_t why_cap,
+                           char *err);
     /* Gives back reservation idx of message id (0: its latest), at most
-     * once ever.
+     * once ever, to the cap windows it was counted in (cost_caps, price
+     * and cost_ms describe reservation 1).
      * *result: 1 given back, 0 it already was, -1 an anomaly (logged and
-     * counted by the pacer). */
-    enum otp_rc (*refund)(void *ctx, const char *id, int idx, int64_t price_minor, int64_t cost_ms, int *result,
-                          char *err);
+     * counted by the pacer), 2 (idx 0) kept: used on the wire before a
+     * restart. */
+    enum otp_rc (*refund)(void *ctx, const char *id, int idx, int64_t price_minor, int64_t cost_ms,
+                          const char *cost_caps, int *result, char *err);
     void *ctx;
 };
 
@@ -68,11 +84,17 @@ struct pacer_stats {
     uint64_t sent, failed, expired, retried, transient, permanent, dropped_full;
     uint64_t depth, inflight;
     uint64_t paused_429;             /* times a 429 paused every send */
-    uint64_t refunds, refund_dups, refund_anomalies, refunds_lost;
+    uint64_t refunds, refund_dups, refund_anomalies, refunds_lost, refunds_kept;
     uint64_t reservations, reserve_refused;
     uint64_t ledger_failures;        /* ledger submissions that failed even when tried again */
-    uint64_t spend_accepted_minor;   /* price of attempts the provider accepted */
-    uint64_t spend_unknown_minor;    /* price of attempts that may have been billed */
+    /* Spend, counted once per attempt when it could first be billed: when
+     * its request was written (curl's prereq), or delivered in place. */
+    uint64_t spend_unknown_minor;    /* written: the outcome is unknown then */
+    uint64_t spend_accepted_minor;   /* accepted with no wire (file provider) */
+    /* The same attempts once classified (lags by the call's latency). */
+    uint64_t settled_accepted_minor; /* 2xx */
+    uint64_t settled_unknown_minor;  /* may have been billed: timeout, reset, 408, 5xx */
+    uint64_t settled_unbilled_minor; /* written, then answered 429 or 4xx: not billed */
     uint64_t cause[PROVIDER_C_COUNT]; /* attempts by cause */
 };
 
@@ -109,7 +131,8 @@ void pacer_restore(struct pacer *pc, const struct pacer_msg *m);
  * yet: each ends 'failed' ("cancelled") before the sender would send it,
  * and its unspent cost reservation goes back once, through the same
  * refund as an expired one. Returns how many were stopped. A message
- * waiting on the money thread for a retry's reservation is not seen.
+ * on the money thread (waiting for a retry's reservation, or being marked
+ * used before its call) is not seen.
  * Never blocks for long. */
 int pacer_cancel(struct pacer *pc, const char *vid);
 

@@ -54,12 +54,17 @@ class IdemTest(OtpdTest):
         return [m for m in self.fake.messages() if m["to"] == phone]
 
     def settle(self):
-        """Issues for LATER_PHONE and waits for its SMS: the pacer sends in
-        order, so anything queued before it has reached the provider."""
+        """Issues for LATER_PHONE and waits until it and every message before
+        it has ended in the ledger: a message is 'sent' only once the
+        provider answered, so by then the provider has recorded each of
+        them. (Arrivals alone are no barrier: calls run in parallel, and a
+        later body can be read before an earlier one.)"""
         before = len(self.sms_to(LATER_PHONE))
         st, _, body = self.issue(LATER_PHONE)
         self.assertEqual(st, 202, body)
         wait_until(lambda: len(self.sms_to(LATER_PHONE)) > before, what="the later SMS")
+        wait_until(lambda: not self.otpd.rows("SELECT id FROM messages WHERE state IN ('queued', 'sending')"),
+                   what="every message to end")
 
     def requests_for(self, phone):
         """One entry per request: a 4xx row of one key and second stands for its count."""

@@ -123,7 +123,12 @@ class MoneyTest(OtpdTest):
         return self.otpd.call("GET", "/metrics", auth=None)[2]
 
     def spend(self, outcome):
+        """otpd_spend_minor_total: each attempt counted once, when its request was written."""
         return metric(self.metrics(), "otpd_spend_minor_total", currency="INR", outcome=outcome)
+
+    def settled(self, outcome):
+        """otpd_spend_settled_minor_total: the same attempts once their verdict is in."""
+        return metric(self.metrics(), "otpd_spend_settled_minor_total", currency="INR", outcome=outcome)
 
     def issue_ok(self, phone):
         st, _, body = self.otpd.issue(phone)
@@ -211,22 +216,22 @@ class RefusedConnectionTest(MoneyTest):
         now_ms = int(self.redis.cmd("TIME")[0]) * 1000
         window = 86400000
         idx = now_ms // window
-        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, 3 * PRICE))
-        args = [PRICE, now_ms, 1, "c0", window]
+        self.redis.cmd("HSET", "otp:cost", "c%d" % window, "%d:%d" % (idx, 3 * PRICE))
+        args = [PRICE, now_ms, str(window)]
         self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m1", *args, 1), [1, 0])
-        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, 2 * PRICE))
+        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c%d" % window), "%d:%d" % (idx, 2 * PRICE))
         self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m1", *args, 1), [0, 0])
-        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, 2 * PRICE))
+        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c%d" % window), "%d:%d" % (idx, 2 * PRICE))
         self.assertGreater(self.redis.cmd("PTTL", "otp:msg:m1"), 86000000)  # the mark lives a day
         # idx 0: the latest reservation, here reserve.lua's second one.
-        self.redis.cmd("HSET", "otp:msg:m3", "r", 2, "p", PRICE, "t", now_ms)
+        self.redis.cmd("HSET", "otp:msg:m3", "r", 2, "p", PRICE, "t", now_ms, "k", str(window))
         self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m3", *args, 0), [1, 0])
         self.assertEqual(self.redis.cmd("HGET", "otp:msg:m3", "f"), "2")
-        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, PRICE))
+        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c%d" % window), "%d:%d" % (idx, PRICE))
         # Less in the window than the price: reported, and the window kept.
-        self.redis.cmd("HSET", "otp:cost", "c0", "%d:%d" % (idx, PRICE // 2))
+        self.redis.cmd("HSET", "otp:cost", "c%d" % window, "%d:%d" % (idx, PRICE // 2))
         self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m2", *args, 1), [1, 1])
-        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c0"), "%d:%d" % (idx, PRICE // 2))
+        self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c%d" % window), "%d:%d" % (idx, PRICE // 2))
 
 
     def test_reserve_script_takes_again_after_a_refund(self):
@@ -238,8 +243,8 @@ class RefusedConnectionTest(MoneyTest):
         idx = int(self.redis.cmd("TIME")[0]) * 1000 // window
 
         def reserve(mid, need):
-            return self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:" + mid, need, PRICE, 5, 1, "c%d" % window, window,
-                                  cap)
+            return self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:" + mid, need, PRICE, 5, 0, 1, "c%d" % window,
+                                  window, cap)
 
         self.redis.cmd("HSET", "otp:cost", "c%d" % window, "%d:%d" % (idx, PRICE))  # m1's issue reservation
         self.assertEqual(reserve("m1", 1)[:2], [1, 1])  # held: nothing taken
@@ -402,14 +407,17 @@ class AttemptClassTest(MoneyTest):
             wait_until(lambda: metric(self.metrics(), "otpd_cost_refunds_total", result="refunded") is not None,
                        2, what="metrics")
 
-    def check(self, statuses, state, sends, reserved, unknown, accepted):
+    def check(self, statuses, state, sends, reserved, unknown, accepted, unbilled=0):
         self.fake.control(statuses=statuses)
         mid = self.issue_ok("+919800000001")
         self.settle(mid, state)
         got = [(s["outcome"], s["http_status"], s["cost_minor"]) for s in self.sends(mid)]
         self.assertEqual(got, sends)
         wait_until(lambda: self.reserved() == reserved, 5, what="reserved %d (is %d)" % (reserved, self.reserved()))
-        self.assertEqual((self.spend("unknown"), self.spend("accepted")), (unknown, accepted))
+        # Every written request was counted when it left; the verdicts split them.
+        self.assertEqual((self.settled("unknown"), self.settled("accepted"), self.settled("unbilled")),
+                         (unknown, accepted, unbilled))
+        self.assertEqual((self.spend("unknown"), self.spend("accepted")), (len(sends) * PRICE, 0))
         return mid
 
     def test_500_is_billed_and_the_retry_reserves_again(self):
@@ -419,14 +427,14 @@ class AttemptClassTest(MoneyTest):
         self.check([408], "sent", [("transient", 408, PRICE), ("sent", 200, PRICE)], 2 * PRICE, PRICE, PRICE)
 
     def test_400_is_not_billed_and_refunded(self):
-        self.check([400], "failed", [("permanent", 400, 0)], 0, 0, 0)
+        self.check([400], "failed", [("permanent", 400, 0)], 0, 0, 0, PRICE)
 
     def test_401_is_not_billed_refunded_and_alerts(self):
-        self.check([401], "failed", [("permanent", 401, 0)], 0, 0, 0)
+        self.check([401], "failed", [("permanent", 401, 0)], 0, 0, 0, PRICE)
         self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="http_4xx"), 1)
 
     def test_429_is_not_billed_and_keeps_its_reservation(self):
-        self.check([429], "sent", [("transient", 429, 0), ("sent", 200, PRICE)], PRICE, 0, PRICE)
+        self.check([429], "sent", [("transient", 429, 0), ("sent", 200, PRICE)], PRICE, 0, PRICE, PRICE)
 
     def test_hang_past_the_timeout_is_billed(self):
         self.fake.control(hang=True)
@@ -437,7 +445,8 @@ class AttemptClassTest(MoneyTest):
         self.assertEqual([(s["outcome"], s["http_status"], s["cost_minor"]) for s in self.sends(mid)],
                          [("transient", None, PRICE), ("sent", 200, PRICE)])
         self.assertEqual(self.reserved(), 2 * PRICE)
-        self.assertEqual((self.spend("unknown"), self.spend("accepted")), (PRICE, PRICE))
+        self.assertEqual((self.settled("unknown"), self.settled("accepted")), (PRICE, PRICE))
+        self.assertEqual(self.spend("unknown"), 2 * PRICE)
         self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="timeout"), 1)
 
 
@@ -482,3 +491,155 @@ class UnsentTest(MoneyTest):
         self.assertEqual(self.money(mid).get("f"), "1")
         self.assertEqual(self.spend("unknown"), 0)
         self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="unsent"), 3)
+
+
+class CapReloadBase(MoneyTest):
+    """A refund gives back to the cap windows its reservation was counted in,
+    not to the caps in force when it is refunded: a SIGHUP between an issue
+    and its refund neither feeds a new cap money it never counted nor keeps
+    money in a removed cap's window."""
+    caps = [{"window": "1h", "max": 100000}]
+
+    def field(self, window_ms):
+        v = self.redis.cmd("HGET", "otp:cost", "c%d" % window_ms)
+        return int(v.split(":")[1]) if v else None
+
+    def reload(self, caps):
+        cfg = self.otpd.config
+        cfg["cost"]["caps"] = caps
+        self.otpd.write_config(cfg)
+        n = self.otpd.log().count("reloaded")
+        self.otpd.kill(signal.SIGHUP)
+        wait_until(lambda: self.otpd.log().count("reloaded") > n, 5, what="the reload")
+
+    def first_call_refused_slowly(self):
+        # The first call answers 400 (never billed: refunded) after 1.5 s.
+        self.fake.control(latency_ms=1500, statuses=[400])
+        m1 = self.issue_ok("+919800000001")
+        wait_until(lambda: self.fake.requests(), 5, what="m1's call on the wire")
+        return m1
+
+    def refunds(self, result):
+        return metric(self.metrics(), "otpd_cost_refunds_total", result=result)
+
+
+
+class CapAddedTest(CapReloadBase):
+    def test_a_cap_added_while_in_flight_is_not_refunded(self):
+        m1 = self.first_call_refused_slowly()
+        self.reload([{"window": "1h", "max": 100000}, {"window": "2h", "max": PRICE}])
+        self.issue_ok("+919800000002")  # the new cap counts m2 and is full
+        self.assertEqual((self.field(3600000), self.field(7200000)), (2 * PRICE, PRICE))
+        self.assertEqual(self.wait_state(m1, "failed"), "failed")
+        wait_until(lambda: self.refunds("refunded") == 1, 5, what="m1's refund")
+        # m1 was counted in the 1h cap only: the 2h cap keeps m2's money.
+        self.assertEqual((self.field(3600000), self.field(7200000)), (PRICE, PRICE))
+        self.assertEqual(self.refunds("anomaly"), 0)
+        st, _, body = self.otpd.issue("+919800000003")
+        self.assertEqual((st, body["error"]), (503, "cost_cap"))
+
+
+
+class CapRemovedTest(CapReloadBase):
+    caps = [{"window": "1h", "max": 100000}, {"window": "2h", "max": 100000}]
+
+    def test_a_cap_removed_while_in_flight_is_still_refunded(self):
+        m1 = self.first_call_refused_slowly()
+        self.assertEqual((self.field(3600000), self.field(7200000)), (PRICE, PRICE))
+        self.reload([{"window": "1h", "max": 100000}])
+        self.assertEqual(self.wait_state(m1, "failed"), "failed")
+        wait_until(lambda: self.refunds("refunded") == 1, 5, what="m1's refund")
+        # Both windows counted it, so both give it back.
+        self.assertEqual((self.field(3600000), self.field(7200000)), (0, 0))
+
+
+class SpendInFlightTest(MoneyTest):
+    """otpd_spend_minor_total counts an attempt when its request is written,
+    so it never reads less than what the provider could bill, even while the
+    call is on the wire; the settled metric splits it once the verdict is in."""
+
+    def test_spend_counts_the_call_on_the_wire(self):
+        self.fake.control(latency_ms=1500)
+        mid = self.issue_ok("+919800000001")
+        wait_until(lambda: self.fake.requests(), 5, what="the call at the provider")
+        self.assertEqual(self.spend("unknown"), PRICE)
+        self.assertEqual(self.settled("accepted"), 0)
+        self.assertEqual(self.sends(mid), [], "the call ended too early to be in flight")
+        self.wait_state(mid, "sent")
+        wait_until(lambda: self.settled("accepted") == PRICE, 5, what="the verdict")
+        self.assertEqual((self.spend("unknown"), self.spend("accepted")), (PRICE, 0))  # never twice
+        self.assertEqual((self.settled("unknown"), self.settled("unbilled")), (0, 0))
+
+
+class WireKillTest(MoneyTest):
+    """SIGKILL while a call is on the wire and its 'sending' row has not
+    committed: the ledger says the message was never tried, but Redis's use
+    mark says reservation 1 went out, so the resend after the restart holds
+    a reservation of its own."""
+    pacer = dict(MoneyTest.pacer, rate=1)
+    caps = [{"window": "1h", "max": 3 * PRICE}]
+
+    def test_resend_after_a_kill_on_the_wire_reserves_again(self):
+        w = self.issue_ok("+919800000001")
+        self.wait_state(w, "sent")
+        # At 1/s the next call waits about a second for its slot: time to
+        # hold the ledger before its 'sending' row is written.
+        self.fake.control(latency_ms=5000)
+        a = self.issue_ok("+919800000002")
+        lock = sqlite3.connect(self.otpd.config["ledger"]["path"], timeout=5, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        try:
+            self.assertEqual((self.msg(a)["state"], self.msg(a)["attempts"]), ("queued", 0))
+            wait_until(lambda: len(self.fake.requests()) == 2, 5, what="a's call on the wire")
+            self.otpd.kill(signal.SIGKILL)
+            self.otpd.proc.wait()
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        self.assertEqual((self.msg(a)["state"], self.msg(a)["attempts"]), ("queued", 0), "the ledger caught up")
+        self.assertEqual(self.money(a).get("u"), "1")  # marked used before it went out
+        self.assertEqual(self.reserved(), 2 * PRICE)
+        self.fake.control(latency_ms=0)
+        self.restart()
+        self.assertEqual(self.wait_state(a, "sent"), "sent")
+        self.assertEqual(len(self.fake.requests()), 3)
+        # The resend took reservation 2: w's, a's first and a's second fill the cap.
+        self.assertEqual((self.money(a)["r"], self.money(a)["u"]), ("2", "2"))
+        self.assertEqual(self.reserved(), 3 * PRICE)
+        st, _, body = self.otpd.issue("+919800000003")
+        self.assertEqual((st, body["error"]), (503, "cost_cap"))
+
+
+class WireKillDeadTest(MoneyTest):
+    """The same kill, but the code dies while otpd is down: the ledger says
+    never tried, Redis says its reservation went out, so nothing is given
+    back (the provider may bill that call)."""
+    pacer = dict(MoneyTest.pacer, rate=1)
+    ttl = "10s"
+
+    def test_a_dead_code_used_on_the_wire_keeps_its_cost(self):
+        w = self.issue_ok("+919800000001")
+        self.wait_state(w, "sent")
+        self.fake.control(latency_ms=5000)
+        a = self.issue_ok("+919800000002")
+        lock = sqlite3.connect(self.otpd.config["ledger"]["path"], timeout=5, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        try:
+            wait_until(lambda: len(self.fake.requests()) == 2, 5, what="a's call on the wire")
+            self.otpd.kill(signal.SIGKILL)
+            self.otpd.proc.wait()
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        self.assertEqual((self.msg(a)["state"], self.msg(a)["attempts"]), ("queued", 0), "the ledger caught up")
+        last_ms = self.msg(a)["expires_ms"]
+        wait_until(lambda: int(self.redis.cmd("TIME")[0]) * 1000 > last_ms - 2000, 15, step=0.2,
+                   what="a's code to (nearly) die while otpd is down")
+        self.restart()
+        self.assertEqual(self.wait_state(a, "expired"), "expired")
+        wait_until(lambda: metric(self.metrics(), "otpd_cost_refunds_total", result="kept") == 1, 5,
+                   what="the refund kept")
+        self.assertEqual(metric(self.metrics(), "otpd_cost_refunds_total", result="refunded"), 0)
+        self.assertNotIn("f", self.money(a))
+        self.assertEqual(self.reserved(), 2 * PRICE)
+        self.assertEqual(len(self.fake.requests()), 2)

@@ -141,13 +141,16 @@ class QueueTest(PacerTest):
         self.assertEqual((st, p["detail"]), (503, "the send queue is full"))
         # The refused request took no quota: two issues still pass once there is room.
         self.fake.control(hang=False)
+        # Refusals are recorded without waiting for the commit: let it land
+        # before the SIGKILL, or the kill may take it along.
+        q = "SELECT decision FROM requests WHERE phone = '+14155550100' ORDER BY id"
+        wait_until(lambda: self.otpd.rows(q), 5, what="the queue_full row")
         self.otpd.stop(signal.SIGKILL)
         self.restart()
         wait_until(lambda: len(self.fake.messages()) >= 5, 20, what="the queue to drain")
         self.assertEqual(self.otpd.issue("+14155550100")[0], 202)
         self.assertEqual(self.otpd.issue("+14155550100")[0], 202)
         self.assertEqual(self.otpd.issue("+14155550100")[0], 429)
-        q = "SELECT decision FROM requests WHERE phone = '+14155550100' ORDER BY id"
         rows = wait_until(lambda: (lambda r: r if len(r) == 4 else None)(self.otpd.rows(q)), 5, what="4 rows")
         self.assertEqual([r["decision"] for r in rows], ["queue_full", "accepted", "accepted", "rate_limited"])
 
