@@ -273,7 +273,8 @@ static int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const ch
     return 0;
 }
 
-static const char *const key_names[] = {"phone", "device", "client_ip", "api_key", "global", NULL};
+static const char *const key_names[] = {"phone",   "device",       "client_ip", "api_key",
+                                        "global",  "purpose",      "phone_prefix", "region", NULL};
 static const char *const algo_names[] = {"sliding_log",  "fixed_window",    "token_bucket",
                                          "resend_delay", "wrong_guess_cap", NULL};
 
@@ -559,6 +560,77 @@ static void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *root)
     }
 }
 
+/* Reads one key kind ("phone", "phone_prefix:7", ...) into *kind and, for
+ * phone_prefix, *digits. 0 when s is none of them. */
+static int cfg_key_one(const char *s, int *kind, int *digits)
+{
+    int i;
+    char *end;
+    long n;
+
+    if (strncmp(s, "phone_prefix:", 13) == 0) {
+        n = strtol(s + 13, &end, 10);
+        if (s[13] < '1' || s[13] > '9' || *end != '\0' || n < 1 || n > 15)
+            return 0;
+        *kind = CFG_KEY_PHONE_PREFIX;
+        *digits = (int)n;
+        return 1;
+    }
+    for (i = 0; key_names[i]; i++)
+        if (i != CFG_KEY_PHONE_PREFIX && strcmp(key_names[i], s) == 0) {
+            *kind = i;
+            return 1;
+        }
+    return 0;
+}
+
+/* A rule's "key": one kind, or a list of 1 to 4 distinct kinds (a composite
+ * key such as ["phone", "api_key"]: one counter per combination). *first
+ * is the lowest kind, whose Redis key holds the state; -1 when invalid. */
+static void cfg_rule_key(struct cfg_ctx *x, json_t *r, const char *p, struct cfg_rule *rule, int *first)
+{
+    json_t *v = cfg_member(x, r, p, "key", 1), *e;
+    char q[96];
+    size_t i, n;
+    int kind, digits = 0;
+
+    *first = -1;
+    if (v == NULL)
+        return;
+    cfg_path(q, sizeof(q), p, "key");
+    n = json_is_array(v) ? json_array_size(v) : 1;
+    if ((!json_is_array(v) && !json_is_string(v)) || n < 1 || n > 4) {
+        cfg_error(x, q, "must be a key name or a list of 1 to 4 key names");
+        return;
+    }
+    rule->key_mask = 0;
+    for (i = 0; i < n; i++) {
+        e = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_string(e) || !cfg_key_one(json_string_value(e), &kind, &digits)) {
+            cfg_error(x, q, "\"%s\" is not one of the allowed values",
+                      json_is_string(e) ? json_string_value(e) : "(not a string)");
+            rule->key_mask = 0;
+            return;
+        }
+        if (rule->key_mask & (1u << kind)) {
+            cfg_error(x, q, "names \"%s\" twice", config_key_name((enum cfg_key)kind));
+            rule->key_mask = 0;
+            return;
+        }
+        rule->key_mask |= 1u << kind;
+        if (kind == CFG_KEY_PHONE_PREFIX)
+            rule->prefix_digits = digits;
+    }
+    if (n > 1 && (rule->key_mask & (1u << CFG_KEY_GLOBAL))) {
+        cfg_error(x, q, "global cannot be part of a composite key");
+        rule->key_mask = 0;
+        return;
+    }
+    for (kind = 0; !(rule->key_mask & (1u << kind)); kind++)
+        ;
+    *first = kind;
+}
+
 /* phone.types: a list of libphonenumber's type names; a number of any
  * other type is refused before any rule (403 number_type). */
 static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *root)
@@ -599,12 +671,13 @@ static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *root)
 
 static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)
 {
-    static const char *const keys[] = {"name", "key", "algorithm", "limit", "window", "burst", "delay",
-                                       "mode", "if_store_down", "local_limit", NULL};
+    static const char *const keys[] = {"name", "key",           "algorithm",   "limit", "window", "burst",
+                                       "delay", "mode", "if_store_down", "local_limit", "on",    NULL};
+    static const char *const ons[] = {"issue", "verify", "both", NULL};
     static const char *const modes[] = {"enforce", "shadow", NULL};
     static const char *const down[] = {"fail_closed", "local_fallback", NULL};
     struct cfg_rule *rule = &c->rules[c->n_rules];
-    int key = -1, algo = -1, mode = 0, fb = 0;
+    int key = -1, algo = -1, mode = 0, fb = 0, on = 0;
     size_t i;
     char q[96];
 
@@ -620,9 +693,14 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
             if (strcmp(c->rules[i].name, rule->name) == 0)
                 cfg_error(x, cfg_path(q, sizeof(q), p, "name"), "\"%s\" is used twice", rule->name);
     }
-    cfg_enum(x, r, p, "key", 1, key_names, &key);
+    cfg_rule_key(x, r, p, rule, &key);
     cfg_enum(x, r, p, "algorithm", 1, algo_names, &algo);
     cfg_enum(x, r, p, "mode", 0, modes, &mode);
+    cfg_enum(x, r, p, "on", 0, ons, &on);
+    rule->on = (enum cfg_on)on;
+    /* A verify counts events; a delay or a wrong-guess cap means nothing there. */
+    if (on != CFG_ON_ISSUE && (algo == CFG_ALGO_RESEND_DELAY || algo == CFG_ALGO_WRONG_GUESS_CAP))
+        cfg_error(x, cfg_path(q, sizeof(q), p, "on"), "%s rules apply to issue only", algo_names[algo]);
     cfg_enum(x, r, p, "if_store_down", 0, down, &fb);
     rule->key = (enum cfg_key)(key < 0 ? 0 : key);
     rule->algo = (enum cfg_algo)(algo < 0 ? 0 : algo);
@@ -714,6 +792,20 @@ static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
         cfg_rule(x, c, r, p);
         if (json_is_object(r) && c->rules[c->n_rules - 1].algo == CFG_ALGO_WRONG_GUESS_CAP && ++wrong > 1)
             cfg_error(x, p, "only one wrong_guess_cap rule is allowed");
+    }
+    /* Each phone_prefix length is a Redis key of every issue; the script's
+     * key list has room for the other kinds and four lengths. */
+    {
+        unsigned seen = 0;
+        int n_len = 0;
+        for (i = 0; i < c->n_rules; i++) {
+            int d = c->rules[i].prefix_digits;
+            if (d > 0 && !(seen & (1u << d))) {
+                seen |= 1u << d;
+                if (++n_len > 4)
+                    cfg_error(x, "limits", "phone_prefix keys may use at most 4 different lengths");
+            }
+        }
     }
     cfg_fields(x, c);
 }

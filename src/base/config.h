@@ -14,8 +14,21 @@
 #define CFG_SENTINELS_MAX 8
 #define CFG_TEXT_MAX 479 /* bytes of one rendered message (the pacer holds 480 with the NUL) */
 
-enum cfg_key { CFG_KEY_PHONE, CFG_KEY_DEVICE, CFG_KEY_CLIENT_IP, CFG_KEY_API_KEY, CFG_KEY_GLOBAL };
-#define CFG_KEY_COUNT 5
+/* A rule's key kinds, in the order a composite key joins them. */
+enum cfg_key {
+    CFG_KEY_PHONE,
+    CFG_KEY_DEVICE,
+    CFG_KEY_CLIENT_IP,
+    CFG_KEY_API_KEY,
+    CFG_KEY_GLOBAL,
+    CFG_KEY_PURPOSE,
+    CFG_KEY_PHONE_PREFIX, /* the first prefix_digits digits after the '+' */
+    CFG_KEY_REGION,       /* libphonenumber's region code */
+};
+#define CFG_KEY_COUNT 8
+
+/* When a rule is checked and taken. */
+enum cfg_on { CFG_ON_ISSUE, CFG_ON_VERIFY, CFG_ON_BOTH };
 
 enum cfg_algo {
     CFG_ALGO_SLIDING_LOG,
@@ -39,7 +52,10 @@ struct cfg_rule {
     char name[CFG_NAME_MAX];
     char field[3]; /* the rule's field in its Redis hash: 2 characters from a hash of the name alone,
                     * so every active phone's state stays small and a reload never moves it */
-    enum cfg_key key;
+    enum cfg_key key;       /* the first kind of key_mask: names the Redis key the state lives in */
+    unsigned key_mask;      /* every kind of the (composite) key, bit 1 << kind; the others name the field */
+    int prefix_digits;      /* phone_prefix:N, 1 to 15; 0 when the key has no phone_prefix */
+    enum cfg_on on;
     enum cfg_algo algo;
     int64_t limit;     /* events per window; 1 for resend_delay */
     int64_t window_ms; /* window, or the delay for resend_delay */

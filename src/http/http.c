@@ -27,6 +27,7 @@ enum http_route {
     ROUTE_ISSUE,
     ROUTE_VERIFY,
     ROUTE_STATUS,
+    ROUTE_CANCEL,
     ROUTE_HEALTH,
     ROUTE_READY,
     ROUTE_METRICS,
@@ -340,6 +341,16 @@ UNITTEST int http_printable(const char *s, size_t max)
     return n >= 1 && n <= max;
 }
 
+static const char http_bad_purpose[] = "purpose must be 1 to 32 printable ASCII bytes";
+
+/* 1 when j's purpose is absent or 1 to 32 printable ASCII bytes. */
+static int http_purpose_ok(json_t *j)
+{
+    const char *purpose = http_field(j, "purpose");
+
+    return purpose == NULL || http_printable(purpose, 32);
+}
+
 /* Checks the fields issue and verify share. Returns an error code or NULL.
  * The phone is parsed into *pi and replaced in j by its canonical form, so
  * that everything after this (the decision, the ledger, the provider, the
@@ -577,8 +588,9 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     else
         http_out_set(
             &out, 202, "application/json",
-            http_json_text(json_pack("{s:s, s:I, s:I}", "id", a.id, "expires_in", (json_int_t)a.expires_in_s,
-                                     "resend_after", (json_int_t)a.resend_after_s)),
+            http_json_text(json_pack("{s:s, s:s, s:I, s:I}", "id", a.id, "verification_id", a.verification_id,
+                                     "expires_in", (json_int_t)a.expires_in_s, "resend_after",
+                                     (json_int_t)a.resend_after_s)),
             &a);
     return http_idem_send(h, con, &cl, &out, a.rc);
 }
@@ -586,7 +598,7 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
 static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, struct http_req *rq,
                                    const char *api_key)
 {
-    static const char *const fields[] = {"phone", "code", "device_id", "client_ip", NULL};
+    static const char *const fields[] = {"phone", "code", "device_id", "client_ip", "purpose", NULL};
     struct otp_req vr = {0};
     struct phone_info pi;
     struct otp_answer a;
@@ -609,6 +621,11 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
         json_decref(j);
         return http_problem(con, 400, "invalid_request", "code is required", NULL, NULL);
     }
+    if (!http_purpose_ok(j)) {
+        json_decref(j);
+        return http_problem(con, 400, "invalid_request", http_bad_purpose, NULL, NULL);
+    }
+    vr.purpose = http_field(j, "purpose");
     vr.api_key = api_key;
     vr.phone = http_field(j, "phone");
     memcpy(vr.region, pi.region, sizeof(vr.region));
@@ -624,8 +641,46 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     if (a.rc != OTP_OK)
         http_out_problem(&out, http_status_of(a.rc), a.error, a.detail, &a);
     else
-        http_out_set(&out, 200, "application/json", http_json_text(json_pack("{s:b}", "verified", 1)), &a);
+        http_out_set(&out, 200, "application/json",
+                     http_json_text(json_pack("{s:b, s:s}", "verified", 1, "verification_id", a.verification_id)),
+                     &a);
     return http_idem_send(h, con, &cl, &out, a.rc);
+}
+
+/* POST /v1/otp/cancel {phone, purpose?}: ends the caller's live
+ * verification for that phone and purpose, and its queued messages. */
+static enum MHD_Result http_cancel(struct http *h, struct MHD_Connection *con, struct http_req *rq,
+                                   const char *api_key)
+{
+    static const char *const fields[] = {"phone", "purpose", NULL};
+    struct otp_req cr = {0};
+    struct phone_info pi;
+    struct otp_answer a;
+    const char *error;
+    char detail[160];
+    json_t *j;
+
+    if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
+        return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
+    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
+        json_decref(j);
+        return http_problem(con, 400, error, detail, NULL, NULL);
+    }
+    if (!http_purpose_ok(j)) {
+        json_decref(j);
+        return http_problem(con, 400, "invalid_request", http_bad_purpose, NULL, NULL);
+    }
+    cr.api_key = api_key;
+    cr.phone = http_field(j, "phone");
+    memcpy(cr.region, pi.region, sizeof(cr.region));
+    cr.type = pi.type;
+    cr.purpose = http_field(j, "purpose");
+    otp_cancel(h->otp, &cr, &a);
+    json_decref(j);
+    if (a.rc != OTP_OK)
+        return http_problem(con, http_status_of(a.rc), a.error, a.detail, &a, NULL);
+    return http_json(con, 200, json_pack("{s:b, s:s}", "cancelled", 1, "verification_id", a.verification_id),
+                     NULL);
 }
 
 static enum MHD_Result http_status(struct http *h, struct MHD_Connection *con, const char *url,
@@ -743,7 +798,8 @@ static void http_route(struct http_req *rq, const char *url, const char *method)
         {"/v1/otp", 0, ROUTE_ISSUE, "POST"},          {"/v1/otp/verify", 0, ROUTE_VERIFY, "POST"},
         {"/healthz", 0, ROUTE_HEALTH, "GET, HEAD"},   {"/readyz", 0, ROUTE_READY, "GET, HEAD"},
         {"/metrics", 0, ROUTE_METRICS, "GET, HEAD"},  {"/v1/dlr/kannel", 0, ROUTE_DLR_KANNEL, "GET, HEAD"},
-        {"/v1/dlr/twilio", 0, ROUTE_DLR_TWILIO, "POST"}, {"/v1/otp/", 1, ROUTE_STATUS, "GET, HEAD"},
+        {"/v1/dlr/twilio", 0, ROUTE_DLR_TWILIO, "POST"}, {"/v1/otp/cancel", 0, ROUTE_CANCEL, "POST"},
+        {"/v1/otp/", 1, ROUTE_STATUS, "GET, HEAD"},
     };
     size_t i;
 
@@ -812,7 +868,7 @@ static void http_deadline(struct http *h, struct MHD_Connection *con, int64_t de
 
 static int http_route_posts(enum http_route r)
 {
-    return r == ROUTE_ISSUE || r == ROUTE_VERIFY || r == ROUTE_DLR_TWILIO;
+    return r == ROUTE_ISSUE || r == ROUTE_VERIFY || r == ROUTE_DLR_TWILIO || r == ROUTE_CANCEL;
 }
 
 static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
@@ -876,6 +932,8 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
         return http_problem(con, 401, "unauthorized", "a valid Authorization: Bearer key is required", NULL, NULL);
     if (rq->route == ROUTE_STATUS)
         return http_status(h, con, url, api_key);
+    if (rq->route == ROUTE_CANCEL)
+        return http_cancel(h, con, rq, api_key);
     if (rq->route == ROUTE_ISSUE)
         return http_issue(h, con, rq, api_key);
     return http_verify(h, con, rq, api_key);

@@ -1,7 +1,7 @@
 -- issue.lua: every limit of one issue request, checked and taken in one
 -- atomic step on Redis's clock, plus the cost reservation and the start (or
--- continuation) of the phone's verification. All or nothing: when an
--- enforced rule or a cost cap refuses, nothing is written.
+-- continuation) of the verification of (phone, caller, purpose). All or
+-- nothing: when an enforced rule or a cost cap refuses, nothing is written.
 --
 -- Decisions that are never lost. Every call carries a request id (rid,
 -- random per HTTP request) and its undo key otp:u:<rid> (the last KEYS).
@@ -23,14 +23,15 @@
 --   deletes the record (KEYS is then the undo key alone); a record whose
 --   commit is lost simply expires.
 --
--- KEYS[1]   the phone's hash, otp:{+91...}: verification fields and one
---           field per phone rule
+-- KEYS[1]   the phone's hash, otp:{+91...}: one field per verification
+--           (named by its scope: caller and purpose) and one per phone rule
+--           (a composite key's other values follow the rule's field)
 -- KEYS[2..#KEYS-1] the other keys that rules (and the cost caps) use, each
 --           a hash with one field per rule
 -- KEYS[#KEYS] the undo key otp:u:<rid>
 -- ARGV: op ('i' issue, 'a' abandon, 'c' commit), vid, vhash, ttl_ms, max_attempts,
 --       price (-1: none), nrules, ncaps, cost key index (0: none),
---       undo_ttl_ms, then 7 per rule:
+--       undo_ttl_ms, scope (the verification's field), then 7 per rule:
 --       kind, key index, field, limit, window_ms, burst, shadow
 --       then 3 per cap: field (named by the cap's window), window_ms, max
 --       (abandon reads only op and undo_ttl_ms)
@@ -43,6 +44,13 @@
 --          when refused)}
 -- Abandon returns 1 when it gave takes back, 0 when it left a tombstone
 -- or found one.
+--
+-- A verification is one field: vid (32 hex), the code's keyed hash (16
+-- hex), then "exp_ms:attempts", 63 bytes for fewer than 10 attempts, so
+-- the phone's hash stays within 200 bytes of Redis memory. The separator
+-- is '+' instead of ':' once another issue has continued the verification
+-- (sent its code again): an abandon of the issue that created it then
+-- keeps it, at no byte's cost.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -70,6 +78,17 @@ local function live_log(v, window)
     end
   end
   return log
+end
+
+-- A verification's field: {vid, hash, exp, att, continued}, or nil.
+local function vget(v)
+  if not v then return nil end
+  local e, sep, n = string.match(string.sub(v, 49), '^(%d+)([:+])(%d+)$')
+  return {string.sub(v, 1, 32), string.sub(v, 33, 48), tonumber(e) or 0, tonumber(n) or 0, sep == '+'}
+end
+
+local function vput(vid, hash, exp, att, continued)
+  return vid .. hash .. fmt(exp) .. (continued and '+' or ':') .. att
 end
 
 if ARGV[1] == 'c' then
@@ -118,15 +137,16 @@ if ARGV[1] == 'a' then
                 ', less than its price ' .. c[4] .. '; left as it is')
     end
   end
-  -- The verification this issue started goes (or the one it replaced comes
-  -- back) only while no other issue has continued it: 'n' marks one that
-  -- has, and its message carries the code.
-  local cur = redis.call('HMGET', KEYS[1], 'i', 'n')
-  if rec.v and cur[1] == rec.v[1] and not cur[2] then
-    if rec.v[2] ~= '' then
-      redis.call('HSET', KEYS[1], 'i', rec.v[2], 'h', rec.v[3], 'e', rec.v[4], 'a', rec.v[5])
+  -- rec.v: {scope, the verification this issue set, the field it replaced
+  -- or ''}. It goes (or the one it replaced comes back) only while no other
+  -- issue has continued it: a '+' in its field marks one that has, and that
+  -- issue's message carries its code.
+  local now_v = rec.v and vget(redis.call('HGET', KEYS[1], rec.v[1]))
+  if now_v and now_v[1] == rec.v[2] and not now_v[5] then
+    if rec.v[3] ~= '' then
+      redis.call('HSET', KEYS[1], rec.v[1], rec.v[3])
     else
-      redis.call('HDEL', KEYS[1], 'i', 'h', 'e', 'a')
+      redis.call('HDEL', KEYS[1], rec.v[1])
     end
   end
   return 1
@@ -138,6 +158,7 @@ if rec then return cjson.decode(rec).o end
 
 local ttl, maxatt, price = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local nrules, ncaps, costkey = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local scope = ARGV[11]
 local out = {0, now, '', 0, 0, 0, 0}
 local writes = {}
 local undo = {}
@@ -150,7 +171,7 @@ local function want(k, ms)
 end
 
 for r = 0, nrules - 1 do
-  local a = 11 + r * 7
+  local a = 12 + r * 7
   local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
   local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local shadow = ARGV[a + 6] == '1'
@@ -220,7 +241,7 @@ end
 -- sum (and take the price once).
 local cost_new, cost_undo = {}, {}
 if price >= 0 and costkey > 0 then
-  local a = 11 + nrules * 7
+  local a = 12 + nrules * 7
   for c = 0, ncaps - 1 do
     local field, window, max = ARGV[a + c * 3], tonumber(ARGV[a + c * 3 + 1]), tonumber(ARGV[a + c * 3 + 2])
     local idx = math.floor(now / window)
@@ -245,21 +266,18 @@ for field, v in pairs(cost_new) do redis.call('HSET', KEYS[costkey], field, v) e
 -- A live verification is continued (same code, a new message) while at
 -- least a third of otp.ttl is left; with less, an SMS would arrive nearly
 -- dead, so a new verification (a new code) replaces it.
-local cur = redis.call('HMGET', KEYS[1], 'i', 'h', 'e', 'a')
-local exp = tonumber(cur[3] or 0) or 0
+local raw = redis.call('HGET', KEYS[1], scope)
+local cur = vget(raw)
+local exp = cur and cur[3] or 0
 local vrec = nil
-if cur[1] and (exp - now) * 3 >= ttl and (tonumber(cur[4]) or 0) < maxatt then
+if cur and (exp - now) * 3 >= ttl and cur[4] < maxatt then
   out[3], out[5] = cur[1], 0
-  redis.call('HSET', KEYS[1], 'n', 1) -- continued: an abandon of its creator keeps it
+  -- Continued: an abandon of the issue that created it keeps it.
+  redis.call('HSET', KEYS[1], scope, vput(cur[1], cur[2], exp, cur[4], true))
 else
-  if cur[1] then
-    vrec = {ARGV[2], cur[1], cur[2] or '', cur[3] or '0', cur[4] or '0'}
-  else
-    vrec = {ARGV[2], '', '', '', ''}
-  end
+  vrec = {scope, ARGV[2], raw or ''}
   exp = now + ttl
-  redis.call('HSET', KEYS[1], 'i', ARGV[2], 'h', ARGV[3], 'e', fmt(exp), 'a', 0)
-  redis.call('HDEL', KEYS[1], 'n')
+  redis.call('HSET', KEYS[1], scope, vput(ARGV[2], ARGV[3], exp, 0, false))
   out[3], out[5] = ARGV[2], 1
 end
 out[1], out[4], out[7] = 1, exp - now, next_ms

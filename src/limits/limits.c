@@ -18,7 +18,7 @@
 #include "reserve.lua.h"
 #include "verify.lua.h"
 
-#define LIMITS_ARGS_MAX (10 + 32 * 7 + 8 * 3 + LIMITS_KEYS_MAX + 1)
+#define LIMITS_ARGS_MAX (11 + 32 * 7 + 8 * 3 + LIMITS_KEYS_MAX + 1)
 #define LIMITS_PENDING_MAX 4096 /* abandons waiting for Redis; beyond, dropped and counted */
 
 /* issue.lua's reply (see its header): fixed values, then 3 per rule. */
@@ -238,22 +238,73 @@ void limits_key(enum cfg_key kind, const struct limits_request *rq, char *out, s
     case CFG_KEY_GLOBAL:
         snprintf(out, cap, "otp:g");
         break;
+    case CFG_KEY_PURPOSE:
+        snprintf(out, cap, "otp:pu:{%s}", rq->purpose);
+        break;
+    case CFG_KEY_PHONE_PREFIX:
+        snprintf(out, cap, "otp:pp:{%.3s}", rq->phone + 1);
+        break;
+    case CFG_KEY_REGION:
+        snprintf(out, cap, "otp:r:{%s}", rq->region);
+        break;
     }
 }
 
-/* 1 when rq carries what rule r is keyed on. */
-static int rule_applies(const struct cfg_rule *r, const struct limits_request *rq)
+/* rq's value of one key kind, NULL when the request has none; for
+ * phone_prefix the whole number (the caller cuts it). */
+static const char *key_value(enum cfg_key kind, const struct limits_request *rq)
 {
-    switch (r->key) {
+    switch (kind) {
+    case CFG_KEY_PHONE:
+    case CFG_KEY_PHONE_PREFIX:
+        return rq->phone;
     case CFG_KEY_DEVICE:
-        return rq->device_id != NULL;
+        return rq->device_id;
     case CFG_KEY_CLIENT_IP:
-        return rq->ip_key != NULL;
+        return rq->ip_key;
     case CFG_KEY_API_KEY:
-        return rq->api_key != NULL;
-    default:
-        return 1;
+        return rq->api_key;
+    case CFG_KEY_PURPOSE:
+        return rq->purpose;
+    case CFG_KEY_REGION:
+        return rq->region[0] ? rq->region : NULL;
+    case CFG_KEY_GLOBAL:
+        return "";
     }
+    return NULL;
+}
+
+int limits_rule_key(const struct cfg_rule *r, const struct limits_request *rq, char *key, size_t kcap,
+                    char *field, size_t fcap)
+{
+    unsigned mask = r->key_mask ? r->key_mask : 1u << r->key;
+    size_t n;
+    int kind;
+
+    for (kind = 0; kind < CFG_KEY_COUNT; kind++) {
+        const char *v = key_value((enum cfg_key)kind, rq);
+        if (!(mask & (1u << kind)))
+            continue;
+        /* A number shorter than the prefix has no prefix of that length. */
+        if (v == NULL || (kind == CFG_KEY_PHONE_PREFIX && strlen(v) < (size_t)r->prefix_digits + 1))
+            return 0;
+    }
+    if (r->key == CFG_KEY_PHONE_PREFIX)
+        snprintf(key, kcap, "otp:pp:{%.*s}", r->prefix_digits, rq->phone + 1);
+    else
+        limits_key(r->key, rq, key, kcap);
+    snprintf(field, fcap, "%s", r->field);
+    for (kind = (int)r->key + 1; kind < CFG_KEY_COUNT; kind++) {
+        const char *v = key_value((enum cfg_key)kind, rq);
+        int len = kind == CFG_KEY_PHONE_PREFIX ? r->prefix_digits : (int)strlen(v ? v : "");
+        if (!(mask & (1u << kind)))
+            continue;
+        n = strlen(field);
+        if (kind == CFG_KEY_PHONE_PREFIX)
+            v++; /* the digits after '+' */
+        snprintf(field + n, fcap - n, "\x1f%.*s", len, v);
+    }
+    return 1;
 }
 
 static int64_t price_of(const struct limits_rules *r, const char *phone)
@@ -490,9 +541,11 @@ static void undo_key(const char *rid, char *out, size_t cap)
 enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out, char *err)
 {
     const struct cfg_rule *used[32];
-    int key_of[CFG_KEY_COUNT + 1] = {0}; /* 1-based KEYS index per key kind; last: cost */
+    int key_of[32];  /* 1-based KEYS index of each used rule */
+    int cost_key = 0; /* KEYS index of the cost caps; 0: none */
     struct limits_rules *rs;
     struct limits_args *a = calloc(1, sizeof(*a));
+    char(*fields)[LIMITS_KEY_LEN] = calloc(32, LIMITS_KEY_LEN), key[LIMITS_KEY_LEN];
     struct store_reply *rep = NULL;
     struct limits_undo *u = &out->undo;
     size_t i, n_used = 0;
@@ -502,27 +555,30 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     memset(out, 0, sizeof(*out));
     flush_first(l);
     rs = rules_get(l);
-    if (a == NULL) {
+    if (a == NULL || fields == NULL) {
         snprintf(err, OTP_ERR_LEN, "limits: out of memory");
         goto out;
     }
     limits_key(CFG_KEY_PHONE, rq, u->keys[0], sizeof(u->keys[0]));
-    key_of[CFG_KEY_PHONE] = 1;
     for (i = 0; i < rs->n_rules && n_used < 32; i++) {
         const struct cfg_rule *r = &rs->rules[i];
-        if (!rule_applies(r, rq))
+        if (r->on == CFG_ON_VERIFY || !limits_rule_key(r, rq, key, sizeof(key), fields[n_used], LIMITS_KEY_LEN))
             continue;
-        if (key_of[r->key] == 0) {
-            limits_key(r->key, rq, u->keys[nkeys], sizeof(u->keys[0]));
-            key_of[r->key] = ++nkeys;
+        for (k = 0; k < nkeys && strcmp(u->keys[k], key) != 0; k++)
+            ;
+        if (k == nkeys) {
+            if (nkeys == LIMITS_KEYS_MAX - 1)
+                continue; /* config_load bounds rules' keys; never here */
+            snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", key);
         }
+        key_of[n_used] = k + 1;
         used[n_used++] = r;
     }
     out->price_minor = rs->n_caps > 0 ? price_of(rs, rq->phone) : -1;
     caps_text(rs, out->cost_caps, sizeof(out->cost_caps));
     if (out->price_minor >= 0) {
         snprintf(u->keys[nkeys], sizeof(u->keys[0]), "otp:cost");
-        key_of[CFG_KEY_COUNT] = ++nkeys;
+        cost_key = ++nkeys;
     }
     undo_key(rq->rid, u->keys[nkeys], sizeof(u->keys[0]));
     nkeys++;
@@ -536,13 +592,14 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     args_int(a, out->price_minor);
     args_int(a, (int64_t)n_used);
     args_int(a, (int64_t)rs->n_caps);
-    args_int(a, key_of[CFG_KEY_COUNT]);
+    args_int(a, cost_key);
     args_int(a, LIMITS_UNDO_TTL_MS);
+    args_str(a, rq->scope);
     for (i = 0; i < n_used; i++) {
         const struct cfg_rule *r = used[i];
         args_int(a, (int64_t)r->algo + 1);
-        args_int(a, key_of[r->key]);
-        args_str(a, r->field);
+        args_int(a, key_of[i]);
+        args_str(a, fields[i]);
         args_int(a, r->limit);
         args_int(a, r->window_ms);
         args_int(a, r->burst);
@@ -575,6 +632,7 @@ out:
         u->nkeys = 0; /* nothing taken that the caller could abandon */
     store_reply_free(rep);
     free(a);
+    free(fields);
     rules_put(l, rs);
     return rc;
 }
@@ -587,7 +645,7 @@ UNITTEST enum otp_rc verify_read(const struct cfg_rule *wrong, const struct stor
 {
     const char *status;
 
-    if (rep->n != VR_COUNT || (status = rep->strs[VR_STATUS]) == NULL || strcmp(status, "abandoned") == 0) {
+    if (rep->n < VR_COUNT || (status = rep->strs[VR_STATUS]) == NULL || strcmp(status, "abandoned") == 0) {
         snprintf(err, OTP_ERR_LEN, "limits: verify script gave a bad reply");
         return OTP_ESTORE;
     }
@@ -601,6 +659,8 @@ UNITTEST enum otp_rc verify_read(const struct cfg_rule *wrong, const struct stor
         out->rc = OTP_EBADCODE;
     else if (strcmp(status, "locked") == 0)
         out->rc = OTP_ELOCKED;
+    else if (strcmp(status, "limited") == 0)
+        out->rc = OTP_ELIMITED;
     else
         out->rc = OTP_ENOTFOUND;
     if (wrong != NULL && !wrong->shadow) {
@@ -613,18 +673,52 @@ UNITTEST enum otp_rc verify_read(const struct cfg_rule *wrong, const struct stor
     return OTP_OK;
 }
 
-enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, const char *guess_hash,
+/* Reads the verdicts of the verify rules (used, in the script's order)
+ * after verify.lua's fixed values. A refusal names the enforced rule that
+ * refuses longest, and its Retry-After is the longest wait; without a
+ * wrong-guess rule, an answer's RateLimit fields are the tightest rule's. */
+static void verify_rules_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
+                              struct limits_verify *out)
+{
+    const struct cfg_rule *why = NULL;
+    int64_t why_reset = -1, best_remaining = INT64_MAX;
+    size_t i;
+
+    for (i = 0; i < n_used; i++) {
+        const struct cfg_rule *r = used[i];
+        const long long *v = rep->ints + VR_COUNT + i * IR_PER_RULE;
+        if (v[IR_RULE_OK] != 1 && r->shadow) {
+            append_name(out->shadow, sizeof(out->shadow), r->name);
+        } else if (v[IR_RULE_OK] != 1) {
+            if (v[IR_RULE_RESET] > why_reset)
+                why = r, why_reset = v[IR_RULE_RESET];
+        } else if (!r->shadow && out->rc != OTP_ELIMITED && v[IR_RULE_REMAINING] < best_remaining &&
+                   (best_remaining != INT64_MAX || out->header.name[0] == '\0')) {
+            best_remaining = v[IR_RULE_REMAINING];
+            header_set(&out->header, r, v[IR_RULE_REMAINING], v[IR_RULE_RESET]);
+        }
+    }
+    if (out->rc == OTP_ELIMITED && why != NULL) {
+        snprintf(out->reason, sizeof(out->reason), "%s", why->name);
+        out->retry_ms = why_reset;
+        header_set(&out->header, why, 0, why_reset);
+    }
+}
+
+enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, const char *guess_hash,
                           int max_attempts, struct limits_verify *out, char *err)
 {
     struct limits_rules *rs;
-    struct limits_request rq = {0};
-    const struct cfg_rule *wrong = NULL;
+    const struct cfg_rule *wrong = NULL, *used[32];
+    int key_of[32];
     struct limits_args a = {0};
-    struct limits_undo u = {0};
+    struct limits_undo *u = calloc(1, sizeof(*u));
     struct store_reply *rep = NULL;
-    size_t i;
-    int maybe_ran = 0;
-    enum otp_rc rc;
+    char wkey[LIMITS_KEY_LEN], wfield[LIMITS_KEY_LEN] = "", key[LIMITS_KEY_LEN];
+    char(*fields)[LIMITS_KEY_LEN] = calloc(32, LIMITS_KEY_LEN);
+    size_t i, n_used = 0;
+    int maybe_ran = 0, k;
+    enum otp_rc rc = OTP_ENOMEM;
 
     memset(out, 0, sizeof(*out));
     flush_first(l);
@@ -632,35 +726,111 @@ enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, 
     for (i = 0; i < rs->n_rules; i++)
         if (rs->rules[i].algo == CFG_ALGO_WRONG_GUESS_CAP)
             wrong = &rs->rules[i];
-    rq.phone = phone;
-    u.verify = 1;
-    u.nkeys = 2;
-    limits_key(CFG_KEY_PHONE, &rq, u.keys[0], sizeof(u.keys[0]));
-    undo_key(rid, u.keys[1], sizeof(u.keys[1]));
-    args_str(&a, u.keys[0]);
-    args_str(&a, u.keys[1]);
+    /* Its key holds phone (config_load), so its state is in the phone's
+     * hash; a composite key (["phone", "api_key"]) gives each caller its
+     * own count and lock. */
+    if (wrong != NULL && !limits_rule_key(wrong, rq, wkey, sizeof(wkey), wfield, sizeof(wfield)))
+        wrong = NULL;
+    if (u == NULL || fields == NULL) {
+        snprintf(err, OTP_ERR_LEN, "limits: out of memory");
+        goto out;
+    }
+    u->verify = 1;
+    u->nkeys = 1;
+    limits_key(CFG_KEY_PHONE, rq, u->keys[0], sizeof(u->keys[0]));
+    for (i = 0; i < rs->n_rules && n_used < 32; i++) {
+        const struct cfg_rule *r = &rs->rules[i];
+        if (r->on == CFG_ON_ISSUE || !limits_rule_key(r, rq, key, sizeof(key), fields[n_used], LIMITS_KEY_LEN))
+            continue;
+        for (k = 0; k < u->nkeys && strcmp(u->keys[k], key) != 0; k++)
+            ;
+        if (k == u->nkeys) {
+            if (u->nkeys == LIMITS_KEYS_MAX)
+                continue; /* config_load bounds rules' keys; never here */
+            snprintf(u->keys[u->nkeys++], sizeof(u->keys[0]), "%s", key);
+        }
+        key_of[n_used] = k + 1;
+        used[n_used++] = r;
+    }
+    undo_key(rq->rid, u->keys[u->nkeys], sizeof(u->keys[0]));
+    u->nkeys++;
+    for (k = 0; k < u->nkeys; k++)
+        args_str(&a, u->keys[k]);
     args_str(&a, "v");
     args_str(&a, guess_hash);
     args_int(&a, max_attempts);
-    args_str(&a, wrong ? wrong->field : "");
+    args_str(&a, wrong ? wfield : "");
     args_int(&a, wrong ? wrong->limit : 0);
     args_int(&a, wrong ? wrong->window_ms : 1);
     args_str(&a, wrong && wrong->shadow ? "1" : "0");
     args_int(&a, LIMITS_UNDO_TTL_MS);
-    rc = store_eval_idem(l->store, l->h_verify, 2, a.n, a.v, &rep, &maybe_ran, err);
+    args_str(&a, rq->scope);
+    args_int(&a, (int64_t)n_used);
+    for (i = 0; i < n_used; i++) {
+        const struct cfg_rule *r = used[i];
+        args_int(&a, (int64_t)r->algo + 1);
+        args_int(&a, key_of[i]);
+        args_str(&a, fields[i]);
+        args_int(&a, r->limit);
+        args_int(&a, r->window_ms);
+        args_int(&a, r->burst);
+        args_str(&a, r->shadow ? "1" : "0");
+    }
+    rc = store_eval_idem(l->store, l->h_verify, u->nkeys, a.n, a.v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {
         if (maybe_ran)
-            undo_queue(l, &u);
+            undo_queue(l, u);
         goto out;
     }
-    if ((rc = verify_read(wrong, rep, out, err)) != OTP_OK) {
-        undo_queue(l, &u);
+    if ((rc = verify_read(wrong, rep, out, err)) != OTP_OK || rep->n != VR_COUNT + n_used * IR_PER_RULE) {
+        if (rc == OTP_OK)
+            snprintf(err, OTP_ERR_LEN, "limits: verify script gave %zu values (want %zu)", rep->n,
+                     VR_COUNT + n_used * IR_PER_RULE);
+        rc = OTP_ESTORE;
+        undo_queue(l, u);
         goto out;
     }
-    limits_commit(l, &u); /* answered: nobody will abandon it */
+    verify_rules_read(used, n_used, rep, out);
+    limits_commit(l, u); /* answered: nobody will abandon it */
 out:
     store_reply_free(rep);
+    free(u);
+    free(fields);
     rules_put(l, rs);
+    return rc;
+}
+
+enum otp_rc limits_cancel(struct limits *l, const struct limits_request *rq, char *vid, char *err)
+{
+    struct store_reply *rep = NULL;
+    char key[LIMITS_KEY_LEN], undo[LIMITS_KEY_LEN];
+    const char *args[11];
+    enum otp_rc rc;
+    int k;
+
+    vid[0] = '\0';
+    flush_first(l);
+    limits_key(CFG_KEY_PHONE, rq, key, sizeof(key));
+    undo_key(rq->rid, undo, sizeof(undo));
+    /* verify.lua's op 'k' reads ARGV[1] and the scope field (ARGV[9]) only. */
+    args[0] = key;
+    args[1] = undo;
+    args[2] = "k";
+    for (k = 3; k < 10; k++)
+        args[k] = "";
+    args[10] = rq->scope;
+    rc = store_eval(l->store, l->h_verify, 2, 11, args, &rep, err);
+    if (rc != OTP_OK)
+        goto out;
+    if (rep->n != 1 || rep->strs[0] == NULL || strlen(rep->strs[0]) >= LIMITS_ID_MAX) {
+        snprintf(err, OTP_ERR_LEN, "limits: cancel gave a bad reply");
+        rc = OTP_ESTORE;
+        goto out;
+    }
+    snprintf(vid, LIMITS_ID_MAX, "%s", rep->strs[0]);
+    rc = vid[0] ? OTP_OK : OTP_ENOTFOUND;
+out:
+    store_reply_free(rep);
     return rc;
 }
 

@@ -16,7 +16,8 @@
 
 #define LIMITS_IP_KEY_MAX 64
 #define LIMITS_ID_MAX 33
-#define LIMITS_KEYS_MAX 6   /* Redis keys of one issue, the undo key aside */
+#define LIMITS_KEYS_MAX 12  /* Redis keys of one issue, the undo key aside */
+#define LIMITS_SCOPE_LEN 12 /* characters of a verification's field in the phone's hash */
 #define LIMITS_KEY_LEN 300
 /* How long a script's undo record (and a tombstone) lives in Redis: long
  * enough for the instance that answered 503 to abandon the request once
@@ -34,10 +35,14 @@ struct limits_request {
     const char *device_id; /* NULL when absent */
     const char *ip_key;    /* from limits_ip_key, NULL when absent */
     const char *api_key;   /* the caller's configured name */
+    const char *purpose;   /* never NULL: "default" when the request named none */
     /* From phone_parse, for rules keyed on them (DESIGN.md, "Phone
-     * numbers"): the phone's region ("IN", "001") and its number type. */
+     * numbers"): the phone's region ("IN", "001") and its number type.
+     * region is "" when the number has none (rules keyed on it skipped). */
     char region[PHONE_REGION_MAX];
     enum phone_type type;
+    const char *scope;     /* the verification's field (LIMITS_SCOPE_LEN characters): names
+                            * (caller, purpose) within the phone's hash */
     const char *rid;       /* this request's id (random, LIMITS_ID_MAX - 1 hex) */
     const char *vid;       /* a fresh verification id, used if none is live */
     const char *vhash;     /* the keyed hash of vid's code */
@@ -78,13 +83,14 @@ struct limits_issue {
 };
 
 struct limits_verify {
-    enum otp_rc rc;            /* OK, EBADCODE, ELOCKED or ENOTFOUND */
+    enum otp_rc rc;            /* OK, EBADCODE, ELOCKED, ELIMITED (a verify rule) or ENOTFOUND */
     char vid[LIMITS_ID_MAX];   /* the verification guessed at, "" when none */
     int attempts_left;
     int64_t retry_ms;          /* until the wrong-guess window ends; the lock for ELOCKED */
     char reason[CFG_NAME_MAX]; /* the wrong-guess rule, for ELOCKED or shadow_lock */
     struct limits_header header;
     int shadow_lock;           /* 1: a shadow wrong-guess rule would lock now */
+    char shadow[256];          /* shadow verify rules that would refuse, comma-separated */
 };
 
 /* Registers the scripts with s and copies c's rules, prices and caps.
@@ -104,10 +110,18 @@ enum otp_rc limits_reload(struct limits *l, const struct config *c);
  * so a retry after a 503 is decided as if that attempt had not happened. */
 enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out, char *err);
 
-/* Runs the verify script for guess_hash under request id rid. Same return
- * contract, retry and abandon as limits_issue. */
-enum otp_rc limits_verify(struct limits *l, const char *phone, const char *rid, const char *guess_hash,
+/* Runs the verify script for guess_hash against rq's verification (phone,
+ * caller, purpose: rq->scope) under request id rq->rid; rq->vid and
+ * rq->vhash are unused. Same return contract, retry and abandon as
+ * limits_issue. */
+enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, const char *guess_hash,
                           int max_attempts, struct limits_verify *out, char *err);
+
+/* Ends rq's live verification (rq->scope of rq->phone): OTP_OK with its id
+ * in vid (LIMITS_ID_MAX bytes), OTP_ENOTFOUND when none is live, or
+ * OTP_ESTORE with detail in err. Nothing to undo: a cancel that ran but
+ * whose answer was lost is a 404 when retried. */
+enum otp_rc limits_cancel(struct limits *l, const struct limits_request *rq, char *vid, char *err);
 
 /* Gives back everything an accepted issue took (its rows could not be
  * committed): now if Redis answers, else queued for the next flush. */
@@ -139,8 +153,17 @@ void limits_cap_field(int64_t window_ms, char *out, size_t cap);
  * as its /64 ("2001:db8:1:2::/64"). OTP_EINVAL when ip is malformed. */
 enum otp_rc limits_ip_key(const char *ip, char *out, size_t cap);
 
-/* Builds the Redis key of a rule's key kind into out; pure, for tests. */
+/* Builds the Redis key of a rule's key kind into out; pure, for tests.
+ * phone_prefix keys take the first 3 digits here; see limits_rule_key. */
 void limits_key(enum cfg_key kind, const struct limits_request *rq, char *out, size_t cap);
+
+/* Where rule r keeps its state for rq: the Redis key of its first key kind
+ * (the phone's hash whenever the key holds phone) and the field, which is
+ * the rule's field followed, for a composite key, by each other kind's
+ * value after a 0x1f byte (no value of a request holds one). Returns 0
+ * when rq lacks one of the values (the rule is skipped), else 1. Pure. */
+int limits_rule_key(const struct cfg_rule *r, const struct limits_request *rq, char *key, size_t kcap,
+                    char *field, size_t fcap);
 
 /*
  * The pacer's side of the cost caps (DESIGN.md, "Pacer": what a failure

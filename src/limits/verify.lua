@@ -1,4 +1,5 @@
--- verify.lua: one guess against the phone's live verification, in one
+-- verify.lua: one guess against the live verification of (phone, caller,
+-- purpose), in one
 -- atomic step on Redis's clock: the lock check, the comparison of keyed
 -- hashes, the attempt count on the code and on the phone's wrong-guess
 -- log, and the end of the verification on success.
@@ -23,37 +24,103 @@
 -- time is removed. Or it leaves a tombstone when the guess has not run yet.
 -- Once otpd has read the reply it deletes the record (issue.lua's op 'c').
 --
--- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2] the undo key
+-- Rules with "on": "verify" or "both" (counter kinds only: sliding_log,
+-- fixed_window, token_bucket) are checked first, all or nothing: an
+-- enforced refusal is 'limited' and changes nothing, else every one of
+-- them is taken (and recorded for an abandon), whatever the guess.
+--
+-- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2..#KEYS-1] the keys of the
+-- verify rules; KEYS[#KEYS] the undo key
 -- ARGV: op ('v' verify, 'a' abandon), guess hash, max_attempts,
 --       wrong-guess field ('' when no rule), its limit, its window_ms, its
---       shadow flag ('1' or '0'), undo_ttl_ms
+--       shadow flag ('1' or '0'), undo_ttl_ms, scope (the verification's
+--       field in the phone's hash; see issue.lua for its value), nrules,
+--       then 7 per rule as in issue.lua: kind, key index, field, limit,
+--       window_ms, burst, shadow
+-- op 'k' (cancel) ends the scope's live verification and returns {vid},
+-- {''} when none is live.
 -- Returns {status, id, attempts_left, window_left_ms, shadow_lock,
--- wrong_count}; status is 'ok', 'wrong', 'locked', 'none' or 'abandoned'.
+-- wrong_count, then 3 per rule: verdict, remaining, reset_ms}; status is
+-- 'ok', 'wrong', 'locked', 'none', 'limited' or 'abandoned'.
 -- window_left_ms is when the oldest counted wrong guess leaves the window
 -- (the lock's end for 'locked'). Abandon returns 1 when it gave back, else 0.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local key, undo_key = KEYS[1], KEYS[2]
+local key, undo_key = KEYS[1], KEYS[#KEYS]
 local undo_ttl = tonumber(ARGV[8])
 local TOMB = 'x'
+
+local scope = ARGV[9]
+
+local function fmt(n) return string.format('%.0f', n) end
+
+-- "idx:count" fixed-window state; returns the count for window idx.
+local function window_count(v, idx)
+  if v then
+    local i, c = string.match(v, '^(%d+):(%d+)$')
+    if tonumber(i) == idx then return tonumber(c) end
+  end
+  return 0
+end
+
+-- A verification's field: {vid, hash, exp, att, continued}, or nil (see
+-- issue.lua: the separator is '+' once another issue continued it).
+local function vget(v)
+  if not v then return nil end
+  local e, sep, n = string.match(string.sub(v, 49), '^(%d+)([:+])(%d+)$')
+  return {string.sub(v, 1, 32), string.sub(v, 33, 48), tonumber(e) or 0, tonumber(n) or 0, sep == '+'}
+end
+
+local function vput(vid, hash, exp, att, continued)
+  return vid .. hash .. fmt(exp) .. (continued and '+' or ':') .. att
+end
+
+if ARGV[1] == 'k' then
+  local cur = vget(redis.call('HGET', key, scope))
+  if not cur then return {''} end
+  redis.call('HDEL', key, scope)
+  if cur[3] <= now then return {''} end
+  return {cur[1]}
+end
 
 if ARGV[1] == 'a' then
   local rec = redis.call('GET', undo_key)
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
   if not rec or rec == TOMB then return 0 end
   rec = cjson.decode(rec)
-  local cur = redis.call('HMGET', key, 'i', 'a')
+  -- rec.v: the verification's field before the guess ('' when none).
+  local cur = vget(redis.call('HGET', key, rec.s))
   if rec.k == 'count' then
-    if cur[1] == rec.v[1] then
-      redis.call('HSET', key, 'a', math.max(0, (tonumber(cur[2]) or 0) - 1))
+    if cur and cur[1] == string.sub(rec.v, 1, 32) then
+      redis.call('HSET', key, rec.s, vput(cur[1], cur[2], cur[3], math.max(0, cur[4] - 1), cur[5]))
     end
-  elseif rec.v[1] ~= '' and not cur[1] then
-    local left = (tonumber(rec.v[3]) or 0) - now
+  elseif rec.v ~= '' and not cur then
+    local left = vget(rec.v)[3] - now
     if left > 0 then
-      redis.call('HSET', key, 'i', rec.v[1], 'h', rec.v[2], 'e', rec.v[3], 'a', rec.v[4])
+      redis.call('HSET', key, rec.s, rec.v)
       if redis.call('PTTL', key) < left then redis.call('PEXPIRE', key, left) end
     end
+  end
+  for _, w in ipairs(rec.t or {}) do
+    local k, field, kind = KEYS[w[1]], w[2], w[3]
+    local v = redis.call('HGET', k, field)
+    local new = nil
+    if kind == 1 and v then
+      local rest, gone = {}, false
+      for ts in string.gmatch(v, '%d+') do
+        if not gone and ts == w[4] then gone = true else rest[#rest + 1] = ts end
+      end
+      new = table.concat(rest, ' ')
+    elseif kind == 2 then
+      local c = window_count(v, w[4])
+      if c > 0 then new = fmt(w[4]) .. ':' .. (c - 1) end
+    elseif kind == 3 and v and tonumber(w[5]) > now then
+      -- Only while this take still holds the bucket back (as in issue.lua).
+      new = fmt(math.max(now, tonumber(v) - w[4]))
+    end
+    if new == '' then redis.call('HDEL', k, field)
+    elseif new then redis.call('HSET', k, field, new) end
   end
   if rec.w ~= '' then
     local v, rest, gone = redis.call('HGET', key, rec.f), {}, false
@@ -75,13 +142,82 @@ local wfield, wlimit, wwindow = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local shadow = ARGV[7] == '1'
 local log, retry = {}, 0
 
+local nrules = tonumber(ARGV[10]) or 0
+local rout, takes, refused = {}, {}, false
+for r = 0, nrules - 1 do
+  local a = 11 + r * 7
+  local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
+  local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local v = redis.call('HGET', KEYS[k], field)
+  local ok, remaining, reset, new, hold, u = true, 0, 0, nil, 0, nil
+  if kind == 1 then
+    local entries = {}
+    for ts in string.gmatch(v or '', '%d+') do
+      if tonumber(ts) > now - window then entries[#entries + 1] = ts end
+    end
+    if #entries >= limit then
+      ok, reset = false, tonumber(entries[#entries - limit + 1]) + window - now
+    else
+      entries[#entries + 1] = fmt(now)
+      new, hold, u = table.concat(entries, ' '), window, fmt(now)
+      remaining, reset = limit - #entries, tonumber(entries[1]) + window - now
+    end
+  elseif kind == 2 then
+    local idx = math.floor(now / window)
+    local count = window_count(v, idx)
+    reset = (idx + 1) * window - now
+    if count >= limit then
+      ok = false
+    else
+      new, hold, remaining, u = fmt(idx) .. ':' .. (count + 1), reset, limit - count - 1, idx
+    end
+  elseif kind == 3 then
+    local step = math.ceil(window / limit)
+    local tat = math.max(tonumber(v or 0) or 0, now)
+    local allow_at = tat + step - step * burst
+    if now < allow_at then
+      ok, reset = false, allow_at - now
+    else
+      new, hold, u = fmt(tat + step), tat + step - now, step
+      remaining, reset = math.floor((now - allow_at) / step), tat + step - now
+    end
+  end
+  if not ok and ARGV[a + 6] ~= '1' then refused = true end
+  if ok and new then takes[#takes + 1] = {k, field, kind, u, new, hold} end
+  rout[#rout + 1] = ok and 1 or 0
+  rout[#rout + 1] = remaining
+  rout[#rout + 1] = reset
+end
+
+-- The reply with the rules' verdicts after the fixed values.
+local function reply_of(r)
+  for _, x in ipairs(rout) do r[#r + 1] = x end
+  return r
+end
+
+if refused then return reply_of({'limited', '', 0, 0, 0, 0}) end
+local undo_t = {}
+for _, w in ipairs(takes) do
+  redis.call('HSET', KEYS[w[1]], w[2], w[5])
+  if redis.call('PTTL', KEYS[w[1]]) < w[6] then redis.call('PEXPIRE', KEYS[w[1]], w[6]) end
+  -- A bucket's take also records the time it set (see the abandon).
+  undo_t[#undo_t + 1] = {w[1], w[2], w[3], w[4], w[3] == 3 and w[5] or nil}
+end
+
 -- The undo record, written when the guess changes something. kind: 'end'
 -- when this guess ended the verification, 'count' when it only counted an
 -- attempt on it.
 local function done(reply, prev, kind, added)
-  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, k = kind, w = added or '', f = wfield}),
-             'PX', undo_ttl)
+  reply = reply_of(reply)
+  redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, k = kind, w = added or '', f = wfield,
+                                            s = scope, t = undo_t}), 'PX', undo_ttl)
   return reply
+end
+
+-- A reply that changed nothing but the verify rules' takes.
+local function plain(reply)
+  if #undo_t > 0 then return done(reply, '', 'none') end
+  return reply_of(reply)
 end
 
 if wfield ~= '' then
@@ -89,31 +225,32 @@ if wfield ~= '' then
     if tonumber(ts) > now - wwindow then log[#log + 1] = ts end
   end
   if #log > 0 then retry = tonumber(log[math.max(1, #log - wlimit + 1)]) + wwindow - now end
-  if #log >= wlimit and not shadow then return {'locked', '', 0, retry, 0, #log} end
+  if #log >= wlimit and not shadow then return plain({'locked', '', 0, retry, 0, #log}) end
 end
 -- A shadow cap sees what enforcement would: a phone already at the cap
 -- would be locked whatever the guess.
 local slock = (shadow and wfield ~= '' and #log >= wlimit) and 1 or 0
 
-local cur = redis.call('HMGET', key, 'i', 'h', 'e', 'a')
-local att = tonumber(cur[4] or 0) or 0
-local prev = {cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or ''}
-if not cur[1] or (tonumber(cur[3]) or 0) <= now or att >= maxatt then
-  if cur[1] then redis.call('HDEL', key, 'i', 'h', 'e', 'a', 'n') end
-  return {'none', '', 0, retry, slock, #log}
+local prev = redis.call('HGET', key, scope)
+local cur = vget(prev)
+local att = cur and cur[4] or 0
+prev = prev or ''
+if not cur or cur[3] <= now or att >= maxatt then
+  if cur then redis.call('HDEL', key, scope) end
+  return plain({'none', '', 0, retry, slock, #log})
 end
 if cur[2] == guess then
-  redis.call('HDEL', key, 'i', 'h', 'e', 'a', 'n')
+  redis.call('HDEL', key, scope)
   return done({'ok', cur[1], maxatt - att, retry, slock, #log}, prev, 'end')
 end
 
 att = att + 1
 local kind = 'count'
 if att >= maxatt then
-  redis.call('HDEL', key, 'i', 'h', 'e', 'a', 'n')
+  redis.call('HDEL', key, scope)
   kind = 'end'
 else
-  redis.call('HSET', key, 'a', att)
+  redis.call('HSET', key, scope, vput(cur[1], cur[2], cur[3], att, cur[5]))
 end
 if wfield == '' then return done({'wrong', cur[1], maxatt - att, 0, 0, 0}, prev, kind) end
 -- Keep at most limit times: older ones can no longer decide a lock.

@@ -124,6 +124,15 @@ void code_tag(const struct code_keys *k, const char *msg_id, char *out)
     code_mac_hex(k->tag_key, "dlr", msg_id, out, CODE_TAG_LEN);
 }
 
+void code_scope(const struct code_keys *k, const char *api_key, const char *purpose, char *out)
+{
+    char a[64];
+
+    /* The 0x1f keeps this input apart from code_tag's "dlr". */
+    snprintf(a, sizeof(a), "scope\x1f%s", api_key);
+    code_mac_hex(k->tag_key, a, purpose, out, CODE_SCOPE_LEN);
+}
+
 void code_report_tag(const struct code_keys *k, const char *provider, const char *msg_id, const char *exp_s,
                      char *out)
 {

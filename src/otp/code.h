@@ -61,6 +61,13 @@ int code_report_tag_ok(const struct code_keys *k, const char *provider, const ch
  * Compares in constant time; 0 for a NULL or empty token or signature. */
 int code_twilio_sig_ok(const char *token, const char *data, size_t len, const char *sig);
 
+/* The name of the verification of (caller api_key, purpose) inside a
+ * phone's Redis hash: CODE_SCOPE_LEN hex characters and NUL in out, keyed
+ * with the secret, so no caller can choose a purpose that meets another
+ * caller's field. */
+#define CODE_SCOPE_LEN 12
+void code_scope(const struct code_keys *k, const char *api_key, const char *purpose, char *out);
+
 /* Fills out (cap bytes) from tmpl, replacing {code} and {minutes}. Returns
  * OTP_EINVAL when the result does not fit. */
 enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap);

@@ -168,11 +168,32 @@ static enum otp_rc build_msg(struct otp *o, struct pacer_msg *m, const char *id,
 {
     memset(m, 0, sizeof(*m));
     snprintf(m->id, sizeof(m->id), "%s", id);
+    snprintf(m->vid, sizeof(m->vid), "%s", vid);
     snprintf(m->to, sizeof(m->to), "%s", phone);
     m->expires_ms = expires_ms;
     if (report_query(o->report, id, now_ms, m->dlr_query, sizeof(m->dlr_query)) != OTP_OK)
         return OTP_EINVAL;
     return render(o, vid, expires_ms - now_ms, m->text, sizeof(m->text));
+}
+
+/* The purpose of rq: "default" when the request named none. */
+static const char *purpose_of(const struct otp_req *rq)
+{
+    return rq->purpose ? rq->purpose : "default";
+}
+
+/* The parts of a limits request that name rq's verification (phone,
+ * caller, purpose) and its keys; scope holds CODE_SCOPE_LEN + 1 bytes. */
+static void scope_fill(struct otp *o, const struct otp_req *rq, struct limits_request *lr, char *scope)
+{
+    code_scope(o->d.keys, rq->api_key, purpose_of(rq), scope);
+    lr->phone = rq->phone;
+    lr->device_id = rq->device_id;
+    lr->api_key = rq->api_key;
+    lr->purpose = purpose_of(rq);
+    lr->scope = scope;
+    memcpy(lr->region, rq->region, sizeof(lr->region));
+    lr->type = rq->type;
 }
 
 static struct ledger_request request_row(const struct otp_req *rq, const char *kind, const char *decision,
@@ -192,7 +213,7 @@ static struct ledger_request request_row(const struct otp_req *rq, const char *k
         .verification_id = vid && vid[0] ? vid : NULL,
         .message_id = mid && mid[0] ? mid : NULL,
         .http_status = status,
-        .purpose = rq->purpose,
+        .purpose = purpose_of(rq),
     };
 
     return r;
@@ -239,7 +260,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
     const struct config *c = o->d.cfg;
     char ip_key[LIMITS_IP_KEY_MAX], vid[CODE_ID_LEN + 1], vhash[CODE_HASH_LEN + 1];
-    char code[CODE_MAX_DIGITS + 1], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1];
+    char code[CODE_MAX_DIGITS + 1], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1], scope[CODE_SCOPE_LEN + 1];
     struct limits_request lr = {0};
     struct limits_issue li;
     struct pacer_msg m;
@@ -267,12 +288,8 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     code_derive(o->d.keys, vid, c->otp_length, code);
     code_hash(o->d.keys, rq->phone, code, vhash);
     code_wipe(code, sizeof(code));
-    lr.phone = rq->phone;
-    lr.device_id = rq->device_id;
+    scope_fill(o, rq, &lr, scope);
     lr.ip_key = rq->client_ip ? ip_key : NULL;
-    lr.api_key = rq->api_key;
-    memcpy(lr.region, rq->region, sizeof(lr.region));
-    lr.type = rq->type;
     code_new_id(rid); /* names this request's script call, for its retry and its abandon */
     lr.rid = rid;
     lr.vid = vid;
@@ -332,6 +349,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     code_wipe(&m, sizeof(m));
     limits_commit(o->d.limits, &li.undo);
     out->rc = OTP_OK;
+    snprintf(out->verification_id, sizeof(out->verification_id), "%s", li.vid);
     out->expires_in_s = li.expires_in_ms / 1000;
     out->resend_after_s = ceil_s(li.resend_after_ms);
     count(o, o->issue, "accepted");
@@ -365,6 +383,8 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
 {
     const struct config *c = o->d.cfg;
     char hash[CODE_HASH_LEN + 1], ip_key[LIMITS_IP_KEY_MAX], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1];
+    char scope[CODE_SCOPE_LEN + 1];
+    struct limits_request lr = {0};
     struct limits_verify lv;
     int status = 400;
 
@@ -385,7 +405,10 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     }
     code_hash(o->d.keys, rq->phone, guess, hash);
     code_new_id(rid);
-    if (limits_verify(o->d.limits, rq->phone, rid, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
+    scope_fill(o, rq, &lr, scope);
+    lr.ip_key = rq->client_ip ? ip_key : NULL;
+    lr.rid = rid;
+    if (limits_verify(o->d.limits, &lr, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
         store_down(o, out, "verify", err);
         status = 503;
         goto done;
@@ -394,9 +417,12 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     out->attempts_left = lv.attempts_left;
     if (lv.shadow_lock)
         count_shadow(o, lv.reason, "verify");
+    if (lv.shadow[0])
+        count_shadow(o, lv.shadow, "verify");
     switch (lv.rc) {
     case OTP_OK:
         answer(out, OTP_OK, "verified", "verified");
+        snprintf(out->verification_id, sizeof(out->verification_id), "%s", lv.vid);
         verification_update(o, lv.vid, "verified", 0);
         status = 200;
         break;
@@ -413,6 +439,12 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
             verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);
         status = 429;
         break;
+    case OTP_ELIMITED:
+        answer(out, OTP_ELIMITED, "rate_limited", "limit %s reached", lv.reason);
+        snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
+        out->retry_after_s = retry_s(lv.retry_ms);
+        status = 429;
+        break;
     default:
         answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone");
         status = 404;
@@ -421,6 +453,34 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
 done:
     record(o, rq, "verify", out->error, out->reason, lv.shadow_lock ? lv.reason : NULL, lv.vid, status);
     count(o, o->verify, out->error);
+}
+
+void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
+{
+    char err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1], scope[CODE_SCOPE_LEN + 1], vid[LIMITS_ID_MAX];
+    struct limits_request lr = {0};
+    int stopped;
+
+    memset(out, 0, sizeof(*out));
+    code_new_id(rid);
+    scope_fill(o, rq, &lr, scope);
+    lr.rid = rid;
+    switch (limits_cancel(o->d.limits, &lr, vid, err)) {
+    case OTP_OK:
+        break;
+    case OTP_ENOTFOUND:
+        answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone, caller and purpose");
+        return;
+    default:
+        store_down(o, out, "cancel", err);
+        return;
+    }
+    /* The verification is gone, so no code of it verifies any more; its
+     * messages still queued end unsent and give their reservation back. */
+    stopped = pacer_cancel(o->d.pacer, vid);
+    log_msg(LOG_INFO, "verification %s cancelled by %s; %d queued messages stopped", vid, rq->api_key, stopped);
+    answer(out, OTP_OK, "cancelled", "cancelled");
+    snprintf(out->verification_id, sizeof(out->verification_id), "%s", vid);
 }
 
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state)

@@ -38,7 +38,7 @@ struct otp_req {
     const char *phone;     /* canonical E.164, from the caller's phone_parse */
     const char *device_id; /* NULL when absent */
     const char *client_ip; /* NULL when absent; checked here */
-    const char *purpose;   /* NULL when absent; recorded only */
+    const char *purpose;   /* NULL when absent: "default" */
     /* From the same phone_parse: the region ("IN", "001") and the number
      * type. A type outside phone.types is refused here before any rule. */
     char region[PHONE_REGION_MAX];
@@ -50,6 +50,7 @@ struct otp_answer {
     enum otp_rc rc;
     char error[32];            /* the contract's machine code when rc != OTP_OK */
     char id[CODE_ID_LEN + 1];  /* issue: the message id */
+    char verification_id[CODE_ID_LEN + 1]; /* issue (202), verify (200) and cancel (200) */
     int64_t expires_in_s;      /* issue */
     int64_t resend_after_s;    /* issue */
     int attempts_left;         /* verify: for invalid_code */
@@ -74,6 +75,12 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
 /* Decides one guess for rq's phone (client_ip checked here, device_id
  * recorded); blocks for one Redis call. */
 void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out);
+
+/* Ends rq's live verification for (phone, caller, purpose) and stops its
+ * queued messages (they end 'failed', cancelled, and their unspent cost
+ * goes back once). OTP_ENOTFOUND in out->rc when none is live. Blocks for
+ * one Redis call. */
+void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
 
 /* The state of message id (state: 16 bytes) if api_key issued it. */
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);

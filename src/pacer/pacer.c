@@ -79,6 +79,7 @@ struct pacer_item {
     int64_t issue_ms;       /* Redis time of the issue's reservation (number 1) */
     enum pacer_job job;     /* on the money thread's list */
     int need;               /* PACER_JOB_RESERVE: the reservation asked for */
+    int cancelled;          /* 1: its verification was cancelled; guarded by pacer.mu */
     int restored;           /* put back at start: its first reservation looks past Redis's u */
 };
 
@@ -131,6 +132,7 @@ struct pacer {
     pthread_mutex_t mu; /* guards everything below */
     struct pacer_item *head, *tail; /* the queue, oldest first */
     struct pacer_item *retry;       /* waiting retries, by not_before_ns */
+    struct pacer_item *pacing;      /* picked by the sender, not yet on the wire or ended */
     /* At most one message is marked used at a time, once it is due: while
      * arming, the sender picks nothing else; armed is the one back from the
      * money thread, sent next. */
@@ -435,6 +437,43 @@ static struct pacer_item *pacer_pick(struct pacer *pc, uint64_t now, uint64_t *w
         it->next = NULL; /* it keeps its slot until it is sent or ended */
     pthread_mutex_unlock(&pc->mu);
     return it;
+}
+
+int pacer_cancel(struct pacer *pc, const char *vid)
+{
+    struct pacer_item *lists[2], *it;
+    int i, n = 0;
+
+    pthread_mutex_lock(&pc->mu);
+    lists[0] = pc->head;
+    lists[1] = pc->retry;
+    for (i = 0; i < 2; i++)
+        for (it = lists[i]; it; it = it->next)
+            if (strcmp(it->m.vid, vid) == 0 && !it->cancelled)
+                it->cancelled = 1, n++;
+    if (pc->pacing && strcmp(pc->pacing->m.vid, vid) == 0 && !pc->pacing->cancelled)
+        pc->pacing->cancelled = 1, n++;
+    /* Back from being marked used, not yet on the wire: the sender picks
+     * it next and ends it, and its reservation goes back like any unsent
+     * one's (refund.lua gives a named reservation back, used mark or not). */
+    if (pc->armed && strcmp(pc->armed->m.vid, vid) == 0 && !pc->armed->cancelled)
+        pc->armed->cancelled = 1, n++;
+    pthread_mutex_unlock(&pc->mu);
+    return n;
+}
+
+/* The sender takes (it) or gives up (NULL) the item it paces; returns 1
+ * when the item it gives up was cancelled meanwhile. */
+static int pacer_pacing(struct pacer *pc, struct pacer_item *it)
+{
+    int cancelled = 0;
+
+    pthread_mutex_lock(&pc->mu);
+    if (it == NULL && pc->pacing != NULL)
+        cancelled = pc->pacing->cancelled;
+    pc->pacing = it;
+    pthread_mutex_unlock(&pc->mu);
+    return cancelled;
 }
 
 /* Frees the slot of a picked item that leaves the queue for good. */
@@ -1069,11 +1108,18 @@ static void *pacer_main(void *arg)
             pacer_wait(pc, wait_ns);
             continue;
         }
+        pacer_pacing(pc, it);
+        if (pacer_pacing(pc, NULL)) {
+            pacer_slot_free(pc);
+            pacer_end(pc, it, "failed", "cancelled");
+            continue;
+        }
         if (pacer_too_late(pc, it, clock_wall_ms())) {
             pacer_slot_free(pc);
             pacer_end(pc, it, "expired", "too little life left in the queue");
             continue;
         }
+        pacer_pacing(pc, it); /* a cancel from here on marks it */
         if (idle && next_ns < now)
             next_ns = now; /* idle time earns no burst */
         idle = 0;
@@ -1091,6 +1137,11 @@ static void *pacer_main(void *arg)
         pacer_sleep_until(pc, due);
         while (pc->inflight >= pc->cfg->pacer_max_inflight && !pacer_stopping(pc))
             pacer_wait(pc, 50 * NS_PER_MS); /* the bulkhead is full: wait, then send one */
+        if (pacer_pacing(pc, NULL)) {
+            pacer_slot_free(pc);
+            pacer_end(pc, it, "failed", "cancelled");
+            continue;
+        }
         if (pacer_stopping(pc)) {
             pacer_unpick(pc, it);
             break;

@@ -28,6 +28,7 @@ struct pacer;
 /* One accepted message. */
 struct pacer_msg {
     char id[PACER_ID_MAX];
+    char vid[PACER_ID_MAX];      /* its verification, for pacer_cancel */
     char to[20];
     char text[PACER_TEXT_MAX];   /* holds the code: memory only, never logged */
     char dlr_query[160];         /* "id=..&exp=..&tag=.." (report.c), "" for none */
@@ -125,6 +126,15 @@ void pacer_push(struct pacer *pc, const struct pacer_msg *m);
  * sent once the money thread has made sure it holds a cost reservation
  * (the one it had may have been spent or given back before the restart). */
 void pacer_restore(struct pacer *pc, const struct pacer_msg *m);
+
+/* Stops every message of verification vid that has not gone on the wire
+ * yet: each ends 'failed' ("cancelled") before the sender would send it,
+ * and its unspent cost reservation goes back once, through the same
+ * refund as an expired one. Returns how many were stopped. A message
+ * on the money thread (waiting for a retry's reservation, or being marked
+ * used before its call) is not seen.
+ * Never blocks for long. */
+int pacer_cancel(struct pacer *pc, const char *vid);
 
 /* Stops intake, lets calls in flight finish for up to grace_ms, then joins
  * the thread. Queued messages stay 'queued' in the ledger for the next

@@ -222,11 +222,13 @@ static int fuzz_verify(const struct fuzz_in *in)
         FUZZ_CHECK(err[0] != '\0');
         return 0;
     }
-    FUZZ_CHECK(rep->n == 6 && (status = rep->strs[0]) != NULL);
-    want = strcmp(status, "ok") == 0       ? OTP_OK
-           : strcmp(status, "wrong") == 0  ? OTP_EBADCODE
-           : strcmp(status, "locked") == 0 ? OTP_ELOCKED
-                                           : OTP_ENOTFOUND;
+    /* Six values, then 3 per verify rule (read by limits_verify). */
+    FUZZ_CHECK(rep->n >= 6 && (status = rep->strs[0]) != NULL);
+    want = strcmp(status, "ok") == 0        ? OTP_OK
+           : strcmp(status, "wrong") == 0   ? OTP_EBADCODE
+           : strcmp(status, "locked") == 0  ? OTP_ELOCKED
+           : strcmp(status, "limited") == 0 ? OTP_ELIMITED
+                                            : OTP_ENOTFOUND;
     FUZZ_CHECK(out.rc == want && out.retry_ms == rep->ints[3]);
     FUZZ_CHECK(strlen(out.vid) < sizeof(out.vid));
     if (wrong == NULL) {

@@ -17,13 +17,13 @@ class IssueVerifyTest(OtpdTest):
         self.assertRegex(code, r"^\d{6}$")
         wrong = "%06d" % ((int(code) + 1) % 1000000)
 
-        st, _, p = self.otpd.verify(PHONE, wrong)
+        st, _, p = self.otpd.verify(PHONE, wrong, purpose="login")
         self.assertEqual(st, 422, p)
         self.assertEqual(p["error"], "invalid_code")
         self.assertEqual(p["attempts_left"], 2)
-        st, _, p = self.otpd.verify(PHONE, code)
-        self.assertEqual((st, p), (200, {"verified": True}))
-        st, _, p = self.otpd.verify(PHONE, code)
+        st, _, p = self.otpd.verify(PHONE, code, purpose="login")
+        self.assertEqual((st, p), (200, {"verified": True, "verification_id": body["verification_id"]}))
+        st, _, p = self.otpd.verify(PHONE, code, purpose="login")
         self.assertEqual(st, 404, p)
         self.assertEqual(p["error"], "no_active_code")
 

@@ -23,7 +23,7 @@ import time
 
 import harness
 from harness import ROOT, Redis, wait_until
-from test_limits import LimitsTest
+from test_limits import LimitsTest, verification
 
 P = "+919812345678"
 P2 = "+919812345679"
@@ -249,7 +249,7 @@ class ScriptOrderTest(DecisionsTest):
         with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
             src = f.read()
         keys = ["otp:{%s}" % P, "otp:cost", "otp:u:" + rid]
-        args = [op, "v" * 32, "h" * 64, 300000, 3, PRICE, 1, 1, 2, 30000,
+        args = [op, "v" * 32, "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000, "s" * 12,
                 1, 1, "pl", 2, 60000, 2, 0,
                 "c3600000", 3600000, 100000]
         return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
@@ -279,70 +279,90 @@ class ScriptOrderTest(DecisionsTest):
 class AbandonInterleavingTest(DecisionsTest):
     """An abandon gives back only what its own request did, never what other
     requests (on this or another instance) did since: the scripts run
-    directly, in the orders a fleet with 503s can produce."""
+    directly, in the orders a fleet with 503s can produce. The verification
+    is the scope's packed field: vid (32), code hash (16), "exp:att", with
+    '+' for ':' once another issue continued it."""
     limits = [{"name": "phone_2", "key": "phone", "algorithm": "sliding_log", "limit": 5, "window": "1m"},
               {"name": "tb", "key": "phone", "algorithm": "token_bucket", "limit": 1, "window": "1s", "burst": 1}]
     K = "otp:{%s}" % P
+    SCOPE = "s" * 12
+    RIGHT, WRONG = "r" * 16, "w" * 16
 
     def verify_script(self, op, rid, guess):
         with open(os.path.join(ROOT, "src", "limits", "verify.lua")) as f:
             src = f.read()
         return self.redis.cmd("EVAL", src, 2, self.K, "otp:u:" + rid, op, guess, "3", "wg", "10", "3600000", "0",
-                              "30000")
+                              "30000", self.SCOPE, "0")
 
     def issue_script(self, op, rid, vid):
         with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
             src = f.read()
         keys = [self.K, "otp:cost", "otp:u:" + rid]
-        args = [op, vid, "h" * 64, 300000, 3, PRICE, 2, 1, 2, 30000,
+        args = [op, vid, "h" * 16, 300000, 3, PRICE, 2, 1, 2, 30000, self.SCOPE,
                 1, 1, "pl", 5, 60000, 0, 0,
                 3, 1, "tb", 1, 1000, 1, 0,
                 "c3600000", 3600000, 100000]
         return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
 
-    def live(self, vid="V1", attempts=0):
+    def field(self):
+        """(vid, exp:att) of the scope's verification, or None."""
+        v = self.redis.cmd("HGET", self.K, self.SCOPE)
+        return v and (v[:32], v[48:])
+
+    def live(self, vid="1", attempts=0):
         self.redis.cmd("DEL", self.K)
-        self.redis.cmd("HSET", self.K, "i", vid, "h", "RIGHT", "e", str(10 ** 13), "a", str(attempts))
+        self.redis.cmd("HSET", self.K, self.SCOPE, vid * 32 + self.RIGHT + "%d:%d" % (10 ** 13, attempts))
         self.redis.cmd("PEXPIRE", self.K, 600000)
 
     def test_wrong_guess_abandon_takes_back_one_attempt_only(self):
         self.live()
-        self.assertEqual(self.verify_script("v", "r1", "WRONG")[0], "wrong")
-        self.assertEqual(self.verify_script("v", "r2", "WRONG")[0], "wrong")
+        self.assertEqual(self.verify_script("v", "r1", self.WRONG)[0], "wrong")
+        self.assertEqual(self.verify_script("v", "r2", self.WRONG)[0], "wrong")
         self.assertEqual(self.verify_script("a", "r1", ""), 1)
-        self.assertEqual(self.redis.cmd("HGET", self.K, "a"), "1")  # r2's attempt stays
+        self.assertEqual(self.field(), ("1" * 32, "%d:1" % 10 ** 13))  # r2's attempt stays
         self.assertEqual(len(self.redis.cmd("HGET", self.K, "wg").split()), 1)
 
     def test_abandoned_wrong_guess_never_revives_a_used_code(self):
         self.live()
-        self.assertEqual(self.verify_script("v", "r3", "WRONG")[0], "wrong")
-        self.assertEqual(self.verify_script("v", "r4", "RIGHT")[0], "ok")
+        self.assertEqual(self.verify_script("v", "r3", self.WRONG)[0], "wrong")
+        self.assertEqual(self.verify_script("v", "r4", self.RIGHT)[0], "ok")
         self.assertEqual(self.verify_script("a", "r3", ""), 1)
-        self.assertEqual(self.verify_script("v", "r5", "RIGHT")[0], "none", "one code verified twice")
+        self.assertEqual(self.verify_script("v", "r5", self.RIGHT)[0], "none", "one code verified twice")
 
     def test_abandoned_right_guess_comes_back_unless_replaced(self):
         self.live()
-        self.assertEqual(self.verify_script("v", "r6", "RIGHT")[0], "ok")
+        self.assertEqual(self.verify_script("v", "r6", self.RIGHT)[0], "ok")
         self.assertEqual(self.verify_script("a", "r6", ""), 1)
-        self.assertEqual(self.verify_script("v", "r7", "RIGHT")[0], "ok")  # nobody got the first answer
+        self.assertEqual(self.verify_script("v", "r7", self.RIGHT)[0], "ok")  # nobody got the first answer
         self.live()
-        self.assertEqual(self.verify_script("v", "r8", "RIGHT")[0], "ok")
-        self.live(vid="V2")  # a new issue took its place
+        self.assertEqual(self.verify_script("v", "r8", self.RIGHT)[0], "ok")
+        self.live(vid="2")  # a new issue took its place
         self.assertEqual(self.verify_script("a", "r8", ""), 1)
-        self.assertEqual(self.redis.cmd("HGET", self.K, "i"), "V2")
+        self.assertEqual(self.field(), ("2" * 32, "%d:0" % 10 ** 13))
 
     def test_abandoned_issue_keeps_a_verification_another_issue_continued(self):
         self.redis.cmd("DEL", self.K)
         r1 = self.issue_script("i", "q1", "V" * 32)  # answered 503 on instance A
         self.assertEqual((r1[0], r1[2], r1[4]), (1, "V" * 32, 1))
+        self.assertEqual(self.field()[1].lstrip("0123456789"), ":0")  # created, not continued
         self.redis.cmd("PEXPIRE", self.K, 600000)
         tb = self.redis.cmd("HGET", self.K, "tb")
         self.redis.cmd("HSET", self.K, "tb", "0")  # let the second issue through the bucket
         r2 = self.issue_script("i", "q2", "W" * 32)  # 202 on instance B: continues V, its SMS carries V's code
         self.assertEqual((r2[0], r2[2], r2[4]), (1, "V" * 32, 0))
+        self.assertEqual(self.field()[1].lstrip("0123456789"), "+0")  # continued, in the same 63 bytes
+        self.assertEqual(len(self.redis.cmd("HGET", self.K, self.SCOPE)), 63)
         self.assertEqual(self.issue_script("a", "q1", ""), 1)
-        self.assertEqual(self.redis.cmd("HGET", self.K, "i"), "V" * 32, "the abandon deleted a code in use")
+        self.assertEqual(self.field()[0], "V" * 32, "the abandon deleted a code in use")
         self.assertIsNotNone(tb)
+
+    def test_abandoned_issue_deletes_its_verification_nobody_continued(self):
+        self.redis.cmd("DEL", self.K)
+        self.assertEqual(self.issue_script("i", "q3", "V" * 32)[2], "V" * 32)
+        self.assertEqual(self.verify_script("v", "r9", self.WRONG)[0], "wrong")  # a guess keeps it uncontinued
+        self.assertEqual(self.field()[1].lstrip("0123456789"), ":1")
+        self.assertEqual(self.issue_script("a", "q3", ""), 1)
+        self.assertIsNone(self.field())
 
     def test_token_bucket_abandon_gives_back_only_a_token_still_held(self):
         self.redis.cmd("DEL", self.K)
@@ -365,19 +385,19 @@ class NearDeadTest(DecisionsTest):
     def test_replaced_with_less_than_a_third_left(self):
         body, code = self.issue_and_code(P)
         self.assertEqual(body["expires_in"], 10)
-        exp = int(self.redis.cmd("HGET", "otp:{%s}" % P, "e"))
+        exp = verification(self.redis, P)[2]
         # 3.7 s left (more than a third of 10 s): the same code again.
         self.sleep_until(exp - 3700)
         body2, code2 = self.issue_and_code(P)
         self.assertEqual(code2, code)
         self.assertLessEqual(body2["expires_in"], 3)
-        self.assertEqual(int(self.redis.cmd("HGET", "otp:{%s}" % P, "e")), exp)
+        self.assertEqual(verification(self.redis, P)[2], exp)
         # 3 s left: a new verification, a new code, a full life.
         self.sleep_until(exp - 3000)
         body3, code3 = self.issue_and_code(P)
         self.assertNotEqual(code3, code)
         self.assertEqual(body3["expires_in"], 10)
-        self.assertGreater(int(self.redis.cmd("HGET", "otp:{%s}" % P, "e")), exp + 6000)
+        self.assertGreater(verification(self.redis, P)[2], exp + 6000)
         r = self.otpd.verify(P, code)
         self.assertEqual((r[0], r[2]["error"]), (422, "invalid_code"), r[2])
         self.assertEqual(self.otpd.verify(P, code3)[0], 200)

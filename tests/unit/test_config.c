@@ -696,6 +696,24 @@ static void test_rule_errors(void **state)
          "limits.0.limit", "must be an integer", 1},
         {P_LIMITS, RULE_PRE "'key': 'email', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'}]",
          "limits.0.key", "\"email\" is not one of the allowed values", 1},
+        /* Composite keys and the keys of issue 9. */
+        {P_LIMITS, RULE_PRE "'key': ['phone', 'phone'], 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'}]",
+         "limits.0.key", "names \"phone\" twice", 1},
+        {P_LIMITS, RULE_PRE "'key': ['phone', 'global'], 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'}]",
+         "limits.0.key", "global cannot be part of a composite key", 1},
+        {P_LIMITS, RULE_PRE "'key': [], 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'}]", "limits.0.key",
+         "a list of 1 to 4 key names", 1},
+        {P_LIMITS, RULE_PRE "'key': 'phone_prefix:16', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'}]",
+         "limits.0.key", "\"phone_prefix:16\" is not one of the allowed values", 1},
+        {P_LIMITS, RULE_PRE "'key': 'phone_prefix', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'}]",
+         "limits.0.key", "\"phone_prefix\" is not one of the allowed values", 1},
+        {P_LIMITS, RULE_PRE "'key': ['api_key', 'purpose'], 'algorithm': 'wrong_guess_cap', 'limit': 1,"
+                   " 'window': '1m'}]",
+         "limits.0.key", "wrong_guess_cap rules are keyed on phone", 1},
+        {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'resend_delay', 'delay': '1m', 'on': 'both'}]",
+         "limits.0.on", "resend_delay rules apply to issue only", 1},
+        {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m', 'on': 'x'}]",
+         "limits.0.on", "\"x\" is not one of the allowed values", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'leaky_bucket', 'limit': 1, 'window': '1m'}]",
          "limits.0.algorithm", "\"leaky_bucket\" is not one of the allowed values", 1},
         {P_LIMITS,
@@ -1281,6 +1299,49 @@ static void test_alloc_failures(void **state)
     config_set_alloc(NULL);
 }
 
+/* Composite keys, the keys of issue 9 and "on" (DESIGN.md, "Limits"). */
+static void test_rule_keys(void **state)
+{
+    char buf[8192];
+    struct config *c;
+    const struct cfg_rule *r;
+
+    (void)state;
+    c = expect_ok("composite keys",
+                  build(buf, sizeof(buf), P_LIMITS,
+                        "'limits': ["
+                        "{'name': 'wg', 'key': ['api_key', 'phone'], 'algorithm': 'wrong_guess_cap', 'limit': 3,"
+                        " 'window': '1h'},"
+                        "{'name': 'pp', 'key': 'phone_prefix:7', 'algorithm': 'sliding_log', 'limit': 3,"
+                        " 'window': '1h', 'on': 'both'},"
+                        "{'name': 'rp', 'key': ['region', 'purpose'], 'algorithm': 'token_bucket', 'limit': 3,"
+                        " 'window': '1h', 'on': 'verify'}"
+                        "]"));
+    r = &c->rules[0];
+    assert_int_equal(r->key, CFG_KEY_PHONE); /* the first kind holds the state, whatever the order */
+    assert_int_equal(r->key_mask, (1u << CFG_KEY_PHONE) | (1u << CFG_KEY_API_KEY));
+    assert_int_equal(r->on, CFG_ON_ISSUE);
+    r = &c->rules[1];
+    assert_int_equal(r->key, CFG_KEY_PHONE_PREFIX);
+    assert_int_equal(r->prefix_digits, 7);
+    assert_int_equal(r->on, CFG_ON_BOTH);
+    r = &c->rules[2];
+    assert_int_equal(r->key, CFG_KEY_PURPOSE);
+    assert_int_equal(r->key_mask, (1u << CFG_KEY_PURPOSE) | (1u << CFG_KEY_REGION));
+    assert_int_equal(r->on, CFG_ON_VERIFY);
+    config_free(c);
+    expect_errors("five prefix lengths",
+                  build(buf, sizeof(buf), P_LIMITS,
+                        "'limits': ["
+                        "{'name': 'p1', 'key': 'phone_prefix:1', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'},"
+                        "{'name': 'p2', 'key': 'phone_prefix:2', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'},"
+                        "{'name': 'p3', 'key': 'phone_prefix:3', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'},"
+                        "{'name': 'p4', 'key': 'phone_prefix:4', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'},"
+                        "{'name': 'p5', 'key': 'phone_prefix:5', 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'}"
+                        "]"),
+                  "limits", "at most 4 different lengths", 1);
+}
+
 /* provider.callback_ttl: a week by default, a duration from 1 s to 30 days. */
 static void test_callback_ttl(void **state)
 {
@@ -1404,6 +1465,7 @@ static void test_hostile_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule_keys),
         cmocka_unit_test(test_dev_config),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_minimal_and_options),

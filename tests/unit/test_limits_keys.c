@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -161,6 +162,67 @@ static void test_key(void **state)
     assert_string_equal(out, "otp:g");
 }
 
+/* Where a (composite) rule keeps its state: the first kind's key, the rule's
+ * field and each other kind's value after 0x1f; skipped when a value is
+ * missing (no device_id, unknown region, a number shorter than the prefix). */
+static void test_rule_key(void **state)
+{
+    struct limits_request rq = {0};
+    struct cfg_rule r = {0};
+    char key[128], field[128];
+
+    (void)state;
+    rq.phone = "+919812345678";
+    rq.api_key = "login-web";
+    rq.purpose = "login";
+    snprintf(r.field, sizeof(r.field), "Ab");
+
+    r.key = CFG_KEY_PHONE;
+    r.key_mask = (1u << CFG_KEY_PHONE) | (1u << CFG_KEY_API_KEY);
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 1);
+    assert_string_equal(key, "otp:{+919812345678}");
+    assert_string_equal(field, "Ab\x1flogin-web");
+
+    r.key = CFG_KEY_API_KEY;
+    r.key_mask = (1u << CFG_KEY_API_KEY) | (1u << CFG_KEY_PURPOSE);
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 1);
+    assert_string_equal(key, "otp:k:{login-web}");
+    assert_string_equal(field, "Ab\x1flogin");
+
+    r.key = CFG_KEY_PHONE_PREFIX;
+    r.key_mask = 1u << CFG_KEY_PHONE_PREFIX;
+    r.prefix_digits = 5;
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 1);
+    assert_string_equal(key, "otp:pp:{91981}");
+    assert_string_equal(field, "Ab");
+    r.prefix_digits = 13; /* the number has 12 digits */
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 0);
+
+    /* A prefix as a second part is cut to its digits too. */
+    r.key = CFG_KEY_API_KEY;
+    r.key_mask = (1u << CFG_KEY_API_KEY) | (1u << CFG_KEY_PHONE_PREFIX);
+    r.prefix_digits = 3;
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 1);
+    assert_string_equal(field, "Ab\x1f" "919");
+
+    r.key = CFG_KEY_REGION;
+    r.key_mask = 1u << CFG_KEY_REGION;
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 0);
+    snprintf(rq.region, sizeof(rq.region), "IN");
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 1);
+    assert_string_equal(key, "otp:r:{IN}");
+
+    r.key = CFG_KEY_PHONE;
+    r.key_mask = (1u << CFG_KEY_PHONE) | (1u << CFG_KEY_DEVICE);
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 0);
+    rq.device_id = "dev-1";
+    assert_int_equal(limits_rule_key(&r, &rq, key, sizeof(key), field, sizeof(field)), 1);
+    assert_string_equal(field, "Ab\x1f" "dev-1");
+
+    limits_key(CFG_KEY_PURPOSE, &rq, key, sizeof(key));
+    assert_string_equal(key, "otp:pu:{login}");
+}
+
 static void test_key_cap(void **state)
 {
     struct limits_request rq = {0};
@@ -181,7 +243,7 @@ int main(void)
         cmocka_unit_test(test_ipv4),        cmocka_unit_test(test_ipv4_mapped),
         cmocka_unit_test(test_ipv6_prefix), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_cap),         cmocka_unit_test(test_key),
-        cmocka_unit_test(test_key_cap),
+        cmocka_unit_test(test_key_cap),     cmocka_unit_test(test_rule_key),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
