@@ -104,8 +104,12 @@ class IdleTest(PacerTest):
         self.wait_messages(n + 1, timeout=10)
         ts = arrivals(self.fake)[1:]
         self.assertGreaterEqual(ts[-1] - ts[0], (n - 1) * 0.2 - 0.02, "the idle time was spent as a burst")
+        # A banked burst would put several calls within a few ms of each
+        # other; a tick is 200 ms, and the receiver's own scheduling moves an
+        # arrival by tens of ms under load (seen: 172 ms), so each gap is held
+        # to half a tick and the span above to the whole schedule.
         for a, b in zip(ts, ts[1:]):
-            self.assertGreaterEqual(b - a, 0.18)
+            self.assertGreaterEqual(b - a, 0.1)
 
 
 class BulkheadTest(PacerTest):
