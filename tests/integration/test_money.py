@@ -436,6 +436,12 @@ class AttemptClassTest(MoneyTest):
     def test_429_is_not_billed_and_keeps_its_reservation(self):
         self.check([429], "sent", [("transient", 429, 0), ("sent", 200, PRICE)], PRICE, 0, PRICE, PRICE)
 
+class HangTest(MoneyTest):
+    # The retry waits 1 to 2 s, so the provider stops hanging before it
+    # whatever the load (with 100 ms the test raced its own control call).
+    pacer = dict(MoneyTest.pacer, timeout="300ms", retry={"max": 1, "base": "1s"})
+    settle = AttemptClassTest.settle
+
     def test_hang_past_the_timeout_is_billed(self):
         self.fake.control(hang=True)
         mid = self.issue_ok("+919800000001")
