@@ -87,7 +87,14 @@ class DecisionsTest(LimitsTest):
 
     def debug_sleep(self, seconds):
         """Starts DEBUG SLEEP on its own connection and returns that socket
-        once a PING on another connection proves Redis is asleep."""
+        once a PING on another connection proves Redis is asleep. First it
+        waits until every message has ended: the pacer's money thread marks a
+        message's reservation used before it goes out, and while it holds a
+        pooled connection the request under test may find none idle; a new
+        connection's settings check then stalls with Redis, a plain 503 with
+        no script sent (not the retry or the abandon under test)."""
+        wait_until(lambda: not self.otpd.rows("SELECT id FROM messages WHERE state IN ('queued', 'sending')"),
+                   what="every message to end before Redis sleeps")
         s = socket.create_connection(("127.0.0.1", self.redis.port), timeout=5)
         s.sendall(b"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$%d\r\n%s\r\n" % (len(str(seconds)), str(seconds).encode()))
         probe = socket.create_connection(("127.0.0.1", self.redis.port), timeout=5)
