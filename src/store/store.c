@@ -434,6 +434,23 @@ static redisReply *store_evalsha(struct store *s, redisContext *c, int h, int ar
     return r;
 }
 
+/* Fills argv (room for nargs + 3) for EVALSHA of script h: argv[1], the
+ * script's SHA, is set by store_evalsha; nk holds the key count's text.
+ * OTP_EINVAL when h or nargs is out of range. */
+static enum otp_rc store_eval_argv(const struct store *s, int h, int nkeys, int nargs, const char *const *args,
+                                   const char **argv, char nk[16], char *err)
+{
+    if (h < 0 || h >= s->n_scripts || nargs > STORE_ARGS_MAX) {
+        snprintf(err, OTP_ERR_LEN, "store: bad script call");
+        return OTP_EINVAL;
+    }
+    snprintf(nk, 16, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[2] = nk;
+    memcpy(argv + 3, args, (size_t)nargs * sizeof(*args));
+    return OTP_OK;
+}
+
 enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char *const *args,
                        struct store_reply **out, char *err)
 {
@@ -444,16 +461,10 @@ enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char 
     int ok;
 
     *out = NULL;
-    if (h < 0 || h >= s->n_scripts || nargs > STORE_ARGS_MAX) {
-        snprintf(err, OTP_ERR_LEN, "store: bad script call");
+    if (store_eval_argv(s, h, nkeys, nargs, args, argv, nk, err) != OTP_OK)
         return OTP_EINVAL;
-    }
     if ((c = store_acquire(s, err)) == NULL)
         return OTP_ESTORE;
-    snprintf(nk, sizeof(nk), "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[2] = nk;
-    memcpy(argv + 3, args, (size_t)nargs * sizeof(*args));
     r = store_evalsha(s, c, h, nargs + 3, argv, err);
     ok = r != NULL && r->type != REDIS_REPLY_ERROR;
     if (ok && (*out = store_copy(r)) == NULL)
@@ -492,16 +503,10 @@ enum otp_rc store_eval_idem(struct store *s, int h, int nkeys, int nargs, const 
 
     *out = NULL;
     *maybe_ran = 0;
-    if (h < 0 || h >= s->n_scripts || nargs > STORE_ARGS_MAX) {
-        snprintf(err, OTP_ERR_LEN, "store: bad script call");
+    if (store_eval_argv(s, h, nkeys, nargs, args, argv, nk, err) != OTP_OK)
         return OTP_EINVAL;
-    }
     if ((c = store_acquire(s, err)) == NULL)
         return OTP_ESTORE;
-    snprintf(nk, sizeof(nk), "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[2] = nk;
-    memcpy(argv + 3, args, (size_t)nargs * sizeof(*args));
     for (try = 0; try < 2; try++) {
         r = store_evalsha(s, c, h, nargs + 3, argv, err);
         if (r != NULL || !c->err)
