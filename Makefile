@@ -47,7 +47,7 @@ LEDGER_SRC   := src/ledger/ledger.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c
-PACER_SRC    := src/pacer/pacer.c
+PACER_SRC    := src/pacer/pacer.c src/pacer/schedule.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
 HTTP_SRC     := src/http/http.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(PACER_SRC) $(OTP_SRC) \
