@@ -17,8 +17,11 @@
  * used. Its request must then be written (curl's prereq) between the
  * slot's local time and that time plus the slot's lateness bound; a later
  * write is aborted before any byte leaves, and the message takes a new
- * slot. So the writes of any rate + 1 slots span at least
- *   1 s + margin - late - 2 * SCHED_ERR_MAX_NS = 1 s + SCHED_JITTER_NS,
+ * slot. The store's clock reads whole microseconds, so each slot's local
+ * time is off by up to another SCHED_STORE_RES_NS, one way. So the writes
+ * of any rate + 1 slots span more than
+ *   1 s + margin - late - 2 * SCHED_ERR_MAX_NS - SCHED_STORE_RES_NS
+ *   = 1 s + SCHED_JITTER_NS,
  * and no 1-second window at the provider holds rate + 1 calls as long as
  * the wire adds less than SCHED_JITTER_NS of jitter between two calls.
  */
@@ -37,8 +40,14 @@
 #define SCHED_ERR_MAX_NS (2 * SCHED_NS_PER_MS)
 /* Left over for the wire's jitter between two calls. */
 #define SCHED_JITTER_NS (2 * SCHED_NS_PER_MS)
+/* The store's clock reads whole microseconds (Redis's TIME): the instant
+ * behind a reading is up to 1 us before it, which the error bound above
+ * does not cover. */
+#define SCHED_STORE_RES_NS SCHED_NS_PER_US
 /* How late after its slot a request may still be written. */
-#define SCHED_LATE_NS ((uint64_t)SCHED_MARGIN_US * SCHED_NS_PER_US - 2 * SCHED_ERR_MAX_NS - SCHED_JITTER_NS)
+#define SCHED_LATE_NS                                                                                        \
+    ((uint64_t)SCHED_MARGIN_US * SCHED_NS_PER_US - 2 * SCHED_ERR_MAX_NS - SCHED_JITTER_NS -                  \
+     SCHED_STORE_RES_NS)
 
 /* The GCRA's period in microseconds for rate sends a second (1..10,000):
  * ceil((1 s + SCHED_MARGIN_US) / rate). */
