@@ -55,7 +55,7 @@ LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
-UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys
+UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
