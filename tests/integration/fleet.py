@@ -115,6 +115,23 @@ def steady_rate(ts):
     return (len(ts) - 1) / (ts[-1] - ts[0])
 
 
+def prioritize(pid, nice=-10):
+    """Raises the scheduling priority of every thread of process pid (Linux
+    niceness is per thread; threads started later inherit their creator's).
+    Used for the fake providers only: they are the instrument whose arrival
+    stamps the pacing tests count, and a stamp taken late by a descheduled
+    receiver bunches arrivals that were paced on the wire (seen: 34 arrivals
+    within 0.97 s from one correct instance at rate 30 under a load of 3.4 on
+    2 cores). otpd keeps its normal priority. Without the privilege to do
+    it, nothing changes (False)."""
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+        return True
+    except OSError:
+        return False
+
+
 # ---- the fleet ----
 
 class Fleet:
@@ -279,6 +296,7 @@ class FleetTest(unittest.TestCase):
             self.redis = Redis(self.tmp).start()
             for _ in range(self.providers):
                 self.fakes.append(FakeProvider(self.tmp).start())
+                prioritize(self.fakes[-1].proc.pid)
             self.fleet = Fleet(self.tmp, self.redis, self.fakes, self.env, self.configure)
             if self.n:
                 self.fleet.start(self.n, **self.overrides())

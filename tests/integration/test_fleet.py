@@ -12,13 +12,12 @@ of WINDOW = 0.97 s: rate + 1 arrivals inside 0.97 s is a burst on the wire,
 not receiver jitter. Three instances pacing alone put 3 x rate there.
 """
 import math
-import signal
 import time
 import urllib.parse
 
 from fleet import (FleetTest, arrivals, duplicates, extra_copies, message_id, phones, steady_rate,
                    worst_window)
-from harness import API_KEY, OTHER_KEY, code_of, wait_until
+from harness import OTHER_KEY, code_of, wait_until
 
 WINDOW = 0.97
 
