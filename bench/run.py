@@ -8,8 +8,11 @@ same run, because these machines are shared and noisy.
   pacing:    at 50/s and 1000/s, from the fake provider's arrival times:
              the worst 1-s window / rate, achieved rate error, p99 gap error
              as a fraction of the period.
+  fleet:     1 and 3 instances on one Redis (bench/fleet.py): pacing,
+             Redis commands per message, and accepted-issue throughput of
+             BENCH_BEFORE_REV's otpd against bin/otpd. Not run by default.
 
-Usage: python3 bench/run.py [decisions] [latency] [pacing]
+Usage: python3 bench/run.py [decisions] [latency] [pacing] [fleet]
 """
 import os
 import re
@@ -166,6 +169,14 @@ def main():
     if "pacing" in what:
         pacing(tmp, 50, 250)
         pacing(tmp, 1000, 5000)
+    if "fleet" in what:
+        # By path: tests/integration (on sys.path for the harness) may hold a
+        # fleet.py of its own.
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("bench_fleet", os.path.join(HERE, "fleet.py"))
+        fleet = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fleet)
+        fleet.bench_fleet(tmp, wrk, evalsha_baseline, decisions_config)
 
 
 if __name__ == "__main__":
