@@ -8,8 +8,11 @@ same run, because these machines are shared and noisy.
   pacing:    at 50/s and 1000/s, from the fake provider's arrival times:
              the worst 1-s window / rate, achieved rate error, p99 gap error
              as a fraction of the period.
+  fleet:     1 and 3 instances on one Redis (bench/fleet.py): pacing,
+             Redis commands per message, and accepted-issue throughput of
+             BENCH_BEFORE_REV's otpd against bin/otpd. Not run by default.
 
-Usage: python3 bench/run.py [decisions] [pacing]
+Usage: python3 bench/run.py [decisions] [latency] [pacing] [fleet]
 """
 import os
 import re
@@ -26,8 +29,8 @@ from harness import API_KEY, FakeProvider, Otpd, Redis, base_config, free_port, 
 DURATION = os.environ.get("BENCH_SECONDS", "8")
 
 
-def wrk(otpd, mode, conns=32, threads=2):
-    out = subprocess.run(["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ss" % DURATION, "-s",
+def wrk(otpd, mode, conns=32, threads=2, duration=None):
+    out = subprocess.run(["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ss" % (duration or DURATION), "-s",
                           os.path.join(HERE, "wrk.lua"), "http://127.0.0.1:%d" % otpd.port],
                          env=dict(os.environ, OTPD_KEY=API_KEY, MODE=mode), capture_output=True, text=True,
                          check=True).stdout
@@ -44,21 +47,27 @@ def evalsha_baseline(redis):
     return float(re.search(r"([\d.]+) requests per second", out).group(1))
 
 
+def decisions_config(redis_port, ledger, port):
+    """Production-shaped rules that never refuse a new phone, a cap nothing
+    reaches, a queue that never fills, and the file provider to /dev/null."""
+    cfg = base_config(redis_port, "http://127.0.0.1:9", ledger, port)
+    cfg["limits"] = [dict(name="phone_10m", key="phone", algorithm="sliding_log", limit=3, window="10m"),
+                     dict(name="phone_day", key="phone", algorithm="fixed_window", limit=10, window="1d"),
+                     dict(name="resend", key="phone", algorithm="resend_delay", delay="30s"),
+                     dict(name="wrong_codes", key="phone", algorithm="wrong_guess_cap", limit=10, window="1d")]
+    cfg["cost"] = {"currency": "INR", "prices": {"+91": 20, "*": 500},
+                   "caps": [{"window": "1h", "max": 10 ** 12}]}
+    cfg["pacer"] = {"rate": 10000, "capacity": 1000000, "max_inflight": 64}
+    cfg["http_threads"] = int(os.environ.get("BENCH_HTTP_THREADS", "4"))
+    cfg["provider"] = {"type": "file", "path": "/dev/null"}
+    return cfg
+
+
 def bench_decisions(tmp):
     redis = Redis(tmp).start()
     fake = FakeProvider(tmp).start()
     try:
-        cfg = base_config(redis.port, fake.url, os.path.join(tmp, "bench.db"), free_port())
-        cfg["limits"] = [dict(name="phone_10m", key="phone", algorithm="sliding_log", limit=3, window="10m"),
-                         dict(name="phone_day", key="phone", algorithm="fixed_window", limit=10, window="1d"),
-                         dict(name="resend", key="phone", algorithm="resend_delay", delay="30s"),
-                         dict(name="wrong_codes", key="phone", algorithm="wrong_guess_cap", limit=10, window="1d")]
-        cfg["cost"] = {"currency": "INR", "prices": {"+91": 20, "*": 500},
-                       "caps": [{"window": "1h", "max": 10 ** 12}]}
-        cfg["pacer"] = {"rate": 10000, "capacity": 1000000, "max_inflight": 64}
-        cfg["http_threads"] = int(os.environ.get("BENCH_HTTP_THREADS", "4"))
-        cfg["provider"] = {"type": "file", "path": "/dev/null"}
-        otpd = Otpd(tmp, cfg).start()
+        otpd = Otpd(tmp, decisions_config(redis.port, os.path.join(tmp, "bench.db"), free_port())).start()
         base = evalsha_baseline(redis)
         issue = wrk(otpd, "issue")
         verify = wrk(otpd, "verify")
@@ -160,6 +169,14 @@ def main():
     if "pacing" in what:
         pacing(tmp, 50, 250)
         pacing(tmp, 1000, 5000)
+    if "fleet" in what:
+        # By path: tests/integration (on sys.path for the harness) may hold a
+        # fleet.py of its own.
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("bench_fleet", os.path.join(HERE, "fleet.py"))
+        fleet = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fleet)
+        fleet.bench_fleet(tmp, wrk, evalsha_baseline, decisions_config)
 
 
 if __name__ == "__main__":
