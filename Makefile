@@ -47,12 +47,13 @@ LEDGER_SRC   := src/ledger/ledger.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c
-PACER_SRC    := src/pacer/pacer.c src/pacer/schedule.c
+PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
 HTTP_SRC     := src/http/http.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
-LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua
+LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
+                src/pacer/queue.lua src/pacer/slot.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule
@@ -76,7 +77,11 @@ $(B)/%.o: %.cc
 src/limits/%.lua.h: src/limits/%.lua
 	@{ echo "static const char limits_$*_lua[] ="; \
 	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
+src/pacer/%.lua.h: src/pacer/%.lua
+	@{ echo "static const char pacer_$*_lua[] ="; \
+	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
 $(B)/src/limits/limits.o: $(LUA_H)
+$(B)/src/pacer/queue.o: $(LUA_H)
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

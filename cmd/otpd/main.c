@@ -4,13 +4,18 @@
  * SIGTERM or SIGINT, and reloads the limits on SIGHUP. The only place
  * that logs fatal errors and exits.
  *
+ * Threads. libmicrohttpd's pool serves requests (each Redis call through
+ * the store's pool, each ledger write through the ledger's writer thread).
  * The main thread waits for signals and, once a second, runs the abandons
- * of requests answered 503 (limits_flush: Redis calls with the store's
- * timeout). The pacer runs two threads: the sender owns the wire (the queue's far
- * end, curl multi, the send spacing) and waits on nothing but its clock and
- * curl; the money thread takes its cost reservations, use marks and refunds
- * to Redis (reserve.lua, refund.lua) from a bounded FIFO. The pacer's two locks
- * (its queue's and the FIFO's) never nest.
+ * of requests answered 503 (limits_flush) and drops the fleet's lapsed
+ * holds (limits_holds): Redis calls with the store's timeout. The pacer
+ * runs two threads: the queue thread makes every Redis call of the send
+ * queue (claims, takeovers, cost reservations and refunds, slots, ends),
+ * and the sender owns the wire (curl multi) and waits on nothing but its
+ * slots' times and curl. Locks: the pacer's mu (its lists) and wmu (the
+ * queue thread's wake-up) never nest; the store, ledger, limits and otp
+ * each guard their own state and hold no lock across a call into another
+ * module.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -48,6 +53,7 @@ struct otpd {
     struct config *cfg;
     struct code_keys *keys;
     struct store *store;
+    struct store *pacer_store; /* the pacer's own pool and breaker: its polling never trips the API's */
     struct limits *limits;
     struct limits_money *money;
     struct ledger *ledger;
@@ -67,6 +73,7 @@ static void otpd_free(struct otpd *d)
     ledger_close(d->ledger);
     limits_money_free(d->money);
     limits_free(d->limits);
+    store_free(d->pacer_store);
     store_free(d->store);
     code_keys_free(d->keys);
     config_free(d->cfg);
@@ -147,22 +154,23 @@ static int otpd_start(struct otpd *d)
         snprintf(err, sizeof(err), "cannot initialize libsodium");
         goto fail;
     }
-    if ((d->store = store_new(&so)) == NULL || (d->limits = limits_new(d->store, c)) == NULL ||
-        (d->money = limits_money_new(d->limits, d->store)) == NULL) {
+    if ((d->store = store_new(&so)) == NULL || (d->pacer_store = store_new(&so)) == NULL ||
+        (d->limits = limits_new(d->store, c)) == NULL ||
+        (d->money = limits_money_new(d->limits, d->pacer_store)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
     money = (struct pacer_money){otpd_reserve, otpd_refund, d->money};
     if ((d->ledger = ledger_open(c->ledger_path, err)) == NULL ||
         (ledger_set_retention(d->ledger, c->ledger_retention_ms), 0) || (d->provider = provider_new(c, err)) == NULL ||
-        (d->pacer = pacer_new(c, d->provider, d->ledger, &money, err)) == NULL)
+        (d->pacer = pacer_new(c, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
     deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger};
     if ((d->otp = otp_new(&deps)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    if (otp_recover(d->otp, err) != OTP_OK || pacer_start(d->pacer, err) != OTP_OK ||
+    if (otp_start_pacer(d->otp, err) != OTP_OK ||
         (d->http = http_new(c, d->otp, err)) == NULL)
         goto fail;
     return 0;
@@ -249,7 +257,11 @@ int main(int argc, char **argv)
          * (limits_flush), so their takes come back without API traffic. */
         sig = sigtimedwait(&set, NULL, &(struct timespec){1, 0});
         if (sig < 0) {
+            size_t dropped = 0;
+            char err[OTP_ERR_LEN] = "";
             limits_flush(d.limits);
+            if (limits_holds(d.limits, &dropped, err) != OTP_OK)
+                log_msg(LOG_WARN, "cannot look for lapsed holds: %s", err);
             continue;
         }
         if (sig == SIGHUP) {

@@ -877,8 +877,8 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
 
 static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    static const char *const keys[] = {"rate", "capacity", "max_inflight", "retry", "timeout", "on_restart_sending",
-                                       NULL};
+    static const char *const keys[] = {"rate",    "capacity",           "max_inflight", "retry",
+                                       "timeout", "on_restart_sending", "takeover",     "instance", NULL};
     static const char *const retry_keys[] = {"max", "base", NULL};
     static const char *const sending[] = {"resend", "fail", NULL};
     json_t *o = cfg_member(x, root, "", "pacer", 0), *r;
@@ -895,6 +895,10 @@ static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)
     cfg_int32(x, o, "pacer", "capacity", 0, 1, 1000000, &c->pacer_capacity);
     cfg_int32(x, o, "pacer", "max_inflight", 0, 1, 1024, &c->pacer_max_inflight);
     cfg_dur(x, o, "pacer", "timeout", 0, &c->pacer_timeout_ms);
+    cfg_dur(x, o, "pacer", "takeover", 0, &c->pacer_takeover_ms);
+    if (c->pacer_takeover_ms < 1000 || c->pacer_takeover_ms > 600000)
+        cfg_error(x, "pacer.takeover", "must be between 1s and 10m");
+    cfg_str(x, o, "pacer", "instance", 0, c->pacer_instance, sizeof(c->pacer_instance));
     if (cfg_enum(x, o, "pacer", "on_restart_sending", 0, sending, &pol))
         c->pacer_on_restart_sending = (enum cfg_sending)pol;
     r = cfg_member(x, o, "pacer", "retry", 0);
@@ -978,6 +982,7 @@ static void cfg_defaults(struct config *c)
     c->pacer_retry_max = 3;
     c->pacer_retry_base_ms = 500;
     c->pacer_timeout_ms = 10000;
+    c->pacer_takeover_ms = 10000;
     snprintf(c->provider_base_url, sizeof(c->provider_base_url), "https://api.twilio.com");
     c->callback_ttl_ms = 7LL * 86400000;
 }

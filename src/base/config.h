@@ -126,6 +126,11 @@ struct config {
     int pacer_retry_max;     /* retries after the first attempt */
     int64_t pacer_retry_base_ms;
     int64_t pacer_timeout_ms; /* one provider call */
+    int64_t pacer_takeover_ms; /* a message claimed by a silent instance is taken over after this */
+    /* This instance's name in the fleet's consumer group; "" for
+     * "<hostname>:<listen port>". Unique per live instance, stable across
+     * its restarts (a restart takes its own messages back at once). */
+    char pacer_instance[CFG_NAME_MAX];
     enum cfg_sending pacer_on_restart_sending;
 
     enum cfg_provider provider;

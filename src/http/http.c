@@ -687,10 +687,14 @@ static enum MHD_Result http_status(struct http *h, struct MHD_Connection *con, c
                                    const char *api_key)
 {
     const char *id = url + strlen("/v1/otp/");
-    char state[16];
+    char state[PACER_STATE_MAX];
+    enum otp_rc rc = OTP_ENOTFOUND;
 
-    if (strlen(id) != CODE_ID_LEN || strspn(id, "0123456789abcdef") != CODE_ID_LEN ||
-        otp_status(h->otp, api_key, id, state) != OTP_OK)
+    if (strlen(id) == CODE_ID_LEN && strspn(id, "0123456789abcdef") == CODE_ID_LEN)
+        rc = otp_status(h->otp, api_key, id, state);
+    if (rc == OTP_ESTORE)
+        return http_problem(con, 503, "store_unavailable", "the store did not answer; try again", NULL, NULL);
+    if (rc != OTP_OK)
         return http_problem(con, 404, "not_found", "no such message for this API key", NULL, NULL);
     return http_json(con, 200, json_pack("{s:s, s:s}", "id", id, "status", state), NULL);
 }

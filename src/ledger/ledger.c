@@ -50,8 +50,11 @@ static const char *const ledger_sql[LK_COUNT][2] = {
     [LK_MSG_STATE] = {"UPDATE messages SET state = ?2, updated_ms = ?7, provider_id = COALESCE(?4, provider_id), "
                       "detail = COALESCE(?5, detail), attempts = CASE WHEN ?6 < 0 THEN attempts ELSE ?6 END "
                       "WHERE id = ?1 AND instr(',' || ?3 || ',', ',' || state || ',') > 0",
+                      /* A message another instance accepted has no row
+                       * here: this instance's events of it are kept all the same. */
                       "INSERT INTO message_events (message_id, ts_ms, state, detail) "
-                      "SELECT ?1, ?7, ?2, ?5 WHERE changes() > 0"},
+                      "SELECT ?1, ?7, ?2, ?5 WHERE changes() > 0 "
+                      "OR NOT EXISTS (SELECT 1 FROM messages WHERE id = ?1)"},
     [LK_SEND] = {"INSERT INTO sends (ts_ms, message_id, attempt, provider, http_status, latency_ms, outcome, "
                  "provider_id, error, cost_minor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                  NULL},

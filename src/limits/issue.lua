@@ -20,26 +20,49 @@
 -- Each script is atomic, so both orders are safe: a retry after a 503 is
 -- decided as if the unanswered attempt had not happened.
 -- * op 'c' (commit), sent once the instance's ledger rows are committed,
---   deletes the record (KEYS is then the undo key alone); a record whose
---   commit is lost simply expires.
+--   releases the message's hold (below) and deletes the record; a record
+--   whose commit is lost simply expires. (verify.lua's records are deleted
+--   by a commit whose KEYS is the undo key alone.)
+--
+-- Holds: the visibility rule (DESIGN.md, "One request, issue path"). An
+-- accepted issue writes its message's hash (otp:msg:<mid>, state 'held')
+-- and puts "<mid>:<rid>" in the holds set, scored by when the hold lapses
+-- (hold_ms from now). Only the commit moves the message into the send
+-- stream (queue.lua), and only while the hold is there; a hold that
+-- lapses (its instance died or lost Redis before it could commit) is
+-- dropped by any instance (limits_holds): an abandon of its rid, which
+-- gives back every take and deletes the held message. So a message is
+-- sent only if its commit ran, and the commit runs only after the ledger
+-- rows are durable, before the 202. An abandon that comes after its
+-- commit (the commit's reply was lost, the caller got a 503) ends the
+-- message 'failed' if no sender has started it yet.
 --
 -- KEYS[1]   the phone's hash, otp:{+91...}: one field per verification
 --           (named by its scope: caller and purpose) and one per phone rule
 --           (a composite key's other values follow the rule's field)
 -- KEYS[2..#KEYS-1] the other keys that rules (and the cost caps) use, each
 --           a hash with one field per rule
+-- KEYS[#KEYS-3], [#KEYS-2], [#KEYS-1] the send stream otp:q, the holds
+--           otp:holds and the message's hash otp:msg:<mid>
 -- KEYS[#KEYS] the undo key otp:u:<rid>
 -- ARGV: op ('i' issue, 'a' abandon, 'c' commit), vid, vhash, ttl_ms, max_attempts,
 --       price (-1: none), nrules, ncaps, cost key index (0: none),
 --       undo_ttl_ms, scope (the verification's field), then 7 per rule:
 --       kind, key index, field, limit, window_ms, burst, shadow
 --       then 3 per cap: field (named by the cap's window), window_ms, max
---       (abandon reads only op and undo_ttl_ms)
+--       then the message: capacity (pacer.capacity, fleet-wide), hold_ms,
+--       mid, api key, cap windows text, phone
+--       (abandon reads op, the hold "<mid>:<rid>" when dropping a lapsed
+--       one, and undo_ttl_ms; commit: op, "<mid>:<rid>")
+-- Two more ops serve the drop of lapsed holds: 'h' (KEYS: the holds)
+-- returns up to ARGV[2] lapsed holds; 'k' (KEYS: an undo key) returns the
+-- KEYS its issue ran with (JSON), or false when its record is gone.
 -- kinds: 1 sliding_log, 2 fixed_window, 3 token_bucket, 4 resend_delay,
 --        5 wrong_guess_cap (a log of wrong-guess times, written by verify)
 -- Returns {allowed (1 yes, 0 refused, -1 abandoned before it ran), now_ms,
 --          vid, expires_in_ms, is_new, cost_retry_ms, next_ms (when a new
---          issue would pass every enforced rule and cap), then 3 per rule:
+--          issue would pass every enforced rule and cap), full (the queue's
+--          depth when it refused for capacity alone, else -1), then 3 per rule:
 --          verdict (1 ok, 0 refused), remaining, reset_ms (the retry time
 --          when refused)}
 -- Abandon returns 1 when it gave takes back, 0 when it left a tombstone
@@ -91,15 +114,54 @@ local function vput(vid, hash, exp, att, continued)
   return vid .. hash .. fmt(exp) .. (continued and '+' or ':') .. att
 end
 
+if ARGV[1] == 'h' then
+  return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+end
+
+if ARGV[1] == 'k' then
+  local rec = redis.call('GET', undo_key)
+  if not rec or rec == TOMB then return false end
+  return cjson.encode(cjson.decode(rec).k)
+end
+
 if ARGV[1] == 'c' then
-  return redis.call('DEL', undo_key)
+  if #KEYS == 1 then return redis.call('DEL', undo_key) end
+  local q, holds, msg = KEYS[#KEYS - 3], KEYS[#KEYS - 2], KEYS[#KEYS - 1]
+  local s = redis.call('HGET', msg, 's')
+  if s == 'held' then
+    if redis.call('ZREM', holds, ARGV[2]) == 0 then return 0 end
+    local f = redis.call('HMGET', msg, 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk')
+    if redis.call('EXISTS', q) == 0 then redis.call('XGROUP', 'CREATE', q, 'senders', '0', 'MKSTREAM') end
+    local eid = redis.call('XADD', q, '*', 'id', string.match(ARGV[2], '^[^:]+'), 'v', f[1], 'to', f[2],
+                           'e', f[3], 'sc', f[4], 'p', f[5] or '-1', 't', f[6] or '0', 'k', f[7] or '',
+                           'pk', f[8])
+    -- The entry carries them from here; the hash keeps what changes
+    -- (state, attempts, money) and who may read it, for a day.
+    redis.call('HDEL', msg, 'v', 'to', 'e', 'sc', 'pk')
+    redis.call('HSET', msg, 's', 'queued')
+  elseif not s then
+    return 0 -- dropped, or abandoned: never visible
+  end
+  redis.call('DEL', undo_key)
+  return 1
 end
 
 if ARGV[1] == 'a' then
   local rec = redis.call('GET', undo_key)
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
-  if not rec or rec == TOMB then return 0 end
+  if not rec or rec == TOMB then
+    -- Committed before this abandon (its reply was lost): the message ends
+    -- unsent unless a sender has started it.
+    local s = #KEYS >= 4 and redis.call('HGET', KEYS[#KEYS - 1], 's')
+    if s == 'queued' then
+      redis.call('HSET', KEYS[#KEYS - 1], 's', 'failed', 'd', 'abandoned: its request was answered 503')
+    elseif s == 'held' and ARGV[2] ~= '' and redis.call('ZREM', KEYS[#KEYS - 2], ARGV[2]) == 1 then
+      redis.call('DEL', KEYS[#KEYS - 1]) -- a lapsed hold whose record expired
+    end
+    return 0
+  end
   rec = cjson.decode(rec)
+  if rec.m and redis.call('ZREM', KEYS[#KEYS - 2], rec.m) == 1 then redis.call('DEL', KEYS[#KEYS - 1]) end
   for _, w in ipairs(rec.w) do
     local key, field, kind = KEYS[w[1]], w[2], w[3]
     local v = redis.call('HGET', key, field)
@@ -153,13 +215,13 @@ if ARGV[1] == 'a' then
 end
 
 local rec = redis.call('GET', undo_key)
-if rec == TOMB then return {-1, now, '', 0, 0, 0, 0} end
+if rec == TOMB then return {-1, now, '', 0, 0, 0, 0, -1} end
 if rec then return cjson.decode(rec).o end
 
 local ttl, maxatt, price = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local nrules, ncaps, costkey = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local scope = ARGV[11]
-local out = {0, now, '', 0, 0, 0, 0}
+local out = {0, now, '', 0, 0, 0, 0, -1}
 local writes = {}
 local undo = {}
 local keep = {}
@@ -260,6 +322,16 @@ if price >= 0 and costkey > 0 then
 end
 if refused then return out end
 
+-- The fleet's queue: messages in the stream (queued, claimed or in flight)
+-- and held ones. Checked last, so a refusal by a rule says which rule.
+local qa = 12 + nrules * 7 + ncaps * 3
+local capacity, hold_ms, mid = tonumber(ARGV[qa]), tonumber(ARGV[qa + 1]), ARGV[qa + 2]
+local depth = redis.call('XLEN', KEYS[#KEYS - 3]) + redis.call('ZCARD', KEYS[#KEYS - 2])
+if depth >= capacity then
+  out[8] = depth
+  return out
+end
+
 for _, w in ipairs(writes) do redis.call('HSET', KEYS[w[1]], w[2], w[3]) end
 for field, v in pairs(cost_new) do redis.call('HSET', KEYS[costkey], field, v) end
 
@@ -283,8 +355,15 @@ end
 out[1], out[4], out[7] = 1, exp - now, next_ms
 want(1, exp - now)
 
+local member = mid .. ':' .. string.match(undo_key, '[^:]+$')
+local msg = KEYS[#KEYS - 1]
+redis.call('ZADD', KEYS[#KEYS - 2], now + hold_ms, member)
+redis.call('HSET', msg, 's', 'held', 'v', out[3], 'to', ARGV[qa + 5], 'e', fmt(exp), 'sc', scope,
+           'a', ARGV[qa + 3], 'p', fmt(price), 't', fmt(now), 'k', ARGV[qa + 4], 'n', 0, 'pk', KEYS[1])
+redis.call('PEXPIRE', msg, 86400000)
+
 for k, ms in pairs(keep) do
   if redis.call('PTTL', KEYS[k]) < ms then redis.call('PEXPIRE', KEYS[k], ms) end
 end
-redis.call('SET', undo_key, cjson.encode({o = out, w = undo, c = cost_undo, v = vrec}), 'PX', undo_ttl)
+redis.call('SET', undo_key, cjson.encode({o = out, w = undo, c = cost_undo, v = vrec, m = member, k = KEYS}), 'PX', undo_ttl)
 return out

@@ -18,7 +18,7 @@
 #include "reserve.lua.h"
 #include "verify.lua.h"
 
-#define LIMITS_ARGS_MAX (11 + 32 * 7 + 8 * 3 + LIMITS_KEYS_MAX + 1)
+#define LIMITS_ARGS_MAX (11 + 32 * 7 + 8 * 3 + 6 + LIMITS_KEYS_MAX + 1)
 #define LIMITS_PENDING_MAX 4096 /* abandons waiting for Redis; beyond, dropped and counted */
 
 /* issue.lua's reply (see its header): fixed values, then 3 per rule. */
@@ -30,6 +30,7 @@ enum issue_reply {
     IR_IS_NEW,      /* 1 when vid is the proposed id */
     IR_COST_RETRY,  /* the cost caps' wait, ms; 0 when they allow */
     IR_NEXT,        /* when a new issue would pass every enforced rule, ms */
+    IR_FULL,        /* the queue's depth when it alone refused, else -1 */
     IR_RULES        /* then IR_PER_RULE values per rule */
 };
 enum { IR_RULE_OK, IR_RULE_REMAINING, IR_RULE_RESET, IR_PER_RULE };
@@ -51,6 +52,7 @@ struct limits_rules {
 struct limits {
     struct store *store;
     int h_issue, h_verify;
+    int64_t capacity; /* pacer.capacity: the fleet's queue */
     pthread_mutex_t mu;
     struct limits_rules *cur;
     pthread_mutex_t pmu; /* guards the abandon queue and stats; never held across a Redis call */
@@ -159,6 +161,7 @@ struct limits *limits_new(struct store *s, const struct config *c)
         return NULL;
     }
     l->store = s;
+    l->capacity = c->pacer_capacity;
     l->h_issue = store_script(s, limits_issue_lua);
     l->h_verify = store_script(s, limits_verify_lua);
     pthread_mutex_init(&l->mu, NULL);
@@ -357,6 +360,35 @@ static void caps_text(const struct limits_rules *rs, char *out, size_t cap)
     }
 }
 
+/* The undo key of request id rid. */
+static void undo_key(const char *rid, char *out, size_t cap)
+{
+    snprintf(out, cap, "otp:u:%s", rid);
+}
+
+/* Reads the JSON list of key names op 'k' returns into u's keys; returns
+ * how many, 0 when it is not such a list. Key names are ours: no escapes. */
+static int undo_keys_read(const char *json, struct limits_undo *u)
+{
+    const char *p = json;
+    int n = 0;
+
+    if (*p++ != '[')
+        return 0;
+    while (*p == '"' && n <= LIMITS_KEYS_MAX) {
+        const char *end = strchr(p + 1, '"');
+        if (end == NULL || end - p - 1 >= LIMITS_KEY_LEN || memchr(p + 1, '\\', (size_t)(end - p - 1)))
+            return 0;
+        memcpy(u->keys[n], p + 1, (size_t)(end - p - 1));
+        u->keys[n][end - p - 1] = '\0';
+        n++;
+        p = end + 1;
+        if (*p == ',')
+            p++;
+    }
+    return *p == ']' && n >= 4 ? n : 0;
+}
+
 /* Runs one abandon (op 'a' of issue.lua or verify.lua) for u. */
 static enum otp_rc undo_run(struct limits *l, const struct limits_undo *u, char *err)
 {
@@ -368,7 +400,8 @@ static enum otp_rc undo_run(struct limits *l, const struct limits_undo *u, char 
     for (k = 0; k < u->nkeys; k++)
         args_str(&a, u->keys[k]);
     args_str(&a, "a");
-    for (k = 1; k < nargs; k++)
+    args_str(&a, u->hold);
+    for (k = 2; k < nargs; k++)
         args_str(&a, "");
     args_int(&a, LIMITS_UNDO_TTL_MS);
     rc = store_eval_idem(l->store, u->verify ? l->h_verify : l->h_issue, u->nkeys, a.n, a.v, &rep, &maybe_ran,
@@ -443,19 +476,80 @@ void limits_abandon(struct limits *l, const struct limits_undo *u)
     }
 }
 
-void limits_commit(struct limits *l, const struct limits_undo *u)
+enum otp_rc limits_commit(struct limits *l, const struct limits_undo *u, char *err)
 {
     struct store_reply *rep = NULL;
-    char err[OTP_ERR_LEN];
-    const char *args[2];
+    const char *args[6];
+    int n = 0, k, maybe_ran = 0;
+    enum otp_rc rc;
 
     if (u->nkeys == 0)
-        return;
-    args[0] = u->keys[u->nkeys - 1]; /* the undo key */
-    args[1] = "c";
-    /* issue.lua's commit deletes KEYS[#KEYS], whichever script wrote it. */
-    if (store_eval(l->store, l->h_issue, 1, 2, args, &rep, err) == OTP_OK)
-        store_reply_free(rep);
+        return OTP_OK;
+    /* verify.lua's record is its undo key alone; an issue's commit names
+     * the stream, the holds and the message too, and releases its hold. */
+    for (k = u->verify ? u->nkeys - 1 : u->nkeys - 4; k < u->nkeys; k++)
+        args[n++] = u->keys[k];
+    args[n] = "c";
+    args[n + 1] = u->hold;
+    /* A commit that already ran finds the message queued and says so again. */
+    rc = store_eval_idem(l->store, l->h_issue, n, n + 2, args, &rep, &maybe_ran, err);
+    if (rc == OTP_OK && (rep->n != 1 || rep->strs[0] != NULL || rep->ints[0] != 1)) {
+        snprintf(err, OTP_ERR_LEN, "its hold lapsed before the commit");
+        rc = OTP_ENOTFOUND;
+    }
+    store_reply_free(rep);
+    return rc;
+}
+
+enum otp_rc limits_holds(struct limits *l, size_t *dropped, char *err)
+{
+    struct store_reply *rep = NULL, *keys = NULL;
+    const char *args[3];
+    enum otp_rc rc;
+    size_t i;
+
+    *dropped = 0;
+    args[0] = STORE_HOLDS_KEY;
+    args[1] = "h";
+    args[2] = "16";
+    if ((rc = store_eval(l->store, l->h_issue, 1, 3, args, &rep, err)) != OTP_OK)
+        return rc;
+    for (i = 0; i < rep->n && rc == OTP_OK; i++) {
+        struct limits_undo u = {0};
+        const char *member = rep->strs[i], *colon = member ? strchr(member, ':') : NULL;
+        char mid[LIMITS_ID_MAX] = "";
+        if (colon == NULL || colon - member >= LIMITS_ID_MAX)
+            continue;
+        memcpy(mid, member, (size_t)(colon - member));
+        undo_key(colon + 1, u.keys[0], sizeof(u.keys[0]));
+        args[0] = u.keys[0];
+        args[1] = "k";
+        if ((rc = store_eval(l->store, l->h_issue, 1, 2, args, &keys, err)) != OTP_OK)
+            break;
+        if (keys->n == 1 && keys->strs[0] != NULL)
+            u.nkeys = undo_keys_read(keys->strs[0], &u);
+        if (u.nkeys == 0) {
+            /* Its record expired: only the hold and the held message go. */
+            snprintf(u.keys[0], sizeof(u.keys[0]), "%s", STORE_QUEUE_KEY);
+            snprintf(u.keys[1], sizeof(u.keys[0]), "%s", STORE_HOLDS_KEY);
+            store_msg_key(mid, u.keys[2], sizeof(u.keys[0]));
+            undo_key(colon + 1, u.keys[3], sizeof(u.keys[0]));
+            u.nkeys = 4;
+        }
+        snprintf(u.hold, sizeof(u.hold), "%s", member);
+        store_reply_free(keys);
+        keys = NULL;
+        if ((rc = undo_run(l, &u, err)) == OTP_OK) {
+            (*dropped)++;
+            pthread_mutex_lock(&l->pmu);
+            l->stats.holds_dropped++;
+            pthread_mutex_unlock(&l->pmu);
+            log_msg(LOG_WARN, "limits: dropped message %s: its hold lapsed before its instance committed it", mid);
+        }
+    }
+    store_reply_free(keys);
+    store_reply_free(rep);
+    return rc;
 }
 
 void limits_stats(struct limits *l, struct limits_stats *out)
@@ -522,6 +616,11 @@ UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, cons
         return;
     }
     out->retry_ms = wait_ms;
+    out->depth = rep->ints[IR_FULL];
+    if (out->depth >= 0 && lock == NULL && limit == NULL && wait_ms == 0) {
+        out->rc = OTP_EFULL;
+        return;
+    }
     if (lock != NULL || limit != NULL) {
         const struct cfg_rule *why = lock ? lock : limit;
         out->rc = lock ? OTP_ELOCKED : OTP_ELIMITED;
@@ -530,12 +629,6 @@ UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, cons
     } else {
         out->rc = OTP_ECOST;
     }
-}
-
-/* The undo key of request id rid. */
-static void undo_key(const char *rid, char *out, size_t cap)
-{
-    snprintf(out, cap, "otp:u:%s", rid);
 }
 
 enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out, char *err)
@@ -567,7 +660,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         for (k = 0; k < nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == nkeys) {
-            if (nkeys == LIMITS_KEYS_MAX - 1)
+            if (nkeys == LIMITS_KEYS_MAX - 5)
                 continue; /* config_load bounds rules' keys; never here */
             snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", key);
         }
@@ -580,6 +673,9 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         snprintf(u->keys[nkeys], sizeof(u->keys[0]), "otp:cost");
         cost_key = ++nkeys;
     }
+    snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_QUEUE_KEY);
+    snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_HOLDS_KEY);
+    store_msg_key(rq->mid, u->keys[nkeys++], sizeof(u->keys[0]));
     undo_key(rq->rid, u->keys[nkeys], sizeof(u->keys[0]));
     nkeys++;
     for (k = 0; k < nkeys; k++)
@@ -611,6 +707,13 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         args_int(a, rs->caps[i].window_ms);
         args_int(a, rs->caps[i].max_minor);
     }
+    args_int(a, l->capacity);
+    args_int(a, LIMITS_HOLD_MS);
+    args_str(a, rq->mid);
+    args_str(a, rq->api_key);
+    args_str(a, out->cost_caps);
+    args_str(a, rq->phone);
+    snprintf(u->hold, sizeof(u->hold), "%s:%s", rq->mid, rq->rid);
     u->nkeys = nkeys;
     rc = store_eval_idem(l->store, l->h_issue, nkeys, a->n, a->v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {
@@ -714,6 +817,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
     struct limits_args a = {0};
     struct limits_undo *u = calloc(1, sizeof(*u));
     struct store_reply *rep = NULL;
+    char cerr[OTP_ERR_LEN];
     char wkey[LIMITS_KEY_LEN], wfield[LIMITS_KEY_LEN] = "", key[LIMITS_KEY_LEN];
     char(*fields)[LIMITS_KEY_LEN] = calloc(32, LIMITS_KEY_LEN);
     size_t i, n_used = 0;
@@ -791,7 +895,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         goto out;
     }
     verify_rules_read(used, n_used, rep, out);
-    limits_commit(l, u); /* answered: nobody will abandon it */
+    limits_commit(l, u, cerr); /* answered: nobody will abandon it; a lost commit's record expires */
 out:
     store_reply_free(rep);
     free(u);
@@ -859,10 +963,7 @@ void limits_money_free(struct limits_money *m)
 }
 
 /* The money hash of message id. */
-static void money_key(const char *id, char *out, size_t cap)
-{
-    snprintf(out, cap, "otp:msg:%s", id);
-}
+
 
 enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, enum limits_use use,
                            int64_t price_minor, int64_t issue_ms, struct limits_grant *out, char *err)
@@ -878,7 +979,7 @@ enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, enu
     enum { R_OK, R_IDX, R_AT, R_RETRY, R_CAP, R_N };
 
     memset(out, 0, sizeof(*out));
-    money_key(id, key, sizeof(key));
+    store_msg_key(id, key, sizeof(key));
     args_str(&a, "otp:cost");
     args_str(&a, key);
     args_int(&a, need);
@@ -925,7 +1026,7 @@ enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, 
 
     *result = 0;
     *anomalies = 0;
-    money_key(id, key, sizeof(key));
+    store_msg_key(id, key, sizeof(key));
     args_str(&a, "otp:cost");
     args_str(&a, key);
     args_int(&a, price_minor);

@@ -16,7 +16,7 @@
 
 #define LIMITS_IP_KEY_MAX 64
 #define LIMITS_ID_MAX 33
-#define LIMITS_KEYS_MAX 12  /* Redis keys of one issue, the undo key aside */
+#define LIMITS_KEYS_MAX 15  /* Redis keys of one issue, the undo key aside */
 #define LIMITS_SCOPE_LEN 12 /* characters of a verification's field in the phone's hash */
 #define LIMITS_KEY_LEN 300
 /* How long a script's undo record (and a tombstone) lives in Redis: long
@@ -26,6 +26,10 @@
 /* The cap windows a reservation was counted in, as text: window_ms of
  * each, comma-separated ("3600000,86400000"); at most 8 caps. */
 #define LIMITS_CAPS_TEXT 192
+/* How long an accepted message may stay held before any instance drops it
+ * (issue.lua, "Holds"): the accepting instance's ledger commit must land
+ * within it. */
+#define LIMITS_HOLD_MS 10000
 
 struct limits;
 
@@ -46,6 +50,7 @@ struct limits_request {
     const char *rid;       /* this request's id (random, LIMITS_ID_MAX - 1 hex) */
     const char *vid;       /* a fresh verification id, used if none is live */
     const char *vhash;     /* the keyed hash of vid's code */
+    const char *mid;       /* the id of the message an accepted issue queues */
     int64_t ttl_ms;
     int max_attempts;
 };
@@ -65,10 +70,11 @@ struct limits_undo {
     int verify; /* 0: issue.lua, 1: verify.lua */
     int nkeys;  /* 0: nothing to abandon */
     char keys[LIMITS_KEYS_MAX + 1][LIMITS_KEY_LEN];
+    char hold[2 * LIMITS_ID_MAX]; /* an issue's hold, "<mid>:<rid>"; "" for verify */
 };
 
 struct limits_issue {
-    enum otp_rc rc;              /* OK, ELIMITED, ELOCKED or ECOST */
+    enum otp_rc rc;              /* OK, ELIMITED, ELOCKED, ECOST or EFULL (the fleet's queue) */
     char reason[CFG_NAME_MAX];   /* the refusing rule, "" for OK and ECOST */
     int64_t retry_ms;            /* when the refusal ends */
     struct limits_header header; /* the tightest (or refusing) enforced rule */
@@ -79,6 +85,7 @@ struct limits_issue {
     int64_t resend_after_ms;     /* until a new issue would pass every enforced rule and cap */
     int64_t price_minor;         /* reserved against the caps; -1 when none */
     char cost_caps[LIMITS_CAPS_TEXT]; /* the windows it was counted in (limits_caps_text) */
+    int64_t depth;               /* OTP_EFULL: the fleet's queue depth */
     struct limits_undo undo;     /* for limits_abandon when the issue cannot be completed */
 };
 
@@ -127,11 +134,19 @@ enum otp_rc limits_cancel(struct limits *l, const struct limits_request *rq, cha
  * committed): now if Redis answers, else queued for the next flush. */
 void limits_abandon(struct limits *l, const struct limits_undo *u);
 
-/* Discards an accepted issue's undo record once its rows are committed
- * (limits_verify does it itself once it has read its reply),
- * so it costs Redis memory for a round trip, not for its whole TTL. A
- * failure costs nothing (the record expires) and is not reported. */
-void limits_commit(struct limits *l, const struct limits_undo *u);
+/* Commits an accepted issue once its ledger rows are durable: releases
+ * its message's hold into the fleet's send stream and discards its undo
+ * record (for a verify, only the record). OTP_OK once the message is
+ * visible to the senders; OTP_ENOTFOUND when its hold lapsed first (it was
+ * dropped with everything it took: answer 503); OTP_ESTORE with detail in
+ * err when Redis failed (the caller abandons, which ends the message
+ * unsent if the commit ran after all and no sender has started it). */
+enum otp_rc limits_commit(struct limits *l, const struct limits_undo *u, char *err);
+
+/* Drops up to 16 lapsed holds (issue.lua, "Holds"): messages whose
+ * instance never committed them; each abandon gives back what its issue
+ * took. Any instance may run it; *dropped says how many went. */
+enum otp_rc limits_holds(struct limits *l, size_t *dropped, char *err);
 
 /* Runs the queued abandons; returns how many are still queued. Each
  * request does this first; a caller with no traffic (/readyz) may too. */
@@ -142,6 +157,7 @@ struct limits_stats {
     uint64_t abandoned; /* abandons that ran (gave back, or left a tombstone) */
     uint64_t dropped;   /* abandons dropped because the queue was full */
     uint64_t pending;   /* abandons waiting for Redis */
+    uint64_t holds_dropped; /* lapsed holds dropped (their instance never committed them) */
 };
 void limits_stats(struct limits *l, struct limits_stats *out);
 

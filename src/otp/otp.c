@@ -14,6 +14,7 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "../pacer/schedule.h"
 
 #define OTP_SHADOW_RULES 32
 
@@ -45,7 +46,7 @@ struct otp *otp_new(const struct otp_deps *d)
         return NULL;
     o->d = *d;
     if ((o->idem = idem_new(d->store, d->keys)) == NULL ||
-        (o->report = report_new(d->cfg, d->keys, d->ledger)) == NULL) {
+        (o->report = report_new(d->cfg, d->keys, d->ledger, d->pacer)) == NULL) {
         idem_free(o->idem);
         free(o);
         return NULL;
@@ -162,18 +163,18 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
     return rc;
 }
 
-/* Fills a pacer message for message id of verification vid. */
-static enum otp_rc build_msg(struct otp *o, struct pacer_msg *m, const char *id, const char *vid,
-                             const char *phone, int64_t expires_ms, int64_t now_ms)
+/* The pacer's render hook (struct pacer_render): the text and the
+ * delivery-report query of message id of verification vid, rendered by
+ * whichever instance sends it. */
+static enum otp_rc render_msg(void *ctx, const char *id, const char *vid, int64_t expires_ms, char *text, size_t cap,
+                              char *dlr_query, size_t dlr_cap)
 {
-    memset(m, 0, sizeof(*m));
-    snprintf(m->id, sizeof(m->id), "%s", id);
-    snprintf(m->vid, sizeof(m->vid), "%s", vid);
-    snprintf(m->to, sizeof(m->to), "%s", phone);
-    m->expires_ms = expires_ms;
-    if (report_query(o->report, id, now_ms, m->dlr_query, sizeof(m->dlr_query)) != OTP_OK)
+    struct otp *o = ctx;
+    int64_t now_ms = clock_wall_ms();
+
+    if (report_query(o->report, id, now_ms, dlr_query, dlr_cap) != OTP_OK)
         return OTP_EINVAL;
-    return render(o, vid, expires_ms - now_ms, m->text, sizeof(m->text));
+    return render(o, vid, expires_ms - now_ms, text, cap);
 }
 
 /* The purpose of rq: "default" when the request named none. */
@@ -263,7 +264,6 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     char code[CODE_MAX_DIGITS + 1], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1], scope[CODE_SCOPE_LEN + 1];
     struct limits_request lr = {0};
     struct limits_issue li;
-    struct pacer_msg m;
     struct ledger_message lm;
     struct ledger_request row;
     int64_t now_ms, exp_ms;
@@ -279,11 +279,6 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
         return;
     }
-    if (pacer_reserve(o->d.pacer, &out->retry_after_s) != OTP_OK) {
-        answer(out, OTP_EFULL, "queue_full", "the send queue is full");
-        status = 503;
-        goto refused;
-    }
     code_new_id(vid);
     code_derive(o->d.keys, vid, c->otp_length, code);
     code_hash(o->d.keys, rq->phone, code, vhash);
@@ -292,12 +287,13 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     lr.ip_key = rq->client_ip ? ip_key : NULL;
     code_new_id(rid); /* names this request's script call, for its retry and its abandon */
     lr.rid = rid;
+    code_new_id(out->id); /* the message an accepted issue queues */
+    lr.mid = out->id;
     lr.vid = vid;
     lr.vhash = vhash;
     lr.ttl_ms = c->otp_ttl_ms;
     lr.max_attempts = c->otp_max_attempts;
     if (limits_issue(o->d.limits, &lr, &li, err) != OTP_OK) {
-        pacer_release(o->d.pacer);
         store_down(o, out, "issue", err);
         status = 503;
         goto refused;
@@ -306,10 +302,13 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     if (li.shadow[0])
         count_shadow(o, li.shadow, "issue");
     if (li.rc != OTP_OK) {
-        pacer_release(o->d.pacer);
         out->retry_after_s = retry_s(li.retry_ms);
         snprintf(out->reason, sizeof(out->reason), "%s", li.reason);
-        if (li.rc == OTP_ECOST) {
+        if (li.rc == OTP_EFULL) {
+            answer(out, OTP_EFULL, "queue_full", "the send queue is full");
+            out->retry_after_s = sched_full_retry_s(li.depth, c->pacer_rate);
+            status = 503;
+        } else if (li.rc == OTP_ECOST) {
             answer(out, OTP_ECOST, "cost_cap", "the SMS budget is spent for now");
             status = 503;
         } else if (li.rc == OTP_ELOCKED) {
@@ -322,20 +321,12 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         goto refused;
     }
 
-    /* Accepted. The code's life is counted on our clock from here, so the
-     * pacer's expiry check never mixes clocks. */
+    /* Accepted: the message is held in Redis (issue.lua, "Holds") until
+     * its rows are durable here; only then does the commit make it visible
+     * to the fleet's senders, and only then is it 202. Its expiry is on
+     * Redis's clock, as the senders check it. */
     now_ms = clock_wall_ms();
-    exp_ms = now_ms + li.expires_in_ms;
-    code_new_id(out->id);
-    if (build_msg(o, &m, out->id, li.vid, rq->phone, exp_ms, now_ms) != OTP_OK) {
-        /* config_load bounds the template, so this is a bug, not a request's fault. */
-        log_msg(LOG_ERROR, "otp.template rendered longer than %d bytes", PACER_TEXT_MAX - 1);
-        answer(out, OTP_EIO, "internal", "the message could not be built");
-        goto undo;
-    }
-    m.price_minor = li.price_minor;
-    m.cost_ms = li.now_ms;
-    snprintf(m.cost_caps, sizeof(m.cost_caps), "%s", li.cost_caps);
+    exp_ms = li.now_ms + li.expires_in_ms;
     lm = (struct ledger_message){0, out->id, li.vid, rq->api_key, rq->phone, "queued", now_ms, exp_ms, 0,
                                  li.price_minor, li.now_ms, li.cost_caps};
     row = request_row(rq, "issue", "accepted", NULL, li.shadow, li.vid, out->id, 202);
@@ -345,9 +336,17 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         answer(out, OTP_EIO, "ledger_unavailable", "the audit ledger cannot commit");
         goto undo;
     }
-    pacer_push(o->d.pacer, &m);
-    code_wipe(&m, sizeof(m));
-    limits_commit(o->d.limits, &li.undo);
+    if (limits_commit(o->d.limits, &li.undo, err) != OTP_OK) {
+        /* Not visible to the senders (or, if the commit ran after all,
+         * ended unsent by the abandon below before any sender starts it). */
+        log_msg(LOG_ERROR, "cannot release message %s to the senders: %s", out->id, err);
+        ledger_checked(o, ledger_message_state(o->d.ledger, out->id, "failed", "queued", NULL,
+                                               "never released to the senders: answered 503", -1, clock_wall_ms()),
+                       "release failure", out->id);
+        answer(out, OTP_ESTORE, "store_unavailable", "the store did not confirm the message");
+        goto undo;
+    }
+    pacer_wake(o->d.pacer);
     out->rc = OTP_OK;
     snprintf(out->verification_id, sizeof(out->verification_id), "%s", li.vid);
     out->expires_in_s = li.expires_in_ms / 1000;
@@ -356,11 +355,9 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     return;
 
 undo:
-    /* Our own failure after the limits were taken: no SMS, the slot goes
-     * back, and so does everything the script took (quota, cost, the
-     * verification it started), through its undo record. */
-    code_wipe(&m, sizeof(m));
-    pacer_release(o->d.pacer);
+    /* Our own failure after the limits were taken: no SMS, and everything
+     * the script took (quota, cost, the verification it started, the
+     * message's hold) goes back through its undo record. */
     limits_abandon(o->d.limits, &li.undo);
     out->retry_after_s = 1;
     status = 503;
@@ -485,64 +482,24 @@ void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state)
 {
-    return ledger_message_get(o->d.ledger, id, api_key, state);
+    char err[OTP_ERR_LEN] = "";
+    enum otp_rc rc = pacer_status(o->d.pacer, api_key, id, state, err);
+
+    if (rc == OTP_ESTORE)
+        log_msg(LOG_WARN, "status of message %s: %s", id, err);
+    return rc;
+}
+
+enum otp_rc otp_start_pacer(struct otp *o, char *err)
+{
+    struct pacer_render r = {render_msg, o};
+
+    return pacer_start(o->d.pacer, &r, err);
 }
 
 enum report_verdict otp_delivery(struct otp *o, const struct report_in *in)
 {
     return report_handle(o->report, in);
-}
-
-struct recover_ctx {
-    struct otp *o;
-    int64_t now_ms;
-    int restored, expired, failed;
-};
-
-static void recover_one(void *arg, const struct ledger_message *lm)
-{
-    struct recover_ctx *x = arg;
-    struct otp *o = x->o;
-    struct pacer_msg m;
-    const char *why = NULL;
-
-    /* Nothing here gives money back: a 'sending' message's call may have
-     * been billed, and a refund made before the crash may have lost its
-     * ledger row. The pacer expires a restored message whose code is
-     * (nearly) dead and gives back only what refund.lua's per-message mark
-     * shows was never spent, once. */
-    if (strcmp(lm->state, "sending") == 0 && o->d.cfg->pacer_on_restart_sending == CFG_SENDING_FAIL)
-        why = "otpd stopped while sending (on_restart_sending: fail)";
-    else if (build_msg(o, &m, lm->id, lm->verification_id, lm->phone, lm->expires_ms, x->now_ms) != OTP_OK)
-        why = "cannot render the message";
-    if (why != NULL) {
-        if (ledger_checked(o, ledger_message_state(o->d.ledger, lm->id, "failed", "queued,sending", NULL, why, -1,
-                                                   x->now_ms),
-                           "recovery state change", lm->id) == OTP_OK)
-            x->failed++;
-        return;
-    }
-    m.price_minor = lm->price_minor;
-    m.cost_ms = lm->cost_ms;
-    snprintf(m.cost_caps, sizeof(m.cost_caps), "%s", lm->cost_caps ? lm->cost_caps : "");
-    m.attempts = lm->attempts;
-    pacer_restore(o->d.pacer, &m);
-    code_wipe(&m, sizeof(m));
-    if (lm->expires_ms <= x->now_ms)
-        x->expired++;
-    else
-        x->restored++;
-}
-
-enum otp_rc otp_recover(struct otp *o, char *err)
-{
-    struct recover_ctx x = {o, clock_wall_ms(), 0, 0, 0};
-    enum otp_rc rc = ledger_pending(o->d.ledger, recover_one, &x, err);
-
-    if (rc == OTP_OK && (x.restored || x.expired || x.failed))
-        log_msg(LOG_INFO, "recovered the queue: %d queued again, %d dead (the pacer expires them), %d failed",
-                x.restored, x.expired, x.failed);
-    return rc;
 }
 
 /* Appends the risky Redis settings of the last check to why ("" when
@@ -683,8 +640,12 @@ char *otp_metrics(struct otp *o)
             "# HELP otpd_store_abandons_pending Abandons waiting for Redis to answer.\n"
             "# TYPE otpd_store_abandons_pending gauge\notpd_store_abandons_pending %llu\n"
             "# HELP otpd_store_abandons_dropped_total Abandons dropped because their queue was full.\n"
-            "# TYPE otpd_store_abandons_dropped_total counter\notpd_store_abandons_dropped_total %llu\n",
-        (unsigned long long)lst.abandoned, (unsigned long long)lst.pending, (unsigned long long)lst.dropped);
+            "# TYPE otpd_store_abandons_dropped_total counter\notpd_store_abandons_dropped_total %llu\n"
+            "# HELP otpd_queue_holds_dropped_total Accepted messages dropped by this instance because their "
+            "instance never released them (their takes given back).\n"
+            "# TYPE otpd_queue_holds_dropped_total counter\notpd_queue_holds_dropped_total %llu\n",
+        (unsigned long long)lst.abandoned, (unsigned long long)lst.pending, (unsigned long long)lst.dropped,
+        (unsigned long long)lst.holds_dropped);
     put(&t, "# HELP otpd_store_calls_total Redis calls.\n# TYPE otpd_store_calls_total counter\n"
             "otpd_store_calls_total %llu\n"
             "# HELP otpd_store_failures_total Redis calls that failed or timed out.\n"

@@ -82,16 +82,18 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
  * one Redis call. */
 void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
 
-/* The state of message id (state: 16 bytes) if api_key issued it. */
+/* The state of message id (state: PACER_STATE_MAX bytes) if api_key
+ * issued it, from Redis (any instance's message): OTP_OK, OTP_ENOTFOUND,
+ * or OTP_ESTORE. */
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);
 
 /* Authenticates and applies one delivery report (see report.h); blocks
  * for one ledger commit when it may move a message. */
 enum report_verdict otp_delivery(struct otp *o, const struct report_in *in);
 
-/* Puts the ledger's unfinished messages back in the queue, in order; run
- * once at start-up before the pacer and HTTP start. */
-enum otp_rc otp_recover(struct otp *o, char *err);
+/* Starts the pacer with this otp's renderer of message texts. (The queue
+ * lives in Redis: a restart takes its own messages back from there.) */
+enum otp_rc otp_start_pacer(struct otp *o, char *err);
 
 /* 1 when Redis answers (through the breaker), the ledger's last
  * transaction committed and the send queue has room; else 0 with why. */

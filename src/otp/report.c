@@ -23,6 +23,7 @@ struct report {
     const struct config *cfg;
     const struct code_keys *keys;
     struct ledger *ledger;
+    struct pacer *pacer;
     pthread_mutex_t mu;                /* guards the counters */
     uint64_t recorded[2];              /* reports that moved a message: failed, delivered */
     uint64_t ignored[2];               /* final reports that changed nothing: failed, delivered */
@@ -36,7 +37,7 @@ static const struct report_row report_rows[REPORT_VERDICTS] = {
     [REPORT_UNKNOWN] = {404, "not_found", "unknown message", "unknown"},
     [REPORT_EXPIRED] = {410, "report_expired", "this report URL has expired", "expired"},
     [REPORT_FORBIDDEN] = {403, "invalid_signature", "X-Twilio-Signature is missing or wrong", "signature"},
-    [REPORT_UNRECORDED] = {503, "ledger_unavailable", "the report could not be recorded", NULL},
+    [REPORT_UNRECORDED] = {503, "store_unavailable", "the report could not be recorded", NULL},
 };
 
 /* The provider name a tag binds, by the config's provider type. */
@@ -55,7 +56,7 @@ const struct report_row *report_row(enum report_verdict v)
     return &report_rows[v < REPORT_VERDICTS ? v : REPORT_UNKNOWN];
 }
 
-struct report *report_new(const struct config *c, const struct code_keys *k, struct ledger *l)
+struct report *report_new(const struct config *c, const struct code_keys *k, struct ledger *l, struct pacer *p)
 {
     struct report *r = calloc(1, sizeof(*r));
 
@@ -64,6 +65,7 @@ struct report *report_new(const struct config *c, const struct code_keys *k, str
     r->cfg = c;
     r->keys = k;
     r->ledger = l;
+    r->pacer = p;
     pthread_mutex_init(&r->mu, NULL);
     return r;
 }
@@ -224,7 +226,8 @@ static int report_tag_ok(const struct report *r, const struct report_in *in)
 static enum report_verdict report_decide(struct report *r, const struct report_in *in)
 {
     int64_t now_ms = clock_wall_ms();
-    int moved = 0;
+    char err[OTP_ERR_LEN] = "";
+    int moved = 0, ignored = 0;
 
     if (in->via == REPORT_TWILIO && !report_twilio_ok(r, in))
         return REPORT_FORBIDDEN;
@@ -234,13 +237,18 @@ static enum report_verdict report_decide(struct report *r, const struct report_i
         return REPORT_EXPIRED;
     if (in->outcome < 0)
         return REPORT_PASSING;
-    /* Only from the states before an end: delivered, failed and expired
-     * are final, so a late or replayed report changes nothing. */
-    if (ledger_message_report(r->ledger, in->id, in->outcome ? "delivered" : "failed", "sending,sent", in->detail,
-                              now_ms, &moved) != OTP_OK) {
-        log_msg(LOG_ERROR, "ledger: cannot record a delivery report for %s", in->id);
+    /* The message's state lives in Redis, for any instance's message: only
+     * from the states before an end (delivered, failed and expired are
+     * final), so a late or replayed report changes nothing. */
+    if (pacer_report(r->pacer, in->id, in->outcome, &moved, err) != OTP_OK) {
+        log_msg(LOG_ERROR, "cannot record a delivery report for %s: %s", in->id, err);
         return REPORT_UNRECORDED;
     }
+    /* This instance's ledger records what it saw: the message's row if it
+     * accepted or sent it, else the report's event alone. */
+    if (moved && ledger_message_report(r->ledger, in->id, in->outcome ? "delivered" : "failed",
+                                       "queued,sending,sent", in->detail, now_ms, &ignored) != OTP_OK)
+        log_msg(LOG_ERROR, "ledger: cannot record the delivery report for %s", in->id);
     pthread_mutex_lock(&r->mu);
     if (moved)
         r->recorded[in->outcome ? 1 : 0]++;

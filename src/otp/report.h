@@ -16,6 +16,7 @@
 #include "../base/config.h"
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
+#include "../pacer/pacer.h"
 #include "code.h"
 
 struct report;
@@ -31,7 +32,7 @@ enum report_verdict {
     REPORT_UNKNOWN,    /* no such message: a wrong id or tag, or a tag given to another provider */
     REPORT_EXPIRED,    /* a genuine tag past its expiry */
     REPORT_FORBIDDEN,  /* Twilio: X-Twilio-Signature missing or wrong, or no auth token to check it */
-    REPORT_UNRECORDED, /* the ledger could not record it: the provider should send it again */
+    REPORT_UNRECORDED, /* Redis could not record it: the provider should send it again */
     REPORT_VERDICTS
 };
 
@@ -56,7 +57,7 @@ struct report_in {
 
 /* All borrowed; c is the start-up config (provider, callback URL, auth
  * token, callback_ttl). NULL when out of memory. */
-struct report *report_new(const struct config *c, const struct code_keys *k, struct ledger *l);
+struct report *report_new(const struct config *c, const struct code_keys *k, struct ledger *l, struct pacer *p);
 void report_free(struct report *r);
 
 /* Writes the query of message id's report URL, "id=..&exp=..&tag=..", into

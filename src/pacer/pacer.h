@@ -1,13 +1,19 @@
 /*
- * pacer: the bounded leaky-bucket queue in front of the SMS provider
- * (DESIGN.md, "Pacer"). Request threads reserve a slot before the limits
- * run and push the accepted message into it; one pacer thread drains the
- * queue on absolute deadlines at exactly `rate` sends a second, through
- * curl multi so provider latency does not lower the rate, with at most
- * `max_inflight` calls at once. A second thread, the money thread, takes
- * the cost reservations of retries and gives back the reservations of
- * messages that end unbilled (struct pacer_money), so the sending thread
- * never waits on Redis. Every state change goes to the ledger.
+ * pacer: the fleet's leaky bucket in front of the SMS provider (DESIGN.md,
+ * "Pacer"). The queue lives in Redis (queue.c: a stream with a consumer
+ * group, bounded fleet-wide by issue.lua), the rate too (a GCRA slot per
+ * call, on Redis's clock: slot.lua, schedule.c), so any number of
+ * instances put at most `rate` calls a second on the wire together.
+ *
+ * Two threads per instance. The queue thread does every Redis call: it
+ * claims messages (new ones, its own after a restart, and those of an
+ * instance silent for pacer.takeover), makes sure of each one's cost
+ * reservation, takes its slot, and hands it to the sender; it ends
+ * messages, gives back unspent reservations, and keeps its own claims
+ * alive. The sender thread owns the wire (xfer.c: curl multi, at most
+ * max_inflight calls): it waits on nothing but its clock and curl, and
+ * writes each request within its slot's bounds or not at all. Every state
+ * change also goes to this instance's ledger.
  */
 #ifndef OTPD_PACER_H
 #define OTPD_PACER_H
@@ -18,35 +24,13 @@
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
 #include "../provider/provider.h"
+#include "../store/store.h"
 
 #define PACER_TEXT_MAX (CFG_TEXT_MAX + 1)
 #define PACER_ID_MAX 33
 #define PACER_CAPS_MAX 192 /* the text of the cap windows of a reservation */
 
 struct pacer;
-
-/* One accepted message. */
-struct pacer_msg {
-    char id[PACER_ID_MAX];
-    char vid[PACER_ID_MAX];      /* its verification, for pacer_cancel */
-    char to[20];
-    char text[PACER_TEXT_MAX];   /* holds the code: memory only, never logged */
-    char dlr_query[160];         /* "id=..&exp=..&tag=.." (report.c), "" for none */
-    int64_t expires_ms;          /* wall clock; never sent after this */
-    int64_t price_minor;         /* cost reserved; -1 none (no cost caps) */
-    int64_t cost_ms;             /* Redis time of the reservation held */
-    /* The cap windows the issue's reservation (number 1) was counted in,
-     * as the limits wrote them ("3600000,86400000"): a refund gives back to
-     * those, whatever the caps are by then. */
-    char cost_caps[PACER_CAPS_MAX];
-    int attempts;                /* provider calls made so far */
-    /* Set by the pacer: the reservation the message holds (1 is the
-     * issue's) and whether it is still unspent. A call that may have been
-     * billed spends it; a retry then needs the next one. */
-    int rsv_idx;
-    int held;
-    int used; /* the highest reservation marked used on the wire (Redis's u) */
-};
 
 /* What a reserve hook does besides making sure of the reservation. */
 enum pacer_use {
@@ -82,7 +66,13 @@ struct pacer_money {
 
 struct pacer_stats {
     uint64_t sent, failed, expired, retried, transient, permanent, dropped_full;
-    uint64_t depth, inflight;
+    uint64_t depth, inflight;        /* depth: the fleet's queue, at the queue thread's last look */
+    uint64_t takeovers;              /* messages taken over from a silent instance */
+    uint64_t restored;               /* this instance's own, taken back at start */
+    uint64_t slots, slots_missed;    /* slots taken; missed: too late to write, taken again */
+    uint64_t slots_refused;          /* slots not used: their round trip was too long to place them */
+    uint64_t slot_wait_us;           /* the sum over slots of slot time minus take time */
+    uint64_t lost;                   /* claims another instance took over while this one held them */
     uint64_t paused_429;             /* times a 429 paused every send */
     uint64_t refunds, refund_dups, refund_anomalies, refunds_lost, refunds_kept;
     uint64_t reservations, reserve_refused;
@@ -104,41 +94,49 @@ struct pacer_stats {
  * how it reserves and gives back cost. Does not start the threads. NULL
  * with detail in err on failure.
  */
-struct pacer *pacer_new(const struct config *c, struct provider *p, struct ledger *l,
+struct pacer *pacer_new(const struct config *c, struct store *s, struct provider *p, struct ledger *l,
                         const struct pacer_money *money, char *err);
 
-/* Seeds the send spacing from the ledger's last calls (a restart keeps the
- * spacing of the sends before it) and starts the sender and money threads. */
-enum otp_rc pacer_start(struct pacer *pc, char *err);
+/* Renders message id's text (it holds the code: memory only, never
+ * logged) and its delivery-report query ("" for none), for a code of
+ * verification vid expiring at expires_ms (wall clock). */
+struct pacer_render {
+    enum otp_rc (*render)(void *ctx, const char *id, const char *vid, int64_t expires_ms, char *text, size_t cap,
+                          char *dlr_query, size_t dlr_cap);
+    void *ctx;
+};
 
-/* Takes a queue slot for a message about to be decided. OTP_EFULL when
- * the queue is full (or stopping); then *retry_after_s is ceil(depth/rate). */
-enum otp_rc pacer_reserve(struct pacer *pc, int64_t *retry_after_s);
+/* Starts the queue and sender threads; render (copied) makes each text.
+ * The queue thread first takes back this instance's own messages (a
+ * restart: pacer.instance names it). */
+enum otp_rc pacer_start(struct pacer *pc, const struct pacer_render *render, char *err);
 
-/* Gives back a reserved slot that will not be used. */
-void pacer_release(struct pacer *pc);
+/* A new message may be in the queue: claim now rather than at the next poll. */
+void pacer_wake(struct pacer *pc);
 
-/* Puts m in the slot reserved for it. Never blocks for long; never fails. */
-void pacer_push(struct pacer *pc, const struct pacer_msg *m);
+/* Message id's state ("queued", "sending", "sent", "delivered", "failed",
+ * "expired"; STATE_MAX bytes) for the API key that issued it: OTP_OK,
+ * OTP_ENOTFOUND (unknown, or another key's), OTP_ESTORE with detail in err. */
+#define PACER_STATE_MAX 16
+enum otp_rc pacer_status(struct pacer *pc, const char *api_key, const char *id, char *state, char *err);
 
-/* Puts back a message found in the ledger at start-up, in ledger order,
- * without a queue reservation (it was accepted before the restart). It is
- * sent once the money thread has made sure it holds a cost reservation
- * (the one it had may have been spent or given back before the restart). */
-void pacer_restore(struct pacer *pc, const struct pacer_msg *m);
+/* A delivery report for message id: *moved 1 when it changed its state in
+ * Redis (sending or sent to delivered or failed), for any instance's message. */
+enum otp_rc pacer_report(struct pacer *pc, const char *id, int delivered, int *moved, char *err);
 
-/* Stops every message of verification vid that has not gone on the wire
- * yet: each ends 'failed' ("cancelled") before the sender would send it,
- * and its unspent cost reservation goes back once, through the same
- * refund as an expired one. Returns how many were stopped. A message
- * on the money thread (waiting for a retry's reservation, or being marked
- * used before its call) is not seen.
+
+/* Stops this instance's messages of verification vid that have not gone
+ * on the wire yet: each ends 'failed' ("cancelled") before the sender
+ * would send it, and its unspent cost reservation goes back once. Returns
+ * how many it marked. Messages of vid not claimed here end the same way
+ * when any instance claims them: slot.lua finds their verification gone.
  * Never blocks for long. */
 int pacer_cancel(struct pacer *pc, const char *vid);
 
-/* Stops intake, lets calls in flight finish for up to grace_ms, then joins
- * the thread. Queued messages stay 'queued' in the ledger for the next
- * start. */
+/* Stops claiming, lets calls in flight finish for up to grace_ms, then
+ * joins the threads. Messages claimed and not ended stay in the stream,
+ * this instance's: its next start takes them back, or another instance
+ * after pacer.takeover. */
 void pacer_stop(struct pacer *pc, int64_t grace_ms);
 void pacer_free(struct pacer *pc);
 
@@ -148,7 +146,8 @@ void pacer_stats(struct pacer *pc, struct pacer_stats *out);
  * NUL-terminated); returns the length written. */
 size_t pacer_metrics(struct pacer *pc, char *out, size_t cap);
 
-/* 1 while a new message would get queue_full. */
+/* 1 while the fleet's queue was full at the last look (the queue
+ * thread's, at most a second old). */
 int pacer_full(struct pacer *pc);
 
 #endif

@@ -580,3 +580,8 @@ void store_stats(struct store *s, struct store_stats *out)
     *out = s->stats;
     pthread_mutex_unlock(&s->mu);
 }
+
+void store_msg_key(const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "otp:msg:%s", id);
+}

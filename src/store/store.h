@@ -36,6 +36,15 @@ struct store_opts {
 
 /* A script reply, copied out of hiredis. Integers and strings only, or an
  * array of them (nested arrays are not needed by our scripts). */
+/* Keys more than one module's scripts use: the fleet's send stream and
+ * holds (issue.lua writes them, the pacer's queue.lua reads them), the
+ * send slots (slot.lua), and each message's hash (issue.lua, queue.lua,
+ * slot.lua, reserve.lua, refund.lua). */
+#define STORE_QUEUE_KEY "otp:q"
+#define STORE_HOLDS_KEY "otp:holds"
+#define STORE_SLOT_KEY "otp:slot"
+void store_msg_key(const char *id, char *out, size_t cap);
+
 struct store_reply {
     size_t n;           /* elements */
     long long *ints;    /* ints[i] when strs[i] is NULL */

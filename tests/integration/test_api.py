@@ -237,6 +237,10 @@ class ContractErrorsTest(OtpdTest):
         st, _, p = self.otpd.call("GET", "/readyz", auth=None)
         self.assertEqual((st, p["status"]), (200, "ready"))
         self.issue_and_code(PHONE)
+        # The depth is the fleet's, as the queue thread last saw it: it
+        # reaches 0 once the message's end is written to Redis.
+        wait_until(lambda: "otpd_queue_depth 0\n" in self.otpd.call("GET", "/metrics", auth=None)[2],
+                   what="the queue to empty")
         st, h, text = self.otpd.call("GET", "/metrics", auth=None)
         self.assertEqual(st, 200)
         self.assertIn('otpd_requests_total{op="issue",decision="accepted"} 1\n', text)

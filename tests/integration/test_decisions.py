@@ -247,6 +247,16 @@ class StoppedRedisTest(DecisionsTest):
 
 
 # 3. both orders of a script and its abandon, in Redis itself ---------------------------------------------
+def queue_keys(rid):
+    """issue.lua's last KEYS: the fleet's stream, the holds, the message's hash, the undo key."""
+    return ["otp:q", "otp:holds", "otp:msg:m" + rid, "otp:u:" + rid]
+
+
+def queue_args(rid):
+    """issue.lua's last ARGV: capacity, hold_ms, message id, API key, cap windows, phone."""
+    return [100, 10000, "m" + rid, "login-web", "3600000", P]
+
+
 class ScriptOrderTest(DecisionsTest):
     """issue.lua run directly (EVAL of the tree's source), so the order of a
     stalled issue and its abandon can be chosen."""
@@ -255,10 +265,10 @@ class ScriptOrderTest(DecisionsTest):
     def eval_issue(self, op, rid):
         with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
             src = f.read()
-        keys = ["otp:{%s}" % P, "otp:cost", "otp:u:" + rid]
-        args = [op, "v" * 32, "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000, "s" * 12,
+        keys = ["otp:{%s}" % P, "otp:cost"] + queue_keys(rid)
+        args = [op, "" if op == "a" else "v" * 32, "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000, "s" * 12,
                 1, 1, "pl", 2, 60000, 2, 0,
-                "c3600000", 3600000, 100000]
+                "c3600000", 3600000, 100000] + queue_args(rid)
         return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
 
     def test_abandon_before_the_issue_runs(self):
@@ -304,11 +314,11 @@ class AbandonInterleavingTest(DecisionsTest):
     def issue_script(self, op, rid, vid):
         with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
             src = f.read()
-        keys = [self.K, "otp:cost", "otp:u:" + rid]
-        args = [op, vid, "h" * 16, 300000, 3, PRICE, 2, 1, 2, 30000, self.SCOPE,
+        keys = [self.K, "otp:cost"] + queue_keys(rid)
+        args = [op, "" if op == "a" else vid, "h" * 16, 300000, 3, PRICE, 2, 1, 2, 30000, self.SCOPE,
                 1, 1, "pl", 5, 60000, 0, 0,
                 3, 1, "tb", 1, 1000, 1, 0,
-                "c3600000", 3600000, 100000]
+                "c3600000", 3600000, 100000] + queue_args(rid)
         return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
 
     def field(self):

@@ -1,0 +1,252 @@
+/*
+ * queue: argument building and reply reading around queue.lua and
+ * slot.lua. Each function is one script run; nothing here waits or loops.
+ */
+#include "queue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "queue.lua.h"
+#include "slot.lua.h"
+
+#define QUEUE_CLAIM_MAX 16
+#define QUEUE_PER_ENTRY 11 /* queue.lua's claim: values per entry */
+#define QUEUE_TOUCH_MAX 64
+
+struct queue {
+    struct store *store;
+    int h_queue, h_slot;
+    char consumer[QUEUE_NAME_MAX];
+    char cursor[QUEUE_EID_MAX]; /* XAUTOCLAIM's; the queue thread only */
+};
+
+struct queue *queue_new(struct store *s, const char *consumer)
+{
+    struct queue *q = calloc(1, sizeof(*q));
+
+    if (q == NULL)
+        return NULL;
+    q->store = s;
+    q->h_queue = store_script(s, pacer_queue_lua);
+    q->h_slot = store_script(s, pacer_slot_lua);
+    snprintf(q->consumer, sizeof(q->consumer), "%s", consumer);
+    snprintf(q->cursor, sizeof(q->cursor), "0-0");
+    return q;
+}
+
+void queue_free(struct queue *q)
+{
+    free(q);
+}
+
+static const char *queue_str(const struct store_reply *r, size_t i)
+{
+    return i < r->n && r->strs[i] ? r->strs[i] : "";
+}
+
+static int64_t queue_int(const struct store_reply *r, size_t i)
+{
+    if (i >= r->n)
+        return 0;
+    return r->strs[i] ? strtoll(r->strs[i], NULL, 10) : r->ints[i];
+}
+
+/* Runs queue.lua's op with the stream and key2, then extra arguments. */
+static enum otp_rc queue_run(struct queue *q, const char *op, const char *key2, const char *const *extra, int n_extra,
+                             struct store_reply **rep, char *err)
+{
+    const char *args[4 + QUEUE_TOUCH_MAX + 8];
+    int n = 0, i;
+
+    args[n++] = STORE_QUEUE_KEY;
+    args[n++] = key2;
+    args[n++] = op;
+    args[n++] = q->consumer;
+    for (i = 0; i < n_extra; i++)
+        args[n++] = extra[i];
+    return store_eval(q->store, q->h_queue, 2, n, args, rep, err);
+}
+
+enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t takeover_ms,
+                        struct queue_entry *out, int *n, int64_t *depth, char *err)
+{
+    static const char *const modes[] = {[QUEUE_OWN] = "own", [QUEUE_TAKEOVER] = "takeover", [QUEUE_NEW] = "new"};
+    char want_s[16], takeover_s[24];
+    const char *extra[4] = {want_s, takeover_s, modes[mode], q->cursor};
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+    int64_t got, i;
+
+    *n = 0;
+    snprintf(want_s, sizeof(want_s), "%d", want < QUEUE_CLAIM_MAX ? want : QUEUE_CLAIM_MAX);
+    snprintf(takeover_s, sizeof(takeover_s), "%lld", (long long)takeover_ms);
+    if ((rc = queue_run(q, "claim", STORE_HOLDS_KEY, extra, 4, &rep, err)) != OTP_OK)
+        return rc;
+    got = queue_int(rep, 2);
+    if (rep->n < 3 || got < 0 || got > QUEUE_CLAIM_MAX || rep->n != 3 + (size_t)got * QUEUE_PER_ENTRY) {
+        snprintf(err, OTP_ERR_LEN, "queue: claim gave %zu values", rep->n);
+        store_reply_free(rep);
+        return OTP_ESTORE;
+    }
+    *depth = queue_int(rep, 0);
+    if (mode == QUEUE_TAKEOVER)
+        snprintf(q->cursor, sizeof(q->cursor), "%s", queue_str(rep, 1));
+    for (i = 0; i < got; i++) {
+        size_t b = 3 + (size_t)i * QUEUE_PER_ENTRY;
+        struct queue_entry *e = &out[*n];
+        memset(e, 0, sizeof(*e));
+        snprintf(e->eid, sizeof(e->eid), "%s", queue_str(rep, b));
+        snprintf(e->id, sizeof(e->id), "%s", queue_str(rep, b + 1));
+        snprintf(e->vid, sizeof(e->vid), "%s", queue_str(rep, b + 2));
+        snprintf(e->to, sizeof(e->to), "%s", queue_str(rep, b + 3));
+        e->expires_ms = queue_int(rep, b + 4);
+        snprintf(e->scope, sizeof(e->scope), "%s", queue_str(rep, b + 5));
+        e->price_minor = queue_int(rep, b + 6);
+        e->cost_ms = queue_int(rep, b + 7);
+        snprintf(e->caps, sizeof(e->caps), "%s", queue_str(rep, b + 8));
+        snprintf(e->phone_key, sizeof(e->phone_key), "%s", queue_str(rep, b + 9));
+        e->deliveries = (int)queue_int(rep, b + 10);
+        if (e->id[0] && e->vid[0] && e->phone_key[0])
+            (*n)++;
+    }
+    store_reply_free(rep);
+    return OTP_OK;
+}
+
+enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
+                       int fail_if_sending, struct queue_slot *out, char *err)
+{
+    static const char *const verdicts[] = {[QUEUE_SEND] = "ok", [QUEUE_DONE] = "done", [QUEUE_GONE] = "gone",
+                                           [QUEUE_EXPIRED] = "expired", [QUEUE_WAS_SENDING] = "sending"};
+    char msg[QUEUE_KEY_MAX], exp_s[24], life_s[24], period_s[24];
+    const char *args[10] = {STORE_SLOT_KEY, msg,    e->phone_key, "take",   e->vid,
+                            e->scope,       exp_s, life_s,       period_s, fail_if_sending ? "1" : "0"};
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+    size_t v;
+
+    store_msg_key(e->id, msg, sizeof(msg));
+    snprintf(exp_s, sizeof(exp_s), "%lld", (long long)e->expires_ms);
+    snprintf(life_s, sizeof(life_s), "%lld", (long long)min_life_ms);
+    snprintf(period_s, sizeof(period_s), "%lld", (long long)period_us);
+    if ((rc = store_eval(q->store, q->h_slot, 3, 10, args, &rep, err)) != OTP_OK)
+        return rc;
+    for (v = 0; v < sizeof(verdicts) / sizeof(verdicts[0]); v++)
+        if (strcmp(queue_str(rep, 0), verdicts[v]) == 0)
+            break;
+    if (rep->n != 4 || v == sizeof(verdicts) / sizeof(verdicts[0])) {
+        snprintf(err, OTP_ERR_LEN, "queue: slot.lua gave a bad reply");
+        store_reply_free(rep);
+        return OTP_ESTORE;
+    }
+    out->verdict = (enum queue_verdict)v;
+    out->slot_us = queue_int(rep, 1);
+    out->now_us = queue_int(rep, 2);
+    out->attempt = (int)queue_int(rep, 3);
+    store_reply_free(rep);
+    return OTP_OK;
+}
+
+enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err)
+{
+    char pause_s[24];
+    const char *args[5] = {STORE_SLOT_KEY, "", "", "pause", pause_s};
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+
+    /* slot.lua names three keys; pause uses only the first. */
+    args[1] = STORE_SLOT_KEY;
+    args[2] = STORE_SLOT_KEY;
+    snprintf(pause_s, sizeof(pause_s), "%lld", (long long)pause_us);
+    rc = store_eval(q->store, q->h_slot, 3, 5, args, &rep, err);
+    store_reply_free(rep);
+    return rc;
+}
+
+/* Runs op on message id's hash; *result is its integer reply. */
+static enum otp_rc queue_on_msg(struct queue *q, const char *op, const char *id, const char *const *extra,
+                                int n_extra, int64_t *result, char *err)
+{
+    char msg[QUEUE_KEY_MAX];
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+
+    store_msg_key(id, msg, sizeof(msg));
+    if ((rc = queue_run(q, op, msg, extra, n_extra, &rep, err)) != OTP_OK)
+        return rc;
+    *result = queue_int(rep, 0);
+    store_reply_free(rep);
+    return OTP_OK;
+}
+
+enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, const char *state, const char *detail,
+                      const char *provider_id, int *moved, char *err)
+{
+    const char *extra[4] = {e->eid, state, detail ? detail : "", provider_id ? provider_id : ""};
+    int64_t r = 0;
+    enum otp_rc rc = queue_on_msg(q, "end", e->id, extra, 4, &r, err);
+
+    *moved = r == 1;
+    return rc;
+}
+
+enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char *detail, int *owned, char *err)
+{
+    const char *extra[2] = {e->eid, detail ? detail : ""};
+    int64_t r = 0;
+    enum otp_rc rc = queue_on_msg(q, "retry", e->id, extra, 2, &r, err);
+
+    *owned = r == 1;
+    return rc;
+}
+
+enum otp_rc queue_touch(struct queue *q, const char *const *eids, int n, int *lost, char *err)
+{
+    struct store_reply *rep = NULL;
+    enum otp_rc rc = OTP_OK;
+    int done, i;
+    size_t k;
+
+    for (done = 0; done < n && rc == OTP_OK; done += QUEUE_TOUCH_MAX) {
+        int batch = n - done < QUEUE_TOUCH_MAX ? n - done : QUEUE_TOUCH_MAX;
+        if ((rc = queue_run(q, "touch", STORE_HOLDS_KEY, eids + done, batch, &rep, err)) != OTP_OK)
+            break;
+        for (i = 0; i < batch; i++) {
+            lost[done + i] = 0;
+            for (k = 0; k < rep->n; k++)
+                if (strcmp(queue_str(rep, k), eids[done + i]) == 0)
+                    lost[done + i] = 1;
+        }
+        store_reply_free(rep);
+        rep = NULL;
+    }
+    return rc;
+}
+
+enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key_cap, char *state,
+                      size_t state_cap, char *err)
+{
+    char msg[QUEUE_KEY_MAX];
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+
+    store_msg_key(id, msg, sizeof(msg));
+    if ((rc = queue_run(q, "get", msg, NULL, 0, &rep, err)) != OTP_OK)
+        return rc;
+    snprintf(api_key, key_cap, "%s", queue_str(rep, 0));
+    snprintf(state, state_cap, "%s", queue_str(rep, 1));
+    store_reply_free(rep);
+    return OTP_OK;
+}
+
+enum otp_rc queue_report(struct queue *q, const char *id, const char *state, int *moved, char *err)
+{
+    const char *extra[1] = {state};
+    int64_t r = 0;
+    enum otp_rc rc = queue_on_msg(q, "report", id, extra, 1, &r, err);
+
+    *moved = r == 1;
+    return rc;
+}

@@ -1,0 +1,101 @@
+/*
+ * queue: the fleet's send queue in Redis (queue.lua) and its send slots
+ * (slot.lua): one stream with a consumer group, each instance a consumer.
+ * Every call is one script run with the store's timeout; the pacer calls
+ * them from its queue thread only, never from the thread that owns the
+ * wire. See queue.lua for the data and issue.lua for how a message gets in.
+ */
+#ifndef OTPD_QUEUE_H
+#define OTPD_QUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/rc.h"
+#include "../store/store.h"
+
+#define QUEUE_EID_MAX 48
+#define QUEUE_ID_MAX 33
+#define QUEUE_KEY_MAX 64
+#define QUEUE_CAPS_MAX 192
+#define QUEUE_NAME_MAX 96
+
+struct queue;
+
+/* One entry of the stream: a message's immutable data. */
+struct queue_entry {
+    char eid[QUEUE_EID_MAX];   /* the stream entry's id */
+    char id[QUEUE_ID_MAX];     /* the message */
+    char vid[QUEUE_ID_MAX];    /* its verification */
+    char to[20];               /* canonical E.164 */
+    char scope[24];            /* the verification's field in the phone's hash */
+    char phone_key[QUEUE_KEY_MAX]; /* the phone's hash */
+    int64_t expires_ms;        /* Redis's clock */
+    int64_t price_minor;       /* -1: no cost caps */
+    int64_t cost_ms;           /* Redis time of the issue's reservation */
+    char caps[QUEUE_CAPS_MAX]; /* the cap windows it was counted in */
+    int deliveries;            /* times the group handed it to a consumer */
+};
+
+enum queue_mode {
+    QUEUE_OWN,      /* this consumer's pending entries (a restart) */
+    QUEUE_TAKEOVER, /* entries idle for takeover_ms, any consumer's */
+    QUEUE_NEW,      /* entries never delivered */
+};
+
+/* What slot.lua says of a message about to be sent. */
+enum queue_verdict {
+    QUEUE_SEND,    /* it holds a slot: send it at the slot */
+    QUEUE_DONE,    /* it has ended already (another instance ended it) */
+    QUEUE_GONE,    /* its verification has ended: never send it */
+    QUEUE_EXPIRED, /* too little of its code's life is left */
+    QUEUE_WAS_SENDING, /* taken over while 'sending', and pacer.on_restart_sending is fail */
+};
+
+/* A slot as slot.lua gave it. */
+struct queue_slot {
+    enum queue_verdict verdict;
+    int64_t slot_us; /* Redis's clock */
+    int64_t now_us;  /* Redis's clock inside the call */
+    int attempt;     /* the attempt this slot is for (1 the first, any instance's) */
+};
+
+/* consumer names this instance in the group (copied). NULL when out of memory. */
+struct queue *queue_new(struct store *s, const char *consumer);
+void queue_free(struct queue *q);
+
+/* Claims up to want entries (at most 16) into out; *n is how many, *depth
+ * the fleet's queue (stream and holds). */
+enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t takeover_ms,
+                        struct queue_entry *out, int *n, int64_t *depth, char *err);
+
+/* Checks e on Redis's clock and takes the next slot of the fleet's GCRA
+ * (period_us apart) when it may go (see slot.lua). */
+enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
+                       int fail_if_sending, struct queue_slot *out, char *err);
+
+/* A provider 429: no slot before pause_us from now, for the whole fleet. */
+enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err);
+
+/* Ends e's message as state ("sent", "failed", "expired") and takes its
+ * entry out of the stream. *moved 0 when it had ended already. */
+enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, const char *state, const char *detail,
+                      const char *provider_id, int *moved, char *err);
+
+/* Puts e's message back to 'queued' for a retry this instance makes;
+ * *owned 0 when another instance took it over meanwhile (drop it). */
+enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char *detail, int *owned, char *err);
+
+/* Keeps this instance's entries eids[0..n) from being taken over; lost[i]
+ * is set to 1 for each one another instance has taken. */
+enum otp_rc queue_touch(struct queue *q, const char *const *eids, int n, int *lost, char *err);
+
+/* A message's issuing API key and state ("" for both when unknown). */
+enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key_cap, char *state,
+                      size_t state_cap, char *err);
+
+/* A delivery report: moves a message that is sending or sent to state;
+ * *moved 0 when it did not (ended, or unknown). */
+enum otp_rc queue_report(struct queue *q, const char *id, const char *state, int *moved, char *err);
+
+#endif

@@ -1,0 +1,122 @@
+-- queue.lua: the fleet's send queue (DESIGN.md, "Pacer"). One stream,
+-- otp:q, with one consumer group, 'senders'; each otpd instance is one
+-- consumer (pacer.instance). issue.lua holds a message (otp:holds) and its
+-- commit adds it to the stream once the instance's ledger rows are
+-- durable; an entry leaves the stream (XACK and XDEL) when its message
+-- ends, so XLEN counts every message accepted and not yet ended, claimed
+-- or not, and issue.lua bounds XLEN + ZCARD(holds) by pacer.capacity.
+--
+-- An entry is immutable message data: id, v (verification), to (phone),
+-- e (expiry, Redis ms), sc (the verification's field in the phone's hash),
+-- p (price reserved, -1 none), t (Redis time of that reservation), k (the
+-- cap windows it was counted in), pk (the phone's hash, where the
+-- verification lives). What changes lives in the message's
+-- hash otp:msg:<id> (24 h): s (state), d (detail), pid (provider id), n
+-- (attempts), a (the issuing API key), and the money fields of
+-- reserve.lua and refund.lua.
+--
+-- KEYS[1] the stream; KEYS[2] the holds (claim) or the message's hash
+-- ARGV[1] op, ARGV[2] this instance's consumer name
+--
+-- claim: ARGV want, takeover_ms, mode ('own': this consumer's pending
+--   entries, any idle, at start; 'takeover': entries idle >= takeover_ms of
+--   any consumer; 'new': never delivered), cursor (takeover's XAUTOCLAIM
+--   cursor). Returns {depth, cursor, n, then 11 per entry: entry id, id, v,
+--   to, e, sc, p, t, k, pk, deliveries}.
+-- touch: ARGV entry ids: resets their idle time while this consumer still
+--   owns them (so they are not taken over); returns the ones it lost.
+-- end: ARGV entry id, state (sent, failed, expired), detail, provider id:
+--   the message ends; returns 1, or 0 when it had ended already.
+-- retry: ARGV entry id, detail: back to 'queued' while this consumer owns
+--   it; returns 1, or 0 when it lost it (another instance took it over).
+-- get: returns {api key, state} ("" when unknown).
+-- report: ARGV state (delivered, failed): a delivery report moves a message
+--   that is sending or sent; returns 1, or 0 when it did not move.
+local q, G = KEYS[1], 'senders'
+local op, me = ARGV[1], ARGV[2]
+local FINAL = {sent = true, delivered = true, failed = true, expired = true}
+
+local function group()
+  if redis.call('EXISTS', q) == 0 then redis.call('XGROUP', 'CREATE', q, G, '0', 'MKSTREAM') end
+end
+
+-- The consumer that owns entry eid, or nil.
+local function owner(eid)
+  local p = redis.call('XPENDING', q, G, eid, eid, 1)
+  return p[1] and p[1][2] or nil
+end
+
+if op == 'claim' then
+  local want, takeover, mode, cursor = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
+  group()
+  local out = {redis.call('XLEN', q) + redis.call('ZCARD', KEYS[2]), cursor, 0}
+  local entries = {}
+  if mode == 'own' then
+    local p = redis.call('XPENDING', q, G, '-', '+', want, me)
+    local ids = {}
+    for _, e in ipairs(p) do ids[#ids + 1] = e[1] end
+    if #ids > 0 then entries = redis.call('XCLAIM', q, G, me, 0, unpack(ids)) end
+  elseif mode == 'takeover' then
+    local r = redis.call('XAUTOCLAIM', q, G, me, takeover, cursor, 'COUNT', want)
+    out[2], entries = r[1], r[2]
+  else
+    local r = redis.call('XREADGROUP', 'GROUP', G, me, 'COUNT', want, 'STREAMS', q, '>')
+    if r then entries = r[1][2] end
+  end
+  for _, e in ipairs(entries) do
+    if e and e[2] then
+      local f = {}
+      for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
+      local p = redis.call('XPENDING', q, G, e[1], e[1], 1)
+      out[3] = out[3] + 1
+      out[#out + 1] = e[1]
+      for _, name in ipairs({'id', 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk'}) do out[#out + 1] = f[name] or '' end
+      out[#out + 1] = p[1] and p[1][4] or 1
+    end
+  end
+  return out
+end
+
+if op == 'touch' then
+  local lost = {}
+  for i = 3, #ARGV do
+    if owner(ARGV[i]) == me then
+      redis.call('XCLAIM', q, G, me, 0, ARGV[i], 'JUSTID')
+    else
+      lost[#lost + 1] = ARGV[i]
+    end
+  end
+  return lost
+end
+
+if op == 'end' then
+  local s = redis.call('HGET', KEYS[2], 's')
+  redis.call('XACK', q, G, ARGV[3])
+  redis.call('XDEL', q, ARGV[3])
+  if s and FINAL[s] then return 0 end
+  redis.call('HSET', KEYS[2], 's', ARGV[4], 'd', ARGV[5])
+  if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'pid', ARGV[6]) end
+  redis.call('PEXPIRE', KEYS[2], 86400000)
+  return 1
+end
+
+if op == 'retry' then
+  if owner(ARGV[3]) ~= me then return 0 end
+  redis.call('HSET', KEYS[2], 's', 'queued', 'd', ARGV[4])
+  return 1
+end
+
+if op == 'get' then
+  local m = redis.call('HMGET', KEYS[2], 'a', 's')
+  if m[2] == 'held' then return {'', ''} end
+  return {m[1] or '', m[2] or ''}
+end
+
+if op == 'report' then
+  local s = redis.call('HGET', KEYS[2], 's')
+  if s ~= 'sending' and s ~= 'sent' then return 0 end
+  redis.call('HSET', KEYS[2], 's', ARGV[3])
+  return 1
+end
+
+return redis.error_reply('queue.lua: unknown op ' .. tostring(op))

@@ -1,0 +1,55 @@
+-- slot.lua: the fleet's send rate, one GCRA on Redis's clock (DESIGN.md,
+-- "Pacer"; the arithmetic is modelled in schedule.c). Before each provider
+-- call a sender takes the next slot: slot = max(tat, now) and tat moves
+-- one period on, so slots are a period apart whoever takes them and an
+-- idle queue earns no burst. The key expires once its tat has passed, when
+-- it would make no difference.
+--
+-- KEYS[1] the slot key otp:slot; KEYS[2] the message's hash; KEYS[3] the
+--         phone's hash (the verification lives there)
+-- ARGV[1] op:
+-- take: ARGV vid, scope, expires_ms, min_life_ms, period_us, fail_sending
+--   ('1': a message taken over while 'sending' is not sent again, as
+--   pacer.on_restart_sending 'fail' asks: {'sending'}). The message is
+--   checked first, on Redis's clock: an ended one ({'done'}), one whose
+--   verification has ended (verified, cancelled or replaced: {'gone'}), one
+--   with less than min_life_ms of its code's life left ({'expired'}). Else
+--   it is 'sending' from here and {'ok', slot_us, now_us, attempt}.
+-- pause: ARGV pause_us: a provider 429 holds every slot back until
+--   now + pause_us. Returns {'ok', tat_us, now_us, 0}.
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local op = ARGV[1]
+local FINAL = {sent = true, delivered = true, failed = true, expired = true}
+
+local function fmt(n) return string.format('%.0f', n) end
+
+local function tat_set(tat)
+  redis.call('SET', KEYS[1], fmt(tat), 'PX', math.floor((tat - now_us) / 1000) + 1000)
+end
+
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+
+if op == 'pause' then
+  local until_us = now_us + tonumber(ARGV[2])
+  if until_us > tat then tat = until_us; tat_set(tat) end
+  return {'ok', fmt(tat), fmt(now_us), 0}
+end
+
+if op ~= 'take' then return redis.error_reply('slot.lua: unknown op ' .. tostring(op)) end
+
+local vid, scope = ARGV[2], ARGV[3]
+local expires_ms, min_life_ms, period = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local s = redis.call('HGET', KEYS[2], 's')
+if s and FINAL[s] then return {'done', '0', fmt(now_us), 0} end
+if s == 'sending' and ARGV[7] == '1' then return {'sending', '0', fmt(now_us), 0} end
+local v = redis.call('HGET', KEYS[3], scope)
+if not v or string.sub(v, 1, 32) ~= vid then return {'gone', '0', fmt(now_us), 0} end
+if expires_ms - math.floor(now_us / 1000) < min_life_ms then return {'expired', '0', fmt(now_us), 0} end
+
+local slot = math.max(tat, now_us)
+tat_set(slot + period)
+redis.call('HSET', KEYS[2], 's', 'sending')
+local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
+redis.call('PEXPIRE', KEYS[2], 86400000)
+return {'ok', fmt(slot), fmt(now_us), n}
