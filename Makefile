@@ -38,7 +38,7 @@ endif
 BIN     := bin
 
 BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.c \
-                src/base/config.c
+                src/base/config.c src/base/timestamp.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -55,7 +55,7 @@ LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
-UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule
+UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule test_timestamp
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
