@@ -109,10 +109,11 @@ struct table {
 
 void otpctl_ledger_usage(FILE *f)
 {
-    fprintf(f, "       otpctl ledger --db FILE [--db FILE...] [--phone E164] [--since T] [--until T]\n"
-               "                     [--format table|json|csv]\n"
-               "         T: RFC 3339 (2024-05-01T12:00:00Z, 2024-05-01T17:30:00+05:30) or Unix milliseconds;\n"
-               "         --since is inclusive, --until exclusive\n");
+    fprintf(f,
+            "       otpctl ledger --db FILE [--db FILE...] [--phone E164] [--since T] [--until T]\n"
+            "                     [--format table|json|csv]\n"
+            "         T: RFC 3339 (2024-05-01T12:00:00Z, 2024-05-01T17:30:00+05:30) or Unix milliseconds;\n"
+            "         --since is inclusive, --until exclusive\n");
 }
 
 /* Says what is wrong (what, then arg) and how to call; EX_USAGE. */
@@ -196,7 +197,9 @@ static int print_json(const struct out_field *f)
 
     for (i = 0; i < OC_N; i++)
         json_object_set_new(row, out_cols[i].name,
-                            f[i].is_int ? json_integer(f[i].i) : f[i].s ? json_text(f[i].s) : json_null());
+                            f[i].is_int ? json_integer(f[i].i)
+                            : f[i].s    ? json_text(f[i].s)
+                                        : json_null());
     rc = json_dumpf(row, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
     putchar('\n');
     json_decref(row);
@@ -494,13 +497,15 @@ int otpctl_ledger(int argc, char **argv)
         filter.phone = pi.e164;
     }
     if (since_s && timestamp_parse(since_s, &filter.since_ms) != OTP_OK) {
-        fprintf(stderr, "otpctl ledger: --since %s: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n",
+        fprintf(stderr,
+                "otpctl ledger: --since %s: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n",
                 since_s);
         ex = EX_DATAERR;
         goto out;
     }
     if (until_s && timestamp_parse(until_s, &filter.until_ms) != OTP_OK) {
-        fprintf(stderr, "otpctl ledger: --until %s: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n",
+        fprintf(stderr,
+                "otpctl ledger: --until %s: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n",
                 until_s);
         ex = EX_DATAERR;
         goto out;

@@ -97,7 +97,8 @@ static enum otp_rc parse_rfc3339(const char *s, int64_t *out_ms)
     if (*p != 'T' && *p != 't' && *p != ' ')
         return OTP_EINVAL;
     p++;
-    if (digits(&p, 2, &h) < 0 || *p++ != ':' || digits(&p, 2, &mi) < 0 || *p++ != ':' || digits(&p, 2, &sec) < 0)
+    if (digits(&p, 2, &h) < 0 || *p++ != ':' || digits(&p, 2, &mi) < 0 || *p++ != ':' ||
+        digits(&p, 2, &sec) < 0)
         return OTP_EINVAL;
     if (*p == '.') {
         p++;

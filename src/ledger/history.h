@@ -44,34 +44,34 @@ struct history_filter {
  * next history_next or history_close.
  */
 struct history_event {
-    int64_t ts_ms;          /* when it happened, Unix ms, on the writing instance's clock */
-    int ledger;             /* which file: its index in history_open's paths, from 0 */
+    int64_t ts_ms; /* when it happened, Unix ms, on the writing instance's clock */
+    int ledger;    /* which file: its index in history_open's paths, from 0 */
     enum history_kind kind;
-    int64_t row_id;         /* the row's id in its table of its ledger (a verification: its rowid) */
-    const char *request;    /* HISTORY_REQUEST: "issue" or "verify" */
-    const char *state;      /* request: its decision ("accepted", "rate_limited", ...); verification:
-                             * "started", "verified" or "exhausted"; message: its new state; send: its
-                             * outcome ("sent", "transient", "permanent") */
-    const char *phone;      /* canonical E.164; NULL for a message's event or send whose message row is in
-                             * no ledger read, unless the filter named the phone */
-    const char *api_key;    /* the caller's configured name, never its key */
+    int64_t row_id;      /* the row's id in its table of its ledger (a verification: its rowid) */
+    const char *request; /* HISTORY_REQUEST: "issue" or "verify" */
+    const char *state;   /* request: its decision ("accepted", "rate_limited", ...); verification:
+                          * "started", "verified" or "exhausted"; message: its new state; send: its
+                          * outcome ("sent", "transient", "permanent") */
+    const char *phone;   /* canonical E.164; NULL for a message's event or send whose message row is in
+                          * no ledger read, unless the filter named the phone */
+    const char *api_key; /* the caller's configured name, never its key */
     const char *purpose;
     const char *device_id;
     const char *client_ip;
-    const char *rule;       /* request: the rule that refused */
-    const char *shadow;     /* request: shadow rules that would have refused */
-    int64_t http_status;    /* request: otpd's answer; send: the provider's (-1: no answer) */
-    int64_t count;          /* request: how many identical requests the row stands for (4xx rows are
-                             * counted per key, decision and second) */
+    const char *rule;    /* request: the rule that refused */
+    const char *shadow;  /* request: shadow rules that would have refused */
+    int64_t http_status; /* request: otpd's answer; send: the provider's (-1: no answer) */
+    int64_t count;       /* request: how many identical requests the row stands for (4xx rows are
+                          * counted per key, decision and second) */
     const char *verification_id;
     const char *message_id;
-    const char *provider;   /* send: the adapter ("webhook", "kannel", ...) */
+    const char *provider;    /* send: the adapter ("webhook", "kannel", ...) */
     const char *provider_id; /* send: the provider's id for the message */
-    int64_t attempt;        /* send: 1 for the first try */
-    int64_t latency_ms;     /* send */
-    int64_t cost_minor;     /* send: what it may be billed, in minor units */
-    int64_t wrong;          /* verification ended: wrong guesses */
-    const char *detail;     /* message: why (a report's text, a failure's reason); send: its error */
+    int64_t attempt;         /* send: 1 for the first try */
+    int64_t latency_ms;      /* send */
+    int64_t cost_minor;      /* send: what it may be billed, in minor units */
+    int64_t wrong;           /* verification ended: wrong guesses */
+    const char *detail;      /* message: why (a report's text, a failure's reason); send: its error */
 };
 
 /*
@@ -98,9 +98,9 @@ enum otp_rc history_query(struct history *h, const struct history_filter *f, cha
  * The next event of the query, oldest first: by ts_ms, then for ties in
  * the order otpd writes them (a verification started, a message queued, a
  * verification ended, the request's row, sending, the provider call, the
- * message's later states), then by ledger, then by row id. Sets *got to 1 and fills *ev, or *got to 0 at the end. Events are
- * read as they are returned, so memory stays flat whatever the ledgers'
- * size. OTP_EIO (with the file in err) when a ledger cannot be read.
+ * message's later states), then by ledger, then by row id. Sets *got to 1 and fills *ev, or *got to 0 at the
+ * end. Events are read as they are returned, so memory stays flat whatever the ledgers' size. OTP_EIO (with
+ * the file in err) when a ledger cannot be read.
  */
 enum otp_rc history_next(struct history *h, struct history_event *ev, int *got, char *err);
 
