@@ -135,7 +135,12 @@ const char *history_kind_name(enum history_kind k)
  * ledger without a -wal file is open in no otpd (SQLite deletes it when the
  * last connection closes), so it is opened immutable: a plain read-only
  * open would create -wal and -shm files owned by whoever runs otpctl, which
- * could keep otpd from opening its ledger later. Caller frees.
+ * could keep otpd from opening its ledger later. Immutable means no locks:
+ * an otpd started meanwhile writes to a new -wal this read does not see
+ * (the read is of the file as it was), and only a checkpoint into the file
+ * during the read (at 1,000 WAL pages, or when that otpd stops) could make
+ * the read fail or miss rows. Nothing here can change the file either way.
+ * Caller frees.
  */
 static char *history_uri(const char *path, int immutable)
 {
