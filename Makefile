@@ -38,12 +38,12 @@ endif
 BIN     := bin
 
 BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.c \
-                src/base/config.c
+                src/base/config.c src/base/timestamp.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
 STORE_SRC    := src/store/store.c
-LEDGER_SRC   := src/ledger/ledger.c
+LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c
@@ -56,7 +56,7 @@ LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
                 src/pacer/queue.lua src/pacer/slot.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
-UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule
+UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule test_timestamp
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
@@ -95,7 +95,7 @@ $(MODE):
 $(BIN)/otpd: $(B)/cmd/otpd/main.o $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
-$(BIN)/otpctl: $(B)/cmd/otpctl/main.o $(LIB) $(MODE)
+$(BIN)/otpctl: $(B)/cmd/otpctl/main.o $(B)/cmd/otpctl/ledger.o $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
 $(BIN)/fake_provider: $(B)/tests/fake_provider/fake_provider.o $(MODE)
@@ -148,7 +148,7 @@ lint:
 	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.cc' '*.h') || \
 	  { echo "banned call found"; exit 1; }
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-	  --suppress=missingIncludeSystem -I src $(LIB_SRC) $(CXX_SRC) cmd/otpd/main.c cmd/otpctl/main.c
+	  --suppress=missingIncludeSystem -I src $(LIB_SRC) $(CXX_SRC) cmd/otpd/main.c cmd/otpctl/main.c cmd/otpctl/ledger.c
 
 # libFuzzer (clang) over the parsers: build/fuzz/fuzz_T for each T of FUZZ_TARGETS, from tests/fuzz/fuzz_T.c
 # and the library built with OTPD_TESTING (UNITTEST functions visible) and ASan+UBSan. tests/fuzz/run.sh

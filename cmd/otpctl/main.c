@@ -1,7 +1,8 @@
 /*
  * otpctl: the operator's CLI. `check` validates a config like otpd --check;
- * `audit` prints the newest rows of a ledger table as JSON lines (never a
- * code: the ledger holds none).
+ * `audit` prints the newest rows of a ledger table as JSON lines; `ledger`
+ * (ledger.c) prints one history merged from several ledgers. None prints a
+ * code: the ledger holds none. Exit codes are sysexits'.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +13,14 @@
 
 #include "../../src/base/config.h"
 #include "../../src/ledger/ledger.h"
+#include "otpctl.h"
 
 static void usage(void)
 {
     fprintf(stderr, "usage: otpctl check -c FILE\n"
                     "       otpctl audit -c FILE [-t requests|messages|sends|verifications|message_events]\n"
                     "                    [-n ROWS] [-p PHONE]\n");
+    otpctl_ledger_usage(stderr);
 }
 
 static void print_row(void *ctx, int ncols, const char *const *names, const char *const *values)
@@ -33,7 +36,8 @@ static void print_row(void *ctx, int ncols, const char *const *names, const char
     json_decref(row);
 }
 
-int main(int argc, char **argv)
+/* check and audit: both read the config (audit finds the ledger there). */
+static int otpctl_config_command(int argc, char **argv)
 {
     const char *path = NULL, *table = "requests", *phone = NULL;
     struct config *c;
@@ -42,10 +46,6 @@ int main(int argc, char **argv)
     long rows = 20;
     int i, rc;
 
-    if (argc < 2) {
-        usage();
-        return EX_USAGE;
-    }
     for (i = 2; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
             path = argv[++i];
@@ -95,4 +95,16 @@ int main(int argc, char **argv)
     ledger_close(l);
     config_free(c);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage();
+        return EX_USAGE;
+    }
+    /* ledger needs no config and no secret: it reads the files it is given. */
+    if (strcmp(argv[1], "ledger") == 0)
+        return otpctl_ledger(argc - 2, argv + 2);
+    return otpctl_config_command(argc, argv);
 }

@@ -1,0 +1,565 @@
+/*
+ * otpctl ledger: the history of one fleet, read from each instance's ledger
+ * (src/ledger/history.c reads and merges; this file parses the flags and
+ * prints). Needs no config and no secret, and opens every file read-only,
+ * so it runs beside a live otpd and on a copy of a ledger alike.
+ *
+ * Output: one line per event, in time order across the files, each naming
+ * its ledger and the request, verification and message ids that let one
+ * message be followed across instances. Three formats from one column
+ * table: table (aligned for people; it holds the rows until the end to
+ * align them, so export big ranges as json or csv), json (one object per
+ * line, every column, null where not applicable) and csv (a header row,
+ * RFC 4180 quoting, CRLF line ends).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+
+#include <jansson.h>
+
+#include "../../src/base/phone.h"
+#include "../../src/base/timestamp.h"
+#include "../../src/ledger/history.h"
+#include "otpctl.h"
+
+enum ledger_format { FMT_TABLE, FMT_JSON, FMT_CSV };
+
+/* The output's columns, in json's and csv's order. */
+enum out_col {
+    OC_TIME,
+    OC_TS,
+    OC_LEDGER,
+    OC_FILE,
+    OC_EVENT,
+    OC_STATE,
+    OC_PHONE,
+    OC_API_KEY,
+    OC_PURPOSE,
+    OC_DEVICE,
+    OC_IP,
+    OC_RULE,
+    OC_SHADOW,
+    OC_HTTP,
+    OC_COUNT,
+    OC_REQUEST_ID,
+    OC_VID,
+    OC_MID,
+    OC_PROVIDER,
+    OC_PROVIDER_ID,
+    OC_ATTEMPT,
+    OC_LATENCY,
+    OC_COST,
+    OC_WRONG,
+    OC_DETAIL,
+    OC_N
+};
+
+/* How the table shows a column: as its own column, folded into DETAIL as
+ * name=value, or not at all (the legend above it names the files). */
+enum table_show { TB_COLUMN, TB_FOLD, TB_HIDDEN };
+
+static const struct {
+    const char *name;    /* json's key and csv's heading */
+    const char *heading; /* the table's, for TB_COLUMN */
+    enum table_show show;
+} out_cols[OC_N] = {
+    [OC_TIME] = {"time", "TIME", TB_COLUMN},
+    [OC_TS] = {"ts_ms", NULL, TB_HIDDEN},
+    [OC_LEDGER] = {"ledger", "LEDGER", TB_COLUMN},
+    [OC_FILE] = {"file", NULL, TB_HIDDEN},
+    [OC_EVENT] = {"event", "EVENT", TB_COLUMN},
+    [OC_STATE] = {"state", "STATE", TB_COLUMN},
+    [OC_PHONE] = {"phone", "PHONE", TB_COLUMN},
+    [OC_API_KEY] = {"api_key", "CALLER", TB_COLUMN},
+    [OC_PURPOSE] = {"purpose", NULL, TB_FOLD},
+    [OC_DEVICE] = {"device_id", NULL, TB_FOLD},
+    [OC_IP] = {"client_ip", NULL, TB_FOLD},
+    [OC_RULE] = {"rule", "RULE", TB_COLUMN},
+    [OC_SHADOW] = {"shadow", NULL, TB_FOLD},
+    [OC_HTTP] = {"http_status", "HTTP", TB_COLUMN},
+    [OC_COUNT] = {"count", NULL, TB_FOLD},
+    [OC_REQUEST_ID] = {"request_id", "REQUEST", TB_COLUMN},
+    [OC_VID] = {"verification_id", "VERIFICATION", TB_COLUMN},
+    [OC_MID] = {"message_id", "MESSAGE", TB_COLUMN},
+    [OC_PROVIDER] = {"provider", NULL, TB_FOLD},
+    [OC_PROVIDER_ID] = {"provider_id", NULL, TB_FOLD},
+    [OC_ATTEMPT] = {"attempt", NULL, TB_FOLD},
+    [OC_LATENCY] = {"latency_ms", NULL, TB_FOLD},
+    [OC_COST] = {"cost_minor", NULL, TB_FOLD},
+    [OC_WRONG] = {"wrong", NULL, TB_FOLD},
+    [OC_DETAIL] = {"detail", NULL, TB_FOLD},
+};
+
+/* One value: a string, an integer, or null (neither). */
+struct out_field {
+    const char *s;
+    int64_t i;
+    int is_int;
+};
+
+/* The table's rows, held until the end to align them. */
+struct table {
+    char **cells; /* n_rows * n_cols, row by row, each malloc'd */
+    size_t n_rows, cap_rows;
+    int n_cols;
+};
+
+void otpctl_ledger_usage(FILE *f)
+{
+    fprintf(f,
+            "       otpctl ledger --db FILE [--db FILE...] [--phone E164] [--since T] [--until T]\n"
+            "                     [--format table|json|csv]\n"
+            "         T: RFC 3339 (2024-05-01T12:00:00Z, 2024-05-01T17:30:00+05:30) or Unix milliseconds;\n"
+            "         --since is inclusive, --until exclusive\n");
+}
+
+/* Says what is wrong (what, then arg) and how to call; EX_USAGE. */
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "otpctl ledger: %s%s\nusage:", what, arg);
+    otpctl_ledger_usage(stderr);
+    return EX_USAGE;
+}
+
+static struct out_field f_str(const char *s)
+{
+    return (struct out_field){s, 0, 0};
+}
+
+/* An integer, or null for -1 (history's "none"). */
+static struct out_field f_int(int64_t i)
+{
+    return i < 0 ? (struct out_field){NULL, 0, 0} : (struct out_field){NULL, i, 1};
+}
+
+/* The row of ev; time is the caller's buffer (TIMESTAMP_LEN). */
+static void out_fields(const struct history_event *ev, const char *file, char *time, struct out_field *f)
+{
+    int req = ev->kind == HISTORY_REQUEST;
+
+    f[OC_TIME] = f_str(timestamp_format(ev->ts_ms, time, TIMESTAMP_LEN) == OTP_OK ? time : NULL);
+    f[OC_TS] = (struct out_field){NULL, ev->ts_ms, 1};
+    f[OC_LEDGER] = f_int(ev->ledger + 1);
+    f[OC_FILE] = f_str(file);
+    f[OC_EVENT] = f_str(req && ev->request ? ev->request : history_kind_name(ev->kind));
+    f[OC_STATE] = f_str(ev->state);
+    f[OC_PHONE] = f_str(ev->phone);
+    f[OC_API_KEY] = f_str(ev->api_key);
+    f[OC_PURPOSE] = f_str(ev->purpose);
+    f[OC_DEVICE] = f_str(ev->device_id);
+    f[OC_IP] = f_str(ev->client_ip);
+    f[OC_RULE] = f_str(ev->rule);
+    f[OC_SHADOW] = f_str(ev->shadow);
+    f[OC_HTTP] = f_int(ev->http_status);
+    f[OC_COUNT] = f_int(ev->count);
+    f[OC_REQUEST_ID] = f_int(req ? ev->row_id : -1);
+    f[OC_VID] = f_str(ev->verification_id);
+    f[OC_MID] = f_str(ev->message_id);
+    f[OC_PROVIDER] = f_str(ev->provider);
+    f[OC_PROVIDER_ID] = f_str(ev->provider_id);
+    f[OC_ATTEMPT] = f_int(ev->attempt);
+    f[OC_LATENCY] = f_int(ev->latency_ms);
+    f[OC_COST] = f_int(ev->cost_minor);
+    f[OC_WRONG] = f_int(ev->wrong);
+    f[OC_DETAIL] = f_str(ev->detail);
+}
+
+/* json: one object per line. A string that is not UTF-8 (jansson refuses
+ * it) goes out with its other bytes as \xHH. */
+static json_t *json_text(const char *s)
+{
+    json_t *j = json_string(s);
+    char *esc;
+    size_t n = strlen(s), i, o = 0;
+
+    if (j != NULL || (esc = malloc(4 * n + 1)) == NULL)
+        return j;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x80)
+            esc[o++] = (char)c;
+        else
+            o += (size_t)snprintf(esc + o, 5, "\\x%02X", c);
+    }
+    esc[o] = '\0';
+    j = json_string(esc);
+    free(esc);
+    return j;
+}
+
+static int print_json(const struct out_field *f)
+{
+    json_t *row = json_object();
+    int i, rc;
+
+    for (i = 0; i < OC_N; i++)
+        json_object_set_new(row, out_cols[i].name,
+                            f[i].is_int ? json_integer(f[i].i)
+                            : f[i].s    ? json_text(f[i].s)
+                                        : json_null());
+    rc = json_dumpf(row, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    putchar('\n');
+    json_decref(row);
+    return rc;
+}
+
+/* csv (RFC 4180): a field holding a comma, a quote or a line break is
+ * quoted, its quotes doubled; records end in CRLF. */
+static void csv_field(const char *s, int first)
+{
+    if (!first)
+        putchar(',');
+    if (s[strcspn(s, ",\"\r\n")] == '\0') {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"')
+            putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_csv_header(void)
+{
+    int i;
+
+    for (i = 0; i < OC_N; i++)
+        csv_field(out_cols[i].name, i == 0);
+    fputs("\r\n", stdout);
+}
+
+static void print_csv(const struct out_field *f)
+{
+    char num[24];
+    int i;
+
+    for (i = 0; i < OC_N; i++) {
+        if (f[i].is_int)
+            snprintf(num, sizeof(num), "%lld", (long long)f[i].i);
+        csv_field(f[i].is_int ? num : f[i].s ? f[i].s : "", i == 0);
+    }
+    fputs("\r\n", stdout);
+}
+
+/* table: a cell safe for a terminal. Bytes outside printable ASCII (a
+ * provider's error text could hold escape sequences) become \xHH. */
+static void table_put(char **buf, size_t *len, size_t *cap, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char *grown;
+        if (*len + 5 > *cap) {
+            *cap = *cap * 2 + 64;
+            if ((grown = realloc(*buf, *cap)) == NULL)
+                return; /* table_add notices: the cell is cut short, then NULL below */
+            *buf = grown;
+        }
+        if (c >= 0x20 && c < 0x7f)
+            (*buf)[(*len)++] = (char)c;
+        else
+            *len += (size_t)snprintf(*buf + *len, 5, "\\x%02X", c);
+        (*buf)[*len] = '\0';
+    }
+}
+
+static char *table_cell(const struct out_field *f)
+{
+    char num[24], *buf = calloc(1, 64);
+    size_t len = 0, cap = 64;
+
+    if (buf == NULL)
+        return NULL;
+    if (f->is_int) {
+        snprintf(num, sizeof(num), "%lld", (long long)f->i);
+        table_put(&buf, &len, &cap, num);
+    } else {
+        table_put(&buf, &len, &cap, f->s ? f->s : "-");
+    }
+    return buf;
+}
+
+/* DETAIL: the folded columns that have a value, as name=value; a value
+ * with a space, quote or '=' in quotes. A request's count shows only when
+ * the row stands for more than one request. */
+static char *table_detail(const struct out_field *f)
+{
+    char num[24], *buf = calloc(1, 64);
+    size_t len = 0, cap = 64;
+    int i;
+
+    if (buf == NULL)
+        return NULL;
+    for (i = 0; i < OC_N; i++) {
+        const char *v = f[i].s;
+        int quote;
+        if (out_cols[i].show != TB_FOLD || (!f[i].is_int && f[i].s == NULL) || (i == OC_COUNT && f[i].i == 1))
+            continue;
+        if (f[i].is_int) {
+            snprintf(num, sizeof(num), "%lld", (long long)f[i].i);
+            v = num;
+        }
+        quote = v[0] == '\0' || v[strcspn(v, " \"=")] != '\0';
+        if (len > 0)
+            table_put(&buf, &len, &cap, " ");
+        table_put(&buf, &len, &cap, out_cols[i].name);
+        table_put(&buf, &len, &cap, quote ? "=\"" : "=");
+        for (; quote && *v; v++) {
+            char one[3] = {*v, '\0', '\0'};
+            if (*v == '"' || *v == '\\') {
+                one[0] = '\\';
+                one[1] = *v;
+            }
+            table_put(&buf, &len, &cap, one);
+        }
+        table_put(&buf, &len, &cap, quote ? "\"" : v);
+    }
+    if (len == 0)
+        table_put(&buf, &len, &cap, "-");
+    return buf;
+}
+
+/* Appends one row: the TB_COLUMN columns, then DETAIL. -1 out of memory. */
+static int table_add(struct table *t, const struct out_field *f)
+{
+    char **row;
+    int i, c = 0, bad = 0;
+
+    if (t->n_rows == t->cap_rows) {
+        size_t cap = t->cap_rows * 2 + 64;
+        char **grown = realloc(t->cells, cap * (size_t)t->n_cols * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        t->cells = grown;
+        t->cap_rows = cap;
+    }
+    row = t->cells + t->n_rows * (size_t)t->n_cols;
+    for (i = 0; i < OC_N; i++)
+        if (out_cols[i].show == TB_COLUMN)
+            bad |= (row[c++] = table_cell(&f[i])) == NULL;
+    bad |= (row[c] = table_detail(f)) == NULL;
+    t->n_rows++;
+    return bad ? -1 : 0;
+}
+
+static void table_print(const struct table *t, const char *const *paths, int n_paths)
+{
+    size_t *width = calloc((size_t)t->n_cols, sizeof(*width)), r;
+    const char *head[OC_N + 1];
+    int i, c = 0;
+
+    if (width == NULL)
+        return;
+    for (i = 0; i < n_paths; i++) {
+        char *buf = calloc(1, 64);
+        size_t len = 0, cap = 64;
+        if (buf != NULL) {
+            table_put(&buf, &len, &cap, paths[i]);
+            printf("# ledger %d: %s\n", i + 1, buf);
+        }
+        free(buf);
+    }
+    for (i = 0; i < OC_N; i++)
+        if (out_cols[i].show == TB_COLUMN)
+            head[c++] = out_cols[i].heading;
+    head[c] = "DETAIL";
+    for (c = 0; c < t->n_cols; c++)
+        width[c] = strlen(head[c]);
+    for (r = 0; r < t->n_rows; r++)
+        for (c = 0; c < t->n_cols; c++) {
+            const char *cell = t->cells[r * (size_t)t->n_cols + (size_t)c];
+            if (cell && strlen(cell) > width[c])
+                width[c] = strlen(cell);
+        }
+    for (r = 0; r <= t->n_rows; r++)
+        for (c = 0; c < t->n_cols; c++) {
+            const char *cell = r == 0 ? head[c] : t->cells[(r - 1) * (size_t)t->n_cols + (size_t)c];
+            if (c + 1 < t->n_cols)
+                printf("%-*s  ", (int)width[c], cell ? cell : "");
+            else
+                printf("%s\n", cell ? cell : "");
+        }
+    free(width);
+}
+
+static void table_free(struct table *t)
+{
+    size_t i;
+
+    for (i = 0; i < t->n_rows * (size_t)t->n_cols; i++)
+        free(t->cells[i]);
+    free(t->cells);
+}
+
+/* The sysexits code for a history error: the file is missing or no ledger
+ * (EX_NOINPUT), it broke while being read (EX_DATAERR), or memory ran out. */
+static int history_exit(enum otp_rc rc)
+{
+    switch (rc) {
+    case OTP_ENOTFOUND:
+    case OTP_EINVAL:
+        return EX_NOINPUT;
+    case OTP_EIO:
+        return EX_DATAERR;
+    case OTP_ENOMEM:
+        return EX_OSERR;
+    default:
+        return EX_SOFTWARE;
+    }
+}
+
+/* The flags that take a value; "--db FILE" and "--db=FILE" alike. */
+static const char *const ledger_flags[] = {"--db", "--phone", "--since", "--until", "--format", NULL};
+
+int otpctl_ledger(int argc, char **argv)
+{
+    const char **paths = calloc((size_t)argc + 1, sizeof(*paths));
+    const char *values[5] = {NULL, NULL, NULL, NULL, NULL}, *since_s, *until_s, *format_s;
+    struct history_filter filter = {NULL, INT64_MIN, INT64_MAX};
+    struct history *h = NULL;
+    struct table table = {NULL, 0, 0, 0};
+    struct phone_info pi;
+    enum ledger_format fmt = FMT_TABLE;
+    enum otp_rc rc;
+    char err[OTP_ERR_LEN], why[OTP_ERR_LEN], when[TIMESTAMP_LEN];
+    int i, k, n_paths = 0, got, ex = EX_OK;
+
+    if (paths == NULL) {
+        fputs("otpctl ledger: out of memory\n", stderr);
+        return EX_OSERR;
+    }
+    for (i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        size_t len = 0;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs("usage:", stdout);
+            otpctl_ledger_usage(stdout);
+            goto out;
+        }
+        for (k = 0; ledger_flags[k]; k++) {
+            len = strlen(ledger_flags[k]);
+            if (strncmp(a, ledger_flags[k], len) == 0 && (a[len] == '\0' || a[len] == '='))
+                break;
+        }
+        if (ledger_flags[k] == NULL) {
+            ex = usage_error("unknown argument ", a);
+            goto out;
+        }
+        if (a[len] == '=')
+            v = a + len + 1;
+        else if (i + 1 < argc)
+            v = argv[++i];
+        if (v == NULL) {
+            ex = usage_error("a value is missing after ", ledger_flags[k]);
+            goto out;
+        }
+        if (k == 0) {
+            paths[n_paths++] = v;
+        } else if (values[k] != NULL) {
+            ex = usage_error("given twice: ", ledger_flags[k]);
+            goto out;
+        } else {
+            values[k] = v;
+        }
+    }
+    since_s = values[2];
+    until_s = values[3];
+    format_s = values[4];
+    if (n_paths == 0) {
+        ex = usage_error("no ledger: give one or more --db FILE", "");
+        goto out;
+    }
+    if (format_s == NULL || strcmp(format_s, "table") == 0)
+        fmt = FMT_TABLE;
+    else if (strcmp(format_s, "json") == 0)
+        fmt = FMT_JSON;
+    else if (strcmp(format_s, "csv") == 0)
+        fmt = FMT_CSV;
+    else {
+        ex = usage_error("--format must be table, json or csv, not ", format_s);
+        goto out;
+    }
+    /* Bad values: the flags are right, what they carry is not. */
+    if (values[1] != NULL) {
+        enum phone_err pe = phone_parse(values[1], &pi);
+        if (pe != PHONE_OK) {
+            phone_why(pe, &pi, why, sizeof(why));
+            fprintf(stderr, "otpctl ledger: --phone %s: %s (want E.164: '+' then digits)\n", values[1], why);
+            ex = EX_DATAERR;
+            goto out;
+        }
+        /* Ledgers hold the canonical form only ("+4407..." is "+447..."). */
+        filter.phone = pi.e164;
+    }
+    if (since_s && timestamp_parse(since_s, &filter.since_ms) != OTP_OK) {
+        fprintf(stderr,
+                "otpctl ledger: --since %s: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n",
+                since_s);
+        ex = EX_DATAERR;
+        goto out;
+    }
+    if (until_s && timestamp_parse(until_s, &filter.until_ms) != OTP_OK) {
+        fprintf(stderr,
+                "otpctl ledger: --until %s: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n",
+                until_s);
+        ex = EX_DATAERR;
+        goto out;
+    }
+    if (filter.since_ms >= filter.until_ms) {
+        fprintf(stderr, "otpctl ledger: --since %s is not before --until %s\n", since_s, until_s);
+        ex = EX_DATAERR;
+        goto out;
+    }
+    if ((rc = history_open(paths, n_paths, &h, err)) != OTP_OK ||
+        (rc = history_query(h, &filter, err)) != OTP_OK) {
+        fprintf(stderr, "otpctl ledger: %s\n", err);
+        ex = history_exit(rc);
+        goto out;
+    }
+    if (fmt == FMT_CSV)
+        print_csv_header();
+    for (i = 0; i < OC_N; i++)
+        table.n_cols += out_cols[i].show == TB_COLUMN;
+    table.n_cols++; /* DETAIL */
+    for (;;) {
+        struct history_event ev;
+        struct out_field f[OC_N];
+        if ((rc = history_next(h, &ev, &got, err)) != OTP_OK) {
+            fprintf(stderr, "otpctl ledger: %s\n", err);
+            ex = history_exit(rc);
+            break;
+        }
+        if (!got)
+            break;
+        out_fields(&ev, paths[ev.ledger], when, f);
+        if (fmt == FMT_JSON && print_json(f) != 0) {
+            ex = EX_IOERR;
+            break;
+        }
+        if (fmt == FMT_CSV)
+            print_csv(f);
+        if (fmt == FMT_TABLE && table_add(&table, f) < 0) {
+            fputs("otpctl ledger: out of memory (use --format json or csv for a long history)\n", stderr);
+            ex = EX_OSERR;
+            break;
+        }
+    }
+    /* What was read is printed, even when a later row failed. */
+    if (fmt == FMT_TABLE)
+        table_print(&table, paths, n_paths);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fputs("otpctl ledger: cannot write the output\n", stderr);
+        if (ex == EX_OK)
+            ex = EX_IOERR;
+    }
+out:
+    table_free(&table);
+    history_close(h);
+    free(paths);
+    return ex;
+}

@@ -1,0 +1,14 @@
+/*
+ * otpctl's commands, one file each; main.c dispatches.
+ */
+#ifndef OTPD_OTPCTL_H
+#define OTPD_OTPCTL_H
+
+#include <stdio.h>
+
+/* otpctl ledger: argv holds the arguments after "ledger". Returns a
+ * sysexits code. */
+int otpctl_ledger(int argc, char **argv);
+void otpctl_ledger_usage(FILE *f);
+
+#endif
