@@ -129,7 +129,10 @@ if ARGV[1] == 'c' then
   local q, holds, msg = KEYS[#KEYS - 3], KEYS[#KEYS - 2], KEYS[#KEYS - 1]
   local s = redis.call('HGET', msg, 's')
   if s == 'held' then
-    if redis.call('ZREM', holds, ARGV[2]) == 0 then return 0 end
+    -- A hold past its time may be being dropped: it is the dropper's.
+    local score = redis.call('ZSCORE', holds, ARGV[2])
+    if not score or tonumber(score) <= now then return 0 end
+    redis.call('ZREM', holds, ARGV[2])
     local f = redis.call('HMGET', msg, 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk')
     if redis.call('EXISTS', q) == 0 then redis.call('XGROUP', 'CREATE', q, 'senders', '0', 'MKSTREAM') end
     local eid = redis.call('XADD', q, '*', 'id', string.match(ARGV[2], '^[^:]+'), 'v', f[1], 'to', f[2],
@@ -146,17 +149,41 @@ if ARGV[1] == 'c' then
   return 1
 end
 
+-- 'd' drops a lapsed hold, and only that: when the hold is still there
+-- and past its time, in the same step as the release's check, so a hold
+-- is either released (the message is sent) or dropped (it never is), never
+-- both. Then it gives back the issue's takes like an abandon.
+if ARGV[1] == 'd' then
+  local score = redis.call('ZSCORE', KEYS[#KEYS - 2], ARGV[2])
+  if not score or tonumber(score) > now then return 0 end
+  redis.call('ZREM', KEYS[#KEYS - 2], ARGV[2])
+  redis.call('DEL', KEYS[#KEYS - 1])
+  if #KEYS == 4 then return 1 end -- its record expired: its takes end with their windows
+  ARGV[1] = 'a'
+end
+
 if ARGV[1] == 'a' then
   local rec = redis.call('GET', undo_key)
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
   if not rec or rec == TOMB then
     -- Committed before this abandon (its reply was lost): the message ends
     -- unsent unless a sender has started it.
-    local s = #KEYS >= 4 and redis.call('HGET', KEYS[#KEYS - 1], 's')
-    if s == 'queued' then
-      redis.call('HSET', KEYS[#KEYS - 1], 's', 'failed', 'd', 'abandoned: its request was answered 503')
-    elseif s == 'held' and ARGV[2] ~= '' and redis.call('ZREM', KEYS[#KEYS - 2], ARGV[2]) == 1 then
-      redis.call('DEL', KEYS[#KEYS - 1]) -- a lapsed hold whose record expired
+    local msg = #KEYS >= 4 and KEYS[#KEYS - 1]
+    if msg and redis.call('HGET', msg, 's') == 'queued' then
+      redis.call('HSET', msg, 's', 'failed', 'd', 'abandoned: its request was answered 503')
+      -- Its reservation never reached the provider unless marked used.
+      local m = redis.call('HMGET', msg, 'r', 'f', 'u', 'p', 't', 'k')
+      local r, f, u, price = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[3] or 0), tonumber(m[4] or -1)
+      local cost = nil
+      for i = 1, #KEYS do if KEYS[i] == 'otp:cost' then cost = KEYS[i] end end
+      if cost and price > 0 and u < r and f < r then
+        redis.call('HSET', msg, 'f', r)
+        for w in string.gmatch(m[6] or '', '%d+') do
+          local widx = math.floor(tonumber(m[5]) / tonumber(w))
+          local sum = window_count(redis.call('HGET', cost, 'c' .. w), widx)
+          if sum >= price then redis.call('HSET', cost, 'c' .. w, fmt(widx) .. ':' .. fmt(sum - price)) end
+        end
+      end
     end
     return 0
   end

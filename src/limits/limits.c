@@ -389,8 +389,10 @@ static int undo_keys_read(const char *json, struct limits_undo *u)
     return *p == ']' && n >= 4 ? n : 0;
 }
 
-/* Runs one abandon (op 'a' of issue.lua or verify.lua) for u. */
-static enum otp_rc undo_run(struct limits *l, const struct limits_undo *u, char *err)
+/* Runs one abandon (op 'a' of issue.lua or verify.lua; or op 'd', the
+ * drop of a lapsed hold) for u. */
+static enum otp_rc undo_op(struct limits *l, const struct limits_undo *u, const char *op, long long *result,
+                           char *err)
 {
     struct limits_args a = {0};
     struct store_reply *rep = NULL;
@@ -399,13 +401,15 @@ static enum otp_rc undo_run(struct limits *l, const struct limits_undo *u, char 
 
     for (k = 0; k < u->nkeys; k++)
         args_str(&a, u->keys[k]);
-    args_str(&a, "a");
+    args_str(&a, op);
     args_str(&a, u->hold);
     for (k = 2; k < nargs; k++)
         args_str(&a, "");
     args_int(&a, LIMITS_UNDO_TTL_MS);
     rc = store_eval_idem(l->store, u->verify ? l->h_verify : l->h_issue, u->nkeys, a.n, a.v, &rep, &maybe_ran,
                          err);
+    if (rc == OTP_OK && result != NULL)
+        *result = rep->n == 1 && rep->strs[0] == NULL ? rep->ints[0] : -1;
     store_reply_free(rep);
     if (rc == OTP_OK) {
         pthread_mutex_lock(&l->pmu);
@@ -451,7 +455,7 @@ size_t limits_flush(struct limits *l)
         pthread_mutex_unlock(&l->pmu);
         if (u == NULL)
             break;
-        if (undo_run(l, u, err) != OTP_OK) {
+        if (undo_op(l, u, "a", NULL, err) != OTP_OK) {
             undo_queue(l, u); /* Redis still away: try again on the next flush */
             free(u);
             break;
@@ -470,7 +474,7 @@ void limits_abandon(struct limits *l, const struct limits_undo *u)
 
     if (u->nkeys == 0)
         return;
-    if (undo_run(l, u, err) != OTP_OK) {
+    if (undo_op(l, u, "a", NULL, err) != OTP_OK) {
         log_msg(LOG_WARN, "limits: abandon deferred until Redis answers: %s", err);
         undo_queue(l, u);
     }
@@ -505,6 +509,7 @@ enum otp_rc limits_holds(struct limits *l, size_t *dropped, char *err)
 {
     struct store_reply *rep = NULL, *keys = NULL;
     const char *args[3];
+    long long result = 0;
     enum otp_rc rc;
     size_t i;
 
@@ -539,7 +544,7 @@ enum otp_rc limits_holds(struct limits *l, size_t *dropped, char *err)
         snprintf(u.hold, sizeof(u.hold), "%s", member);
         store_reply_free(keys);
         keys = NULL;
-        if ((rc = undo_run(l, &u, err)) == OTP_OK) {
+        if ((rc = undo_op(l, &u, "d", &result, err)) == OTP_OK && result == 1) {
             (*dropped)++;
             pthread_mutex_lock(&l->pmu);
             l->stats.holds_dropped++;
@@ -619,6 +624,7 @@ UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, cons
     out->depth = rep->ints[IR_FULL];
     if (out->depth >= 0 && lock == NULL && limit == NULL && wait_ms == 0) {
         out->rc = OTP_EFULL;
+        memset(&out->header, 0, sizeof(out->header)); /* a 503, like cost_cap: no RateLimit headers */
         return;
     }
     if (lock != NULL || limit != NULL) {

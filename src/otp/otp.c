@@ -11,12 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../base/clock.h"
 #include "../base/log.h"
 #include "../pacer/schedule.h"
 
 #define OTP_SHADOW_RULES 32
+/* A release whose outcome is unknown is tried this often, this far apart. */
+#define OTP_RELEASE_TRIES 3
+#define OTP_RELEASE_GAP_MS 100
 
 /* Decisions counted for /metrics, by the contract's code. */
 static const char *const decisions[] = {"accepted",    "verified",     "invalid_request", "rate_limited",
@@ -257,6 +261,20 @@ static void verification_update(struct otp *o, const char *vid, const char *stat
     ledger_checked(o, rc, "verification update", vid);
 }
 
+/* Releases an accepted issue's message to the senders (limits_commit).
+ * The commit is idempotent, so a failure whose outcome is unknown is tried
+ * again a few times (Redis blips are short): the answer, 202 or 503, should
+ * rest on a known outcome. OTP_OK once released. */
+static enum otp_rc release(struct otp *o, const struct limits_undo *u, char *err)
+{
+    enum otp_rc rc = OTP_ESTORE;
+    int tries;
+
+    for (tries = 0; tries < OTP_RELEASE_TRIES && (rc = limits_commit(o->d.limits, u, err)) == OTP_ESTORE; tries++)
+        nanosleep(&(struct timespec){0, OTP_RELEASE_GAP_MS * 1000000L}, NULL);
+    return rc;
+}
+
 void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
     const struct config *c = o->d.cfg;
@@ -336,9 +354,10 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         answer(out, OTP_EIO, "ledger_unavailable", "the audit ledger cannot commit");
         goto undo;
     }
-    if (limits_commit(o->d.limits, &li.undo, err) != OTP_OK) {
-        /* Not visible to the senders (or, if the commit ran after all,
-         * ended unsent by the abandon below before any sender starts it). */
+    if (release(o, &li.undo, err) != OTP_OK) {
+        /* Not visible to the senders; or, if a commit ran after all and its
+         * answers were lost, ended unsent by the abandon below unless a
+         * sender started it in between (README, "A fleet"). */
         log_msg(LOG_ERROR, "cannot release message %s to the senders: %s", out->id, err);
         ledger_checked(o, ledger_message_state(o->d.ledger, out->id, "failed", "queued", NULL,
                                                "never released to the senders: answered 503", -1, clock_wall_ms()),

@@ -49,6 +49,9 @@
 #define PACER_RETRY_MS 200
 /* Tries to place a slot on the local clock before the message waits. */
 #define PACER_SLOT_TRIES 3
+/* A slotted message's reservation is marked used this long before its
+ * slot (plus the time calls take to be ready), then it goes to the sender. */
+#define PACER_MARK_LEAD_NS (20 * SCHED_NS_PER_MS)
 
 enum pacer_job {
     PACER_JOB_END,    /* write its end to Redis, give back its reservation if unspent */
@@ -106,10 +109,17 @@ struct pacer {
     struct pacer_item *registry;
     struct pacer_item *buf, *buf_tail; /* claimed, not yet prepared, in stream order */
     struct pacer_item *retry;        /* waiting retries, by not_before_ns */
-    struct pacer_item *armed, *armed_tail; /* holding a slot, in slot order */
+    struct pacer_item *slotted, *slotted_tail; /* holding a slot, not yet marked used, in slot order */
+    struct pacer_item *armed, *armed_tail; /* marked, for the sender, in slot order */
     struct pacer_item *jobs, *jobs_tail;   /* outcomes for the queue thread */
-    int n_armed, inflight;
+    int n_armed, inflight;           /* n_armed: slotted and armed */
     int redis_down;                  /* the queue thread's last Redis call failed; the queue thread only */
+    /* The queue thread only: where the passes over this instance's own
+     * pending entries and over the takeover candidates go on from, and
+     * whether a pass over its own is due (at start, and after a claim
+     * whose reply was lost: Redis may have handed it entries it never saw). */
+    char own_cursor[QUEUE_EID_MAX], takeover_cursor[QUEUE_EID_MAX];
+    int resync;
     int64_t pause_ms;                /* a 429's pause for the queue thread to apply */
     int64_t depth;                   /* the fleet's queue at the last claim */
     int stopping, qstop;
@@ -148,6 +158,9 @@ struct pacer *pacer_new(const struct config *c, struct store *s, struct provider
     pc->min_life_ms = sched_min_life_ms(c->otp_ttl_ms);
     pc->period_us = sched_period_us(c->pacer_rate);
     pc->seed = (unsigned)clock_mono_ns();
+    pc->resync = 1;
+    snprintf(pc->own_cursor, sizeof(pc->own_cursor), "0-0");
+    snprintf(pc->takeover_cursor, sizeof(pc->takeover_cursor), "0-0");
     if (c->pacer_instance[0]) {
         snprintf(pc->consumer, sizeof(pc->consumer), "%s", c->pacer_instance);
     } else {
@@ -292,7 +305,11 @@ static void pacer_end(struct pacer *pc, struct pacer_item *it, const char *state
     snprintf(it->state, sizeof(it->state), "%s", state);
     snprintf(it->detail, sizeof(it->detail), "%s", detail ? detail : "");
     snprintf(it->provider_id, sizeof(it->provider_id), "%s", provider_id ? provider_id : "");
-    it->refund = it->held && pacer_priced(pc, it) && it->e.price_minor > 0;
+    /* What it holds unspent goes back. One taken over (or back after a
+     * restart) before it reserved anything here gives back its latest
+     * reservation only if Redis shows it was never used on the wire
+     * (refund.lua's reservation 0). */
+    it->refund = (it->held || (it->adopted && it->rsv_idx == 0)) && pacer_priced(pc, it) && it->e.price_minor > 0;
     pthread_mutex_lock(&pc->mu);
     if (strcmp(state, "expired") == 0) {
         pc->stats.expired++;
@@ -479,13 +496,13 @@ static void *pacer_sender_main(void *arg)
     while (!pacer_stopping(pc)) {
         struct pacer_item *it = pacer_next_armed(pc);
         struct sms sms;
-        int cancelled;
+        int cancelled, lost;
         if (it == NULL) {
             xfer_poll(pc->xfer, 50); /* a new armed item or a finished call wakes it */
             continue;
         }
-        if (clock_mono_ns() < it->slot.due_ns) {
-            pacer_sleep_until(pc, it->slot.due_ns);
+        if (clock_mono_ns() + xfer_lead_ns(pc->xfer) < it->slot.due_ns) {
+            pacer_sleep_until(pc, it->slot.due_ns - xfer_lead_ns(pc->xfer));
             continue;
         }
         pthread_mutex_lock(&pc->mu);
@@ -494,10 +511,13 @@ static void *pacer_sender_main(void *arg)
             pc->armed_tail = NULL;
         pc->n_armed--;
         cancelled = it->cancelled;
+        lost = it->lost;
         pthread_mutex_unlock(&pc->mu);
         it->next = NULL;
         pacer_kick(pc); /* room for the next slot */
-        if (cancelled) {
+        if (lost) {
+            pacer_item_free(pc, it); /* taken over: its new owner sends it */
+        } else if (cancelled) {
             pacer_end(pc, it, "failed", "cancelled", NULL);
         } else if (pc->pause_until_ns > clock_mono_ns()) {
             /* A 429 came in after its slot was taken: a slot after the pause. */
@@ -603,8 +623,17 @@ static void pacer_refund(struct pacer *pc, struct pacer_item *it)
 static void pacer_end_now(struct pacer *pc, struct pacer_item *it)
 {
     char err[OTP_ERR_LEN] = "";
-    int moved = 0, tries = 0;
+    int moved = 0, tries = 0, lost;
 
+    pthread_mutex_lock(&pc->mu);
+    lost = it->lost;
+    pthread_mutex_unlock(&pc->mu);
+    if (lost && strcmp(it->state, "sent") != 0) {
+        /* Taken over: its new owner ends it, with what it holds. A sent one
+         * is still written, so the new owner does not send it again. */
+        pacer_item_free(pc, it);
+        return;
+    }
     while (queue_end(pc->queue, &it->e, it->state, it->detail, it->provider_id, &moved, err) != OTP_OK &&
            pacer_again(pc, &tries, "the end", it->e.id, err))
         ;
@@ -671,25 +700,44 @@ static void pacer_jobs(struct pacer *pc)
     }
 }
 
-/* Claims up to want entries in mode into the buffer; returns how many. */
+/* 1 when this instance holds an item for stream entry eid. */
+static int pacer_holds(struct pacer *pc, const char *eid)
+{
+    struct pacer_item *it;
+    int found = 0;
+
+    pthread_mutex_lock(&pc->mu);
+    for (it = pc->registry; it && !found; it = it->rnext)
+        found = strcmp(it->e.eid, eid) == 0;
+    pthread_mutex_unlock(&pc->mu);
+    return found;
+}
+
+/* Claims up to want entries in mode into the buffer, skipping those this
+ * instance holds already; returns how many Redis handed over, or -1. */
 static int pacer_claim(struct pacer *pc, enum queue_mode mode, int want)
 {
     struct queue_entry got[16];
     char err[OTP_ERR_LEN] = "";
+    char *cursor = mode == QUEUE_OWN ? pc->own_cursor : pc->takeover_cursor;
     int64_t depth = 0;
-    int n = 0, i, added = 0;
-
-    enum otp_rc rc = queue_claim(pc->queue, mode, want, pc->cfg->pacer_takeover_ms, got, &n, &depth, err);
+    int n = 0, i;
+    enum otp_rc rc = queue_claim(pc->queue, mode, want, pc->cfg->pacer_takeover_ms, cursor, got, &n, &depth, err);
 
     pacer_redis(pc, rc, "claiming messages", err);
-    if (rc != OTP_OK)
+    if (rc != OTP_OK) {
+        pc->resync = 1; /* it may have run: look for entries of this instance it does not know */
+        snprintf(pc->own_cursor, sizeof(pc->own_cursor), "0-0");
         return -1;
+    }
     pthread_mutex_lock(&pc->mu);
     pc->depth = depth;
     pthread_mutex_unlock(&pc->mu);
     for (i = 0; i < n; i++) {
-        struct pacer_item *it = pacer_item_new(pc, &got[i], mode != QUEUE_NEW);
-        if (it == NULL)
+        struct pacer_item *it;
+        if (mode != QUEUE_NEW && pacer_holds(pc, got[i].eid))
+            continue; /* its own, alive here */
+        if ((it = pacer_item_new(pc, &got[i], mode != QUEUE_NEW)) == NULL)
             continue;
         if (mode == QUEUE_TAKEOVER)
             log_msg(LOG_WARN, "pacer: took over message %s from a silent instance", it->e.id);
@@ -705,9 +753,8 @@ static int pacer_claim(struct pacer *pc, enum queue_mode mode, int want)
             pc->buf = it;
         pc->buf_tail = it;
         pthread_mutex_unlock(&pc->mu);
-        added++;
     }
-    return added;
+    return n;
 }
 
 /* Keeps this instance's claims from being taken over; marks the lost ones. */
@@ -775,14 +822,18 @@ static struct pacer_item *pacer_pick(struct pacer *pc, uint64_t now, uint64_t *w
     return it;
 }
 
-/* Makes sure it holds an unspent reservation and marks it used; 0 when it
- * ended (no room in a cap), -1 when Redis failed (it waits), 1 when ready. */
-static int pacer_reserve(struct pacer *pc, struct pacer_item *it)
+/* Makes sure it holds an unspent reservation (use: PACER_RESERVE), or
+ * marks the one it holds used (PACER_USE: its call goes out next); 0 when
+ * it ended (no room in a cap), -1 when Redis failed (it waits), 1 when
+ * ready. A message holding the issue's reservation asks nothing to be sure. */
+static int pacer_reserve(struct pacer *pc, struct pacer_item *it, enum pacer_use use)
 {
     char err[OTP_ERR_LEN] = "", why[96] = "", detail[160];
     int ok = 0, idx = 0;
     int64_t at_ms = 0;
 
+    if (use == PACER_RESERVE && it->held)
+        return 1;
     if (it->adopted && !it->held) {
         /* Taken over: what it holds is not known here (an earlier call may
          * have spent it). Past every reservation used on the wire. */
@@ -796,7 +847,7 @@ static int pacer_reserve(struct pacer *pc, struct pacer_item *it)
         it->rsv_idx = idx;
         it->held = 1;
     }
-    if (pc->money.reserve(pc->money.ctx, it->e.id, it->held ? it->rsv_idx : it->rsv_idx + 1, PACER_USE,
+    if (pc->money.reserve(pc->money.ctx, it->e.id, it->held ? it->rsv_idx : it->rsv_idx + 1, use,
                           it->e.price_minor, it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
         goto down;
     if (!ok)
@@ -816,6 +867,22 @@ down:
     return -1;
 }
 
+/* Puts it, holding a slot, on the slotted list (slot order): the queue
+ * thread marks its reservation used just before the slot, then hands it
+ * to the sender (pacer_arm_due). */
+static void pacer_slotted(struct pacer *pc, struct pacer_item *it)
+{
+    it->next = NULL;
+    pthread_mutex_lock(&pc->mu);
+    if (pc->slotted_tail)
+        pc->slotted_tail->next = it;
+    else
+        pc->slotted = it;
+    pc->slotted_tail = it;
+    pc->n_armed++;
+    pthread_mutex_unlock(&pc->mu);
+}
+
 /* Hands it, holding a slot, to the sender. */
 static void pacer_arm(struct pacer *pc, struct pacer_item *it)
 {
@@ -826,9 +893,51 @@ static void pacer_arm(struct pacer *pc, struct pacer_item *it)
     else
         pc->armed = it;
     pc->armed_tail = it;
-    pc->n_armed++;
     pthread_mutex_unlock(&pc->mu);
     xfer_wakeup(pc->xfer);
+}
+
+/* Marks the reservation of each slotted message whose slot is near used in
+ * Redis (a restart or a takeover reads the mark: that call may have left)
+ * and hands it to the sender; a message not marked in time takes a new
+ * slot. Marking only just before the slot keeps what a crash leaves marked
+ * but unsent to the few messages about to go. Returns how long until the
+ * next one is near (at most wait_ns). */
+static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
+{
+    for (;;) {
+        struct pacer_item *it;
+        uint64_t now = clock_mono_ns(), lead = PACER_MARK_LEAD_NS + xfer_lead_ns(pc->xfer);
+        int r;
+        pthread_mutex_lock(&pc->mu);
+        it = pc->slotted;
+        if (it != NULL && it->slot.due_ns > now + lead) {
+            if (it->slot.due_ns - now - lead < wait_ns)
+                wait_ns = it->slot.due_ns - now - lead;
+            it = NULL;
+        }
+        if (it != NULL) {
+            pc->slotted = it->next;
+            if (pc->slotted == NULL)
+                pc->slotted_tail = NULL;
+        }
+        pthread_mutex_unlock(&pc->mu);
+        if (it == NULL)
+            return wait_ns;
+        it->next = NULL;
+        r = pacer_priced(pc, it) ? pacer_reserve(pc, it, PACER_USE) : 1;
+        if (r <= 0) {
+            pthread_mutex_lock(&pc->mu);
+            pc->n_armed--;
+            pthread_mutex_unlock(&pc->mu);
+            if (r < 0) {
+                it->not_before_ns = clock_mono_ns() + (uint64_t)PACER_RETRY_MS * SCHED_NS_PER_MS;
+                pacer_retry_list(pc, it);
+            }
+            continue;
+        }
+        pacer_arm(pc, it);
+    }
 }
 
 /* Prepares one item: its checks, its reservation and its slot; then the
@@ -864,7 +973,7 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
         }
         it->rendered = 1;
     }
-    if (pacer_priced(pc, it) && (r = pacer_reserve(pc, it)) <= 0) {
+    if (pacer_priced(pc, it) && (r = pacer_reserve(pc, it, PACER_RESERVE)) <= 0) {
         if (r < 0)
             goto later;
         return;
@@ -879,10 +988,24 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
         recv = clock_mono_ns();
         switch (qs.verdict) {
         case QUEUE_DONE:
-            /* Ended elsewhere: its entry leaves; what it held stays counted. */
-            snprintf(it->state, sizeof(it->state), "failed");
+            /* Sent elsewhere (a takeover raced a slow owner): its entry
+             * leaves; the reservation the call used stays counted. */
+            snprintf(it->state, sizeof(it->state), "sent");
             it->refund = 0;
             pacer_job(pc, it, PACER_JOB_END);
+            return;
+        case QUEUE_ENDED:
+            /* Ended unsent elsewhere (an abandon after its commit): what it
+             * holds never left, and refund.lua gives it back once at most. */
+            snprintf(it->state, sizeof(it->state), "failed");
+            it->refund = it->held && pacer_priced(pc, it) && it->e.price_minor > 0;
+            pacer_job(pc, it, PACER_JOB_END);
+            return;
+        case QUEUE_LOST:
+            pthread_mutex_lock(&pc->mu);
+            pc->stats.lost++;
+            pthread_mutex_unlock(&pc->mu);
+            pacer_item_free(pc, it); /* its new owner sends or ends it */
             return;
         case QUEUE_GONE:
             /* Cancelled, verified or replaced before it was sent. */
@@ -901,7 +1024,7 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
         it->attempt = qs.attempt;
         if (sched_slot_local(qs.slot_us, qs.now_us, sent, recv, &it->slot) == 0) {
             PACER_COUNT(pc, slot_wait_us, (uint64_t)(qs.slot_us > qs.now_us ? qs.slot_us - qs.now_us : 0));
-            pacer_arm(pc, it);
+            pacer_slotted(pc, it);
             return;
         }
         PACER_COUNT(pc, slots_refused, 1); /* too slow a round trip to place it: that slot goes unused */
@@ -926,9 +1049,9 @@ static int pacer_room(struct pacer *pc)
 static void *pacer_queue_main(void *arg)
 {
     struct pacer *pc = arg;
-    uint64_t next_touch = 0, next_takeover = 0, idle_until = 0;
+    uint64_t next_touch = 0, next_takeover = 0, idle_until = 0, next_depth = 0;
     uint64_t touch_ns = (uint64_t)pc->cfg->pacer_takeover_ms * SCHED_NS_PER_MS / 3;
-    int own_done = 0, stop = 0, stopping;
+    int stop = 0, stopping;
 
     while (!stop) {
         uint64_t now, wait_ns = (uint64_t)PACER_POLL_MS * SCHED_NS_PER_MS;
@@ -947,16 +1070,28 @@ static void *pacer_queue_main(void *arg)
         pthread_mutex_lock(&pc->mu);
         stopping = pc->stopping;
         pthread_mutex_unlock(&pc->mu);
+        if (now >= next_depth) {
+            /* For /metrics: claims read it too, but not while the bulkhead is full. */
+            char err[OTP_ERR_LEN] = "";
+            int64_t depth;
+            if (queue_depth(pc->queue, &depth, err) == OTP_OK) {
+                pthread_mutex_lock(&pc->mu);
+                pc->depth = depth;
+                pthread_mutex_unlock(&pc->mu);
+            }
+            next_depth = now + SCHED_NS_PER_S;
+        }
         if (now >= next_touch) {
             pacer_touch(pc);
             next_touch = now + touch_ns;
         }
         if (stopping) {
             /* No new claims: what this instance holds stays its own. */
-        } else if (!own_done) {
-            /* This instance's own messages from before a restart, at once. */
-            int got = pacer_claim(pc, QUEUE_OWN, 16);
-            own_done = got >= 0 && got < 16;
+        } else if (pc->resync) {
+            /* This instance's own messages it does not hold: from before a
+             * restart, or handed over by a claim whose reply was lost. */
+            if (pacer_claim(pc, QUEUE_OWN, 16) >= 0 && strcmp(pc->own_cursor, "0-0") == 0)
+                pc->resync = 0;
         } else if (now >= next_takeover) {
             if (pacer_claim(pc, QUEUE_TAKEOVER, 16) >= 0)
                 next_takeover = now + touch_ns;
@@ -975,7 +1110,9 @@ static void *pacer_queue_main(void *arg)
                 break;
             pacer_prepare(pc, it);
             pacer_jobs(pc);
+            wait_ns = pacer_arm_due(pc, wait_ns);
         }
+        wait_ns = pacer_arm_due(pc, wait_ns);
         stop = pacer_qwait(pc, (int64_t)(wait_ns / SCHED_NS_PER_MS) + 1);
         if (stop)
             pacer_jobs(pc); /* the last outcomes: one more try each if Redis fails */
@@ -1084,7 +1221,8 @@ void pacer_free(struct pacer *pc)
     pacer_list_free(pc, pc->buf);
     pacer_list_free(pc, pc->retry);
     pacer_list_free(pc, pc->armed);
-    pc->jobs = pc->buf = pc->retry = pc->armed = NULL;
+    pacer_list_free(pc, pc->slotted);
+    pc->jobs = pc->buf = pc->retry = pc->armed = pc->slotted = NULL;
     queue_free(pc->queue);
     pthread_mutex_destroy(&pc->mu);
     pthread_mutex_destroy(&pc->wmu);
@@ -1103,8 +1241,16 @@ void pacer_stats(struct pacer *pc, struct pacer_stats *out)
 
 int pacer_full(struct pacer *pc)
 {
+    char err[OTP_ERR_LEN];
+    int64_t depth;
     int full;
 
+    /* Afresh when Redis answers (any thread may ask it), else the last look. */
+    if (queue_depth(pc->queue, &depth, err) == OTP_OK) {
+        pthread_mutex_lock(&pc->mu);
+        pc->depth = depth;
+        pthread_mutex_unlock(&pc->mu);
+    }
     pthread_mutex_lock(&pc->mu);
     full = pc->stopping || pc->depth >= pc->cfg->pacer_capacity;
     pthread_mutex_unlock(&pc->mu);

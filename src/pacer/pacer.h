@@ -146,8 +146,8 @@ void pacer_stats(struct pacer *pc, struct pacer_stats *out);
  * NUL-terminated); returns the length written. */
 size_t pacer_metrics(struct pacer *pc, char *out, size_t cap);
 
-/* 1 while the fleet's queue was full at the last look (the queue
- * thread's, at most a second old). */
+/* 1 while the fleet's queue is full (asked of Redis; when it does not
+ * answer, as the queue thread last saw it). */
 int pacer_full(struct pacer *pc);
 
 #endif

@@ -19,7 +19,6 @@ struct queue {
     struct store *store;
     int h_queue, h_slot;
     char consumer[QUEUE_NAME_MAX];
-    char cursor[QUEUE_EID_MAX]; /* XAUTOCLAIM's; the queue thread only */
 };
 
 struct queue *queue_new(struct store *s, const char *consumer)
@@ -32,7 +31,6 @@ struct queue *queue_new(struct store *s, const char *consumer)
     q->h_queue = store_script(s, pacer_queue_lua);
     q->h_slot = store_script(s, pacer_slot_lua);
     snprintf(q->consumer, sizeof(q->consumer), "%s", consumer);
-    snprintf(q->cursor, sizeof(q->cursor), "0-0");
     return q;
 }
 
@@ -69,12 +67,12 @@ static enum otp_rc queue_run(struct queue *q, const char *op, const char *key2, 
     return store_eval(q->store, q->h_queue, 2, n, args, rep, err);
 }
 
-enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t takeover_ms,
+enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t takeover_ms, char *cursor,
                         struct queue_entry *out, int *n, int64_t *depth, char *err)
 {
     static const char *const modes[] = {[QUEUE_OWN] = "own", [QUEUE_TAKEOVER] = "takeover", [QUEUE_NEW] = "new"};
     char want_s[16], takeover_s[24];
-    const char *extra[4] = {want_s, takeover_s, modes[mode], q->cursor};
+    const char *extra[4] = {want_s, takeover_s, modes[mode], cursor};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
     int64_t got, i;
@@ -91,8 +89,10 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
         return OTP_ESTORE;
     }
     *depth = queue_int(rep, 0);
-    if (mode == QUEUE_TAKEOVER)
-        snprintf(q->cursor, sizeof(q->cursor), "%s", queue_str(rep, 1));
+    if (mode != QUEUE_NEW) {
+        const char *next = queue_str(rep, 1);
+        snprintf(cursor, QUEUE_EID_MAX, "%s", next[0] ? next : "0-0");
+    }
     for (i = 0; i < got; i++) {
         size_t b = 3 + (size_t)i * QUEUE_PER_ENTRY;
         struct queue_entry *e = &out[*n];
@@ -118,11 +118,13 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
 enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
                        int fail_if_sending, struct queue_slot *out, char *err)
 {
-    static const char *const verdicts[] = {[QUEUE_SEND] = "ok", [QUEUE_DONE] = "done", [QUEUE_GONE] = "gone",
+    static const char *const verdicts[] = {[QUEUE_SEND] = "ok",      [QUEUE_DONE] = "done", [QUEUE_ENDED] = "ended",
+                                           [QUEUE_LOST] = "lost",    [QUEUE_GONE] = "gone",
                                            [QUEUE_EXPIRED] = "expired", [QUEUE_WAS_SENDING] = "sending"};
     char msg[QUEUE_KEY_MAX], exp_s[24], life_s[24], period_s[24];
-    const char *args[10] = {STORE_SLOT_KEY, msg,    e->phone_key, "take",   e->vid,
-                            e->scope,       exp_s, life_s,       period_s, fail_if_sending ? "1" : "0"};
+    const char *args[13] = {STORE_SLOT_KEY, msg,    e->phone_key, STORE_QUEUE_KEY, "take",
+                            e->vid,         e->scope, exp_s,     life_s,          period_s,
+                            fail_if_sending ? "1" : "0", e->eid, q->consumer};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
     size_t v;
@@ -131,7 +133,7 @@ enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min
     snprintf(exp_s, sizeof(exp_s), "%lld", (long long)e->expires_ms);
     snprintf(life_s, sizeof(life_s), "%lld", (long long)min_life_ms);
     snprintf(period_s, sizeof(period_s), "%lld", (long long)period_us);
-    if ((rc = store_eval(q->store, q->h_slot, 3, 10, args, &rep, err)) != OTP_OK)
+    if ((rc = store_eval(q->store, q->h_slot, 4, 13, args, &rep, err)) != OTP_OK)
         return rc;
     for (v = 0; v < sizeof(verdicts) / sizeof(verdicts[0]); v++)
         if (strcmp(queue_str(rep, 0), verdicts[v]) == 0)
@@ -149,18 +151,27 @@ enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min
     return OTP_OK;
 }
 
+enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err)
+{
+    struct store_reply *rep = NULL;
+    enum otp_rc rc = queue_run(q, "depth", STORE_HOLDS_KEY, NULL, 0, &rep, err);
+
+    if (rc == OTP_OK)
+        *depth = queue_int(rep, 0);
+    store_reply_free(rep);
+    return rc;
+}
+
 enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err)
 {
     char pause_s[24];
-    const char *args[5] = {STORE_SLOT_KEY, "", "", "pause", pause_s};
+    /* slot.lua names four keys; pause uses only the first. */
+    const char *args[6] = {STORE_SLOT_KEY, STORE_SLOT_KEY, STORE_SLOT_KEY, STORE_SLOT_KEY, "pause", pause_s};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
 
-    /* slot.lua names three keys; pause uses only the first. */
-    args[1] = STORE_SLOT_KEY;
-    args[2] = STORE_SLOT_KEY;
     snprintf(pause_s, sizeof(pause_s), "%lld", (long long)pause_us);
-    rc = store_eval(q->store, q->h_slot, 3, 5, args, &rep, err);
+    rc = store_eval(q->store, q->h_slot, 4, 6, args, &rep, err);
     store_reply_free(rep);
     return rc;
 }
@@ -184,9 +195,14 @@ static enum otp_rc queue_on_msg(struct queue *q, const char *op, const char *id,
 enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, const char *state, const char *detail,
                       const char *provider_id, int *moved, char *err)
 {
-    const char *extra[4] = {e->eid, state, detail ? detail : "", provider_id ? provider_id : ""};
+    char d[65];
+    const char *extra[4] = {e->eid, state, d, provider_id ? provider_id : ""};
     int64_t r = 0;
-    enum otp_rc rc = queue_on_msg(q, "end", e->id, extra, 4, &r, err);
+    enum otp_rc rc;
+
+    /* A day in Redis per message: the detail is cut short there (the ledger keeps it whole). */
+    snprintf(d, sizeof(d), "%s", detail ? detail : "");
+    rc = queue_on_msg(q, "end", e->id, extra, 4, &r, err);
 
     *moved = r == 1;
     return rc;

@@ -46,7 +46,9 @@ enum queue_mode {
 /* What slot.lua says of a message about to be sent. */
 enum queue_verdict {
     QUEUE_SEND,    /* it holds a slot: send it at the slot */
-    QUEUE_DONE,    /* it has ended already (another instance ended it) */
+    QUEUE_DONE,    /* it was sent already (by another instance) */
+    QUEUE_ENDED,   /* it ended unsent already (failed or expired elsewhere) */
+    QUEUE_LOST,    /* another instance owns it now (a takeover) */
     QUEUE_GONE,    /* its verification has ended: never send it */
     QUEUE_EXPIRED, /* too little of its code's life is left */
     QUEUE_WAS_SENDING, /* taken over while 'sending', and pacer.on_restart_sending is fail */
@@ -65,14 +67,19 @@ struct queue *queue_new(struct store *s, const char *consumer);
 void queue_free(struct queue *q);
 
 /* Claims up to want entries (at most 16) into out; *n is how many, *depth
- * the fleet's queue (stream and holds). */
-enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t takeover_ms,
+ * the fleet's queue (stream and holds). cursor (QUEUE_EID_MAX bytes, "0-0"
+ * to start) is where QUEUE_OWN and QUEUE_TAKEOVER go on from; it comes
+ * back "0-0" once a pass is complete. */
+enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t takeover_ms, char *cursor,
                         struct queue_entry *out, int *n, int64_t *depth, char *err);
 
 /* Checks e on Redis's clock and takes the next slot of the fleet's GCRA
  * (period_us apart) when it may go (see slot.lua). */
 enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
                        int fail_if_sending, struct queue_slot *out, char *err);
+
+/* The fleet's queue depth (stream and holds). */
+enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err);
 
 /* A provider 429: no slot before pause_us from now, for the whole fleet. */
 enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err);

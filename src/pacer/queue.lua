@@ -19,9 +19,10 @@
 -- ARGV[1] op, ARGV[2] this instance's consumer name
 --
 -- claim: ARGV want, takeover_ms, mode ('own': this consumer's pending
---   entries, any idle, at start; 'takeover': entries idle >= takeover_ms of
---   any consumer; 'new': never delivered), cursor (takeover's XAUTOCLAIM
---   cursor). Returns {depth, cursor, n, then 11 per entry: entry id, id, v,
+--   entries after the cursor, any idle: at start, and after a claim whose
+--   reply was lost; 'takeover': entries idle >= takeover_ms of any
+--   consumer, from XAUTOCLAIM's cursor; 'new': never delivered), cursor.
+--   Returns {depth, cursor, n, then 11 per entry: entry id, id, v,
 --   to, e, sc, p, t, k, pk, deliveries}.
 -- touch: ARGV entry ids: resets their idle time while this consumer still
 --   owns them (so they are not taken over); returns the ones it lost.
@@ -29,9 +30,11 @@
 --   the message ends; returns 1, or 0 when it had ended already.
 -- retry: ARGV entry id, detail: back to 'queued' while this consumer owns
 --   it; returns 1, or 0 when it lost it (another instance took it over).
+-- depth: returns the fleet's queue (stream and holds).
 -- get: returns {api key, state} ("" when unknown).
 -- report: ARGV state (delivered, failed): a delivery report moves a message
---   that is sending or sent; returns 1, or 0 when it did not move.
+--   that is queued (a retry), sending or sent; returns 1, or 0 when it did
+--   not move.
 local q, G = KEYS[1], 'senders'
 local op, me = ARGV[1], ARGV[2]
 local FINAL = {sent = true, delivered = true, failed = true, expired = true}
@@ -52,9 +55,11 @@ if op == 'claim' then
   local out = {redis.call('XLEN', q) + redis.call('ZCARD', KEYS[2]), cursor, 0}
   local entries = {}
   if mode == 'own' then
-    local p = redis.call('XPENDING', q, G, '-', '+', want, me)
+    local from = cursor == '0-0' and '-' or '(' .. cursor
+    local p = redis.call('XPENDING', q, G, from, '+', want, me)
     local ids = {}
     for _, e in ipairs(p) do ids[#ids + 1] = e[1] end
+    out[2] = #ids == want and ids[#ids] or '0-0'
     if #ids > 0 then entries = redis.call('XCLAIM', q, G, me, 0, unpack(ids)) end
   elseif mode == 'takeover' then
     local r = redis.call('XAUTOCLAIM', q, G, me, takeover, cursor, 'COUNT', want)
@@ -106,6 +111,10 @@ if op == 'retry' then
   return 1
 end
 
+if op == 'depth' then
+  return redis.call('XLEN', q) + redis.call('ZCARD', KEYS[2])
+end
+
 if op == 'get' then
   local m = redis.call('HMGET', KEYS[2], 'a', 's')
   if m[2] == 'held' then return {'', ''} end
@@ -114,7 +123,9 @@ end
 
 if op == 'report' then
   local s = redis.call('HGET', KEYS[2], 's')
-  if s ~= 'sending' and s ~= 'sent' then return 0 end
+  -- 'queued' too: a retry may wait after a call whose verdict was lost
+  -- (a timeout) but which the provider took; the report ends it unsent again.
+  if s ~= 'queued' and s ~= 'sending' and s ~= 'sent' then return 0 end
   redis.call('HSET', KEYS[2], 's', ARGV[3])
   return 1
 end

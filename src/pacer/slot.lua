@@ -6,12 +6,14 @@
 -- it would make no difference.
 --
 -- KEYS[1] the slot key otp:slot; KEYS[2] the message's hash; KEYS[3] the
---         phone's hash (the verification lives there)
+--         phone's hash (the verification lives there); KEYS[4] the stream
 -- ARGV[1] op:
 -- take: ARGV vid, scope, expires_ms, min_life_ms, period_us, fail_sending
 --   ('1': a message taken over while 'sending' is not sent again, as
---   pacer.on_restart_sending 'fail' asks: {'sending'}). The message is
---   checked first, on Redis's clock: an ended one ({'done'}), one whose
+--   pacer.on_restart_sending 'fail' asks: {'sending'}), entry id, consumer.
+--   The message is checked first, on Redis's clock: one another consumer
+--   owns now ({'lost'}), one sent already ({'done'}), one that ended unsent
+--   ({'ended'}: failed or expired), one whose
 --   verification has ended (verified, cancelled or replaced: {'gone'}), one
 --   with less than min_life_ms of its code's life left ({'expired'}). Else
 --   it is 'sending' from here and {'ok', slot_us, now_us, attempt}.
@@ -41,7 +43,10 @@ if op ~= 'take' then return redis.error_reply('slot.lua: unknown op ' .. tostrin
 local vid, scope = ARGV[2], ARGV[3]
 local expires_ms, min_life_ms, period = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local s = redis.call('HGET', KEYS[2], 's')
-if s and FINAL[s] then return {'done', '0', fmt(now_us), 0} end
+local p = redis.call('XPENDING', KEYS[4], 'senders', ARGV[8], ARGV[8], 1)
+if not p[1] or p[1][2] ~= ARGV[9] then return {'lost', '0', fmt(now_us), 0} end
+if s == 'sent' or s == 'delivered' then return {'done', '0', fmt(now_us), 0} end
+if s and FINAL[s] then return {'ended', '0', fmt(now_us), 0} end
 if s == 'sending' and ARGV[7] == '1' then return {'sending', '0', fmt(now_us), 0} end
 local v = redis.call('HGET', KEYS[3], scope)
 if not v or string.sub(v, 1, 32) ~= vid then return {'gone', '0', fmt(now_us), 0} end

@@ -4,10 +4,12 @@
  */
 #include "xfer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -15,6 +17,8 @@
 #include "../otp/code.h"
 
 #define XFER_REPLY_MAX 4096
+/* The most a call is started ahead of its slot. */
+#define XFER_LEAD_MAX_NS (500 * SCHED_NS_PER_MS)
 
 /* One provider call in flight. */
 struct xfer_call {
@@ -41,6 +45,7 @@ struct xfer {
     CURLM *multi;
     struct xfer_call *calls;
     int inflight;
+    uint64_t lead_ns; /* how long calls have been taking to be ready to write */
 };
 
 struct xfer *xfer_new(const struct config *c, struct provider *p, const struct xfer_hooks *hooks, char *err)
@@ -93,16 +98,33 @@ static size_t xfer_on_header(char *data, size_t size, size_t n, void *arg)
 }
 
 /* curl calls this once the connection is ready, just before the request
- * goes out: the moment the provider's second counts. Outside its slot the
- * request is not written at all. It can run again when curl retries on a
- * fresh connection; a request once written stays written. */
+ * goes out: the moment the provider's second counts. A call is started
+ * ahead of its slot by the time connections have been taking (xfer_lead_ns),
+ * so one that is ready early waits here for its slot; one that is ready
+ * too late is not written at all. curl can run this again when it retries
+ * on a fresh connection after writing: that write too must fit the slot,
+ * else the call ends as written (it may have been billed). */
 static int xfer_on_prereq(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
 {
     struct xfer_call *k = arg;
+    uint64_t now = clock_mono_ns();
 
     (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
-    if (!k->wrote && !sched_write_ok(&k->slot, clock_mono_ns())) {
-        k->missed = 1;
+    if (!k->wrote) {
+        uint64_t took = now - k->start_ns, lead = __atomic_load_n(&k->x->lead_ns, __ATOMIC_RELAXED);
+        /* An average over the last calls: a cold pool raises it, warm ones
+         * bring it down. Other threads read it (xfer_lead_ns). */
+        lead = lead - lead / 4 + took / 4;
+        __atomic_store_n(&k->x->lead_ns, lead < XFER_LEAD_MAX_NS ? lead : XFER_LEAD_MAX_NS, __ATOMIC_RELAXED);
+    }
+    if (now < k->slot.due_ns) {
+        struct timespec ts = {(time_t)(k->slot.due_ns / SCHED_NS_PER_S), (long)(k->slot.due_ns % SCHED_NS_PER_S)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+        now = clock_mono_ns();
+    }
+    if (!sched_write_ok(&k->slot, now)) {
+        k->missed = !k->wrote;
         return CURL_PREREQFUNC_ABORT;
     }
     if (!k->wrote)
@@ -273,6 +295,11 @@ void xfer_wakeup(struct xfer *x)
 int xfer_inflight(const struct xfer *x)
 {
     return x->inflight;
+}
+
+uint64_t xfer_lead_ns(const struct xfer *x)
+{
+    return __atomic_load_n(&x->lead_ns, __ATOMIC_RELAXED);
 }
 
 void xfer_free(struct xfer *x)

@@ -56,4 +56,10 @@ void xfer_wakeup(struct xfer *x);
 /* Calls in flight. The owning thread only. */
 int xfer_inflight(const struct xfer *x);
 
+/* How long before its slot a call should start: the time calls have been
+ * taking from their start to being ready to write (a new connection's
+ * handshake), averaged, at most half a second. The call then waits for its
+ * slot in curl's prereq (blocking the owning thread that long). Any thread. */
+uint64_t xfer_lead_ns(const struct xfer *x);
+
 #endif
