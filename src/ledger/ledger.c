@@ -827,7 +827,7 @@ enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct 
 {
     static const char sql[] = "SELECT seq, id, verification_id, api_key, phone, state, created_ms, expires_ms, "
                               "attempts, price_minor, cost_ms, cost_caps FROM messages "
-                              "WHERE state IN ('queued', 'sending') ORDER BY seq";
+                              "WHERE state IN ('queued', 'sending') AND legacy = 1 ORDER BY seq";
     sqlite3_stmt *st = NULL;
     enum otp_rc rc = OTP_OK;
     int step;

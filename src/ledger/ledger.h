@@ -118,8 +118,9 @@ int ledger_healthy(struct ledger *l);
 /* The state of message id if api_key issued it (state: 16 bytes). */
 enum otp_rc ledger_message_get(struct ledger *l, const char *id, const char *api_key, char *state);
 
-/* Calls fn for each message in 'queued' or 'sending', oldest first. Runs
- * on the caller's thread at start-up, before any new message. */
+/* Calls fn for each message in 'queued' or 'sending' that was so before
+ * this ledger joined the fleet (schema 005: its queue was the process's
+ * own), oldest first. Runs on the caller's thread at start-up. */
 enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct ledger_message *m), void *ctx,
                            char *err);
 

@@ -509,10 +509,40 @@ enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char 
     return rc;
 }
 
+struct import_ctx {
+    struct otp *o;
+    int64_t now_ms;
+    int added, failed;
+    char err[OTP_ERR_LEN];
+};
+
+/* One message this ledger holds queued or sending. Those of the fleet are
+ * in Redis already (their hash lives a day, longer than any code); a
+ * ledger from before the fleet holds its queue alone. Dead codes stay. */
+static void import_one(void *arg, const struct ledger_message *m)
+{
+    struct import_ctx *x = arg;
+    int added = 0;
+
+    if (m->expires_ms - x->now_ms < sched_min_life_ms(x->o->d.cfg->otp_ttl_ms))
+        return;
+    if (pacer_import(x->o->d.pacer, m, &added, x->err) != OTP_OK)
+        x->failed++;
+    x->added += added;
+}
+
 enum otp_rc otp_start_pacer(struct otp *o, char *err)
 {
     struct pacer_render r = {render_msg, o};
+    struct import_ctx x = {o, clock_wall_ms(), 0, 0, ""};
 
+    if (ledger_pending(o->d.ledger, import_one, &x, err) != OTP_OK)
+        return OTP_EIO;
+    if (x.failed > 0)
+        log_msg(LOG_WARN, "%d queued messages of this ledger could not be checked against Redis (%s): the next "
+                "start tries again", x.failed, x.err);
+    if (x.added > 0)
+        log_msg(LOG_INFO, "%d queued messages of a ledger from before the fleet joined the fleet's queue", x.added);
     return pacer_start(o->d.pacer, &r, err);
 }
 

@@ -1140,6 +1140,21 @@ enum otp_rc pacer_start(struct pacer *pc, const struct pacer_render *render, cha
     return OTP_OK;
 }
 
+enum otp_rc pacer_import(struct pacer *pc, const struct ledger_message *m, int *added, char *err)
+{
+    struct queue_entry e;
+
+    memset(&e, 0, sizeof(e));
+    snprintf(e.id, sizeof(e.id), "%s", m->id);
+    snprintf(e.vid, sizeof(e.vid), "%s", m->verification_id);
+    snprintf(e.to, sizeof(e.to), "%s", m->phone);
+    snprintf(e.caps, sizeof(e.caps), "%s", m->cost_caps ? m->cost_caps : "");
+    e.expires_ms = m->expires_ms;
+    e.price_minor = m->price_minor;
+    e.cost_ms = m->cost_ms;
+    return queue_import(pc->queue, &e, m->api_key, added, err);
+}
+
 enum otp_rc pacer_status(struct pacer *pc, const char *api_key, const char *id, char *state, char *err)
 {
     char key[QUEUE_NAME_MAX];

@@ -111,6 +111,11 @@ struct pacer_render {
  * restart: pacer.instance names it). */
 enum otp_rc pacer_start(struct pacer *pc, const struct pacer_render *render, char *err);
 
+/* A message a ledger from before the fleet holds as queued or sending:
+ * put in the fleet's queue unless Redis knows it (an upgrade loses
+ * nothing). Before pacer_start. OTP_OK (*added 0 or 1) or OTP_ESTORE. */
+enum otp_rc pacer_import(struct pacer *pc, const struct ledger_message *m, int *added, char *err);
+
 /* A new message may be in the queue: claim now rather than at the next poll. */
 void pacer_wake(struct pacer *pc);
 

@@ -21,6 +21,9 @@ struct queue {
     char consumer[QUEUE_NAME_MAX];
 };
 
+static enum otp_rc queue_on_msg(struct queue *q, const char *op, const char *id, const char *const *extra,
+                                int n_extra, int64_t *result, char *err);
+
 struct queue *queue_new(struct store *s, const char *consumer)
 {
     struct queue *q = calloc(1, sizeof(*q));
@@ -108,7 +111,9 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
         snprintf(e->caps, sizeof(e->caps), "%s", queue_str(rep, b + 8));
         snprintf(e->phone_key, sizeof(e->phone_key), "%s", queue_str(rep, b + 9));
         e->deliveries = (int)queue_int(rep, b + 10);
-        if (e->id[0] && e->vid[0] && e->phone_key[0])
+        if (e->phone_key[0] == '\0') /* imported: no verification to check; any key will do */
+            store_msg_key(e->id, e->phone_key, sizeof(e->phone_key));
+        if (e->id[0] && e->vid[0])
             (*n)++;
     }
     store_reply_free(rep);
@@ -149,6 +154,21 @@ enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min
     out->attempt = (int)queue_int(rep, 3);
     store_reply_free(rep);
     return OTP_OK;
+}
+
+enum otp_rc queue_import(struct queue *q, const struct queue_entry *e, const char *api_key, int *added, char *err)
+{
+    char exp_s[24], price_s[24], cost_s[24];
+    const char *extra[8] = {e->id, e->vid, e->to, exp_s, api_key, price_s, cost_s, e->caps};
+    int64_t r = 0;
+    enum otp_rc rc;
+
+    snprintf(exp_s, sizeof(exp_s), "%lld", (long long)e->expires_ms);
+    snprintf(price_s, sizeof(price_s), "%lld", (long long)e->price_minor);
+    snprintf(cost_s, sizeof(cost_s), "%lld", (long long)e->cost_ms);
+    rc = queue_on_msg(q, "import", e->id, extra, 8, &r, err);
+    *added = r == 1;
+    return rc;
 }
 
 enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err)

@@ -78,6 +78,10 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
 enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
                        int fail_if_sending, struct queue_slot *out, char *err);
 
+/* Adds a message an old ledger holds queued (e: id, vid, to, expires_ms,
+ * price_minor, cost_ms, caps) to the stream, unless Redis knows it. */
+enum otp_rc queue_import(struct queue *q, const struct queue_entry *e, const char *api_key, int *added, char *err);
+
 /* The fleet's queue depth (stream and holds). */
 enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err);
 

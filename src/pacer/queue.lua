@@ -31,6 +31,11 @@
 -- retry: ARGV entry id, detail: back to 'queued' while this consumer owns
 --   it; returns 1, or 0 when it lost it (another instance took it over).
 -- depth: returns the fleet's queue (stream and holds).
+-- import: ARGV id, v, to, e, a, p, t, k: a message a ledger of a version
+--   before the fleet holds as queued (its queue was the process's own):
+--   added to the stream once, unless Redis knows the message already.
+--   It names no verification field (sc ''), so slot.lua does not check
+--   its verification. Returns 1 when added.
 -- get: returns {api key, state} ("" when unknown).
 -- report: ARGV state (delivered, failed): a delivery report moves a message
 --   that is queued (a retry), sending or sent; returns 1, or 0 when it did
@@ -108,6 +113,17 @@ end
 if op == 'retry' then
   if owner(ARGV[3]) ~= me then return 0 end
   redis.call('HSET', KEYS[2], 's', 'queued', 'd', ARGV[4])
+  return 1
+end
+
+if op == 'import' then
+  if redis.call('HEXISTS', KEYS[2], 's') == 1 then return 0 end
+  group()
+  redis.call('HSET', KEYS[2], 's', 'queued', 'a', ARGV[7], 'n', 0)
+  if tonumber(ARGV[8]) >= 0 then redis.call('HSET', KEYS[2], 'p', ARGV[8], 't', ARGV[9], 'k', ARGV[10]) end
+  redis.call('PEXPIRE', KEYS[2], 86400000)
+  redis.call('XADD', q, '*', 'id', ARGV[3], 'v', ARGV[4], 'to', ARGV[5], 'e', ARGV[6], 'sc', '',
+             'p', ARGV[8], 't', ARGV[9], 'k', ARGV[10], 'pk', '')
   return 1
 end
 
