@@ -145,7 +145,8 @@ static int otpd_start(struct otpd *d)
     struct store_opts so = {c->redis_host,         c->redis_port,          c->redis_db,
                             c->redis_password,     c->redis_timeout_ms,    c->breaker_failures,
                             c->breaker_open_ms,    c->redis_sentinel_hosts, c->redis_sentinel_ports,
-                            c->n_sentinels,        c->redis_master,        c->redis_username};
+                            c->n_sentinels,        c->redis_master,        c->redis_username, 0};
+    struct store_opts pso;
     struct otp_deps deps;
     struct pacer_money money;
     char err[OTP_ERR_LEN] = "";
@@ -154,7 +155,9 @@ static int otpd_start(struct otpd *d)
         snprintf(err, sizeof(err), "cannot initialize libsodium");
         goto fail;
     }
-    if ((d->store = store_new(&so)) == NULL || (d->pacer_store = store_new(&so)) == NULL ||
+    pso = so;
+    pso.quiet = 1; /* the API's store reports Redis's risky settings */
+    if ((d->store = store_new(&so)) == NULL || (d->pacer_store = store_new(&pso)) == NULL ||
         (d->limits = limits_new(d->store, c)) == NULL ||
         (d->money = limits_money_new(d->limits, d->pacer_store)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");

@@ -722,7 +722,8 @@ char *otp_metrics(struct otp *o)
             "otpd_redis_config_risky{setting=\"maxmemory-policy\"} %d\n"
             "otpd_redis_config_risky{setting=\"appendonly\"} %d\n",
             rconf.policy_risky, rconf.appendonly_risky);
-    put(&t, "# HELP otpd_queue_depth Messages waiting in the pacer queue.\n# TYPE otpd_queue_depth gauge\n"
+    put(&t, "# HELP otpd_queue_depth Messages accepted and not ended, the whole fleet's (stream and holds), "
+            "at most a second old.\n# TYPE otpd_queue_depth gauge\n"
             "otpd_queue_depth %llu\n"
             "# HELP otpd_provider_inflight Provider calls in flight.\n# TYPE otpd_provider_inflight gauge\n"
             "otpd_provider_inflight %llu\n"

@@ -205,6 +205,8 @@ static int store_conf_check(struct store *s, redisContext *c, char *err)
     s->conf_relog = 0;
     s->conf = conf;
     pthread_mutex_unlock(&s->mu);
+    if (s->o.quiet)
+        relog = 0;
     if (relog && conf.policy_risky)
         log_msg(LOG_WARN,
                 "redis: maxmemory-policy is %s, not noeviction: eviction would silently wipe limits, "

@@ -32,6 +32,7 @@ struct store_opts {
     size_t n_sentinels;
     const char *master;
     const char *username; /* an ACL user for AUTH with password; NULL or "" for the default user */
+    int quiet; /* 1: check Redis's settings, but leave logging them to another store of this process */
 };
 
 /* A script reply, copied out of hiredis. Integers and strings only, or an

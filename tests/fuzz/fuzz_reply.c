@@ -33,7 +33,7 @@
 #define FUZZ_RULES_MAX 32
 /* issue.lua's reply: allowed, now, vid, expires_in, is_new, cost_retry,
  * next (resend_after), then 3 per rule (limits.c's enum issue_reply). */
-#define FUZZ_ISSUE_FIXED 7
+#define FUZZ_ISSUE_FIXED 8
 #define FUZZ_REPLY_MAX (FUZZ_ISSUE_FIXED + 3 * FUZZ_RULES_MAX)
 #define FUZZ_LUA_INT_MAX (1LL << 53) /* beyond it a Lua double skips integers */
 
@@ -197,6 +197,10 @@ static int fuzz_issue(const struct fuzz_in *in)
             if (strcmp(in->used[i]->name, out.reason) == 0)
                 FUZZ_CHECK(rep->ints[FUZZ_ISSUE_FIXED + i * 3] != 1 && !in->used[i]->shadow &&
                            rep->ints[FUZZ_ISSUE_FIXED + 2 + i * 3] == longest);
+    } else if (rep->ints[7] >= 0 && rep->ints[5] == 0) {
+        /* The queue alone refused: queue_full, without RateLimit headers. */
+        FUZZ_CHECK(out.rc == OTP_EFULL && out.reason[0] == '\0' && out.depth == rep->ints[7]);
+        FUZZ_CHECK(out.header.name[0] == '\0');
     } else {
         FUZZ_CHECK(out.rc == OTP_ECOST && out.reason[0] == '\0');
     }
