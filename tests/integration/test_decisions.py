@@ -293,6 +293,48 @@ class ScriptOrderTest(DecisionsTest):
         self.assertTrue(0 < ttl <= 30000, ttl)
 
 
+    def eval_hold(self, op, rid, hold_ms=10000):
+        """issue.lua's hold ops on a stream and holds of the test's own (t:q,
+        t:holds), so the running pacer never claims what they release."""
+        with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
+            src = f.read()
+        keys = ["otp:{%s}" % P, "otp:cost", "t:q", "t:holds", "otp:msg:m" + rid, "otp:u:" + rid]
+        args = [op, "v" * 32 if op == "i" else "m%s:%s" % (rid, rid), "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000,
+                "s" * 12, 1, 1, "pl", 2, 60000, 2, 0, "c3600000", 3600000, 100000,
+                100, hold_ms, "m" + rid, "login-web", "3600000", P]
+        return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
+
+    def takes(self):
+        return {k: v for k, v in self.decision_state().items() if not k.startswith("t:")}
+
+    def test_a_live_hold_is_released_never_dropped_and_an_abandon_after_ends_it(self):
+        before = self.takes()
+        self.assertEqual(self.eval_hold("i", "r5")[0], 1)
+        self.assertEqual(self.eval_hold("d", "r5"), 0)  # not lapsed: not the dropper's
+        self.assertEqual(self.redis.cmd("HGET", "otp:msg:mr5", "s"), "held")
+        self.assertEqual(self.eval_hold("c", "r5"), 1)
+        self.assertEqual((self.redis.cmd("XLEN", "t:q"), self.redis.cmd("ZCARD", "t:holds")), (1, 0))
+        self.assertEqual(self.redis.cmd("HGET", "otp:msg:mr5", "s"), "queued")
+        # The commit's reply lost, the caller answered 503: the abandon ends
+        # the message unsent and gives back its unused reservation.
+        self.assertEqual(self.eval_hold("a", "r5"), 0)
+        self.assertEqual(self.redis.cmd("HMGET", "otp:msg:mr5", "s", "f"), ["failed", "1"])
+        self.assertEqual(self.cost_sum(3600000), 0)
+        self.assertNotEqual(self.takes(), before)  # the rule's take stays: its record went with the commit
+
+    def test_a_lapsed_hold_is_dropped_never_released(self):
+        before = self.takes()
+        self.assertEqual(self.eval_hold("i", "r6", hold_ms=50)[0], 1)
+        score = float(self.redis.cmd("ZSCORE", "t:holds", "mr6:r6"))
+        wait_until(lambda: self.rtime_ms() > score, 5, step=0.02, what="the hold to lapse on Redis's clock")
+        self.assertEqual(self.eval_hold("c", "r6"), 0)  # the dropper's now
+        self.assertEqual(self.redis.cmd("XLEN", "t:q"), 0)
+        self.assertEqual(self.eval_hold("d", "r6"), 1)
+        self.assertIsNone(self.redis.cmd("HGET", "otp:msg:mr6", "s"))
+        self.assertEqual(self.takes(), before)  # every take given back
+        self.assertEqual(self.eval_hold("c", "r6"), 0)
+
+
 class AbandonInterleavingTest(DecisionsTest):
     """An abandon gives back only what its own request did, never what other
     requests (on this or another instance) did since: the scripts run

@@ -21,11 +21,9 @@ MUTANTS = [
          why="a 503'd issue that ran later keeps its cost reservation"),
     dict(name="abandon-no-tombstone",
          file="src/limits/issue.lua",
-         old="""  redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
-  if not rec or rec == TOMB then return 0 end""",
-         new="""  if not rec or rec == TOMB then return 0 end
-  redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)""",
-         test="test_decisions.ScriptOrderTest",
+         old="  redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)\n  if not rec or rec == TOMB then\n",
+         new="  if rec then redis.call('SET', undo_key, TOMB, 'PX', undo_ttl) end\n  if not rec or rec == TOMB then\n",
+         test="test_decisions.ScriptOrderTest.test_abandon_before_the_issue_runs",
          why="an issue that runs after its abandon takes quota nobody will give back"),
     dict(name="verify-abandon-keeps-used-code",
          file="src/limits/verify.lua",

@@ -11,18 +11,17 @@ MUTANTS = [
          why="the last allowed wrong guess leaves the verification 'pending' in the ledger"),
     dict(name="otp-no-refund-on-ledger-failure",
          file="src/otp/otp.c",
-         old="""    pacer_release(o->d.pacer);
-    limits_abandon(o->d.limits, &li.undo);""",
-         new="""    pacer_release(o->d.pacer);""",
+         old="    limits_abandon(o->d.limits, &li.undo);\n    out->retry_after_s = 1;",
+         new="    out->retry_after_s = 1;",
          test="test_api.LedgerFailureRefundTest",
-         why="an issue refused for the ledger keeps its takes and cost reservation: the budget drains with no SMS"),
+         why=("an issue refused for the ledger keeps its takes and cost reservation: the budget drains with no SMS")),
     dict(name="otp-slot-leak-on-ledger-failure",
-         file="src/otp/otp.c",
-         old="""    pacer_release(o->d.pacer);
-    limits_abandon(o->d.limits, &li.undo);""",
-         new="""    limits_abandon(o->d.limits, &li.undo);""",
+         file="src/limits/issue.lua",
+         old="  if rec.m and redis.call('ZREM', KEYS[#KEYS - 2], rec.m) == 1 then redis.call('DEL', KEYS[#KEYS - 1]) end\n",
+         new="",
          test="test_api.LedgerFailureRefundTest",
-         why="an issue refused for the ledger keeps its queue slot: the queue fills with nothing in it"),
+         why=("an issue refused for the ledger keeps its place in the queue (its hold, until it lapses): the queue "
+              "fills with nothing in it")),
     dict(name="otp-no-active-code-recorded-as-400",
          file="src/otp/otp.c",
          old="""answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone");

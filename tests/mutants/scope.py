@@ -38,11 +38,13 @@ MUTANTS = [
          test="test_scope.VerifyRulesTest",
          why="verify-side rules counted but never refuse: a verify flood goes on"),
     dict(name="cancel-misses-the-queue",
-         file="src/pacer/pacer.c",
-         old="lists[0] = pc->head;",
-         new="lists[0] = NULL;",
+         file="src/pacer/slot.lua",
+         old="if not v or string.sub(v, 1, 32) ~= vid then return {'gone', '0', fmt(now_us), 0} end",
+         new="",
          test="test_scope.CancelTest.test_cancel_stops_queued_messages_and_gives_cost_back_once",
-         why="a cancel leaves queued messages to be sent (and paid)"),
+         why=("a cancel leaves queued messages to be sent (and paid): slot.lua no longer checks that the "
+              "verification is alive, and the messages still in the stream are in no instance's hands for "
+              "pacer_cancel to stop")),
     dict(name="verify-abandon-keeps-rule-takes",
          file="src/limits/verify.lua",
          old="for _, w in ipairs(rec.t or {}) do",
