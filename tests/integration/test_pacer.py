@@ -138,6 +138,7 @@ class QueueTest(PacerTest):
         # the one in flight and the two queued behind it.
         res = [self.otpd.issue(p) for p in phones(3)]
         self.assertEqual([r[0] for r in res], [202] * 3)
+        wait_until(lambda: len(self.fake.requests()) == 1, 5, what="the first call on the wire, hanging")
         st, h, p = self.otpd.issue("+14155550100")
         self.assertEqual((st, p["error"]), (503, "queue_full"))
         self.assertEqual(h["retry-after"], "3")  # ceil(depth 3 / rate 1)
