@@ -867,6 +867,45 @@ down:
     return -1;
 }
 
+/* Acts on what slot.lua says of it; returns 1 when it may go on, else it
+ * has ended, or left this instance. */
+static int pacer_verdict(struct pacer *pc, struct pacer_item *it, enum queue_verdict v)
+{
+    switch (v) {
+    case QUEUE_DONE:
+        /* Sent elsewhere (a takeover raced a slow owner): its entry
+         * leaves; the reservation the call used stays counted. */
+        snprintf(it->state, sizeof(it->state), "sent");
+        it->refund = 0;
+        pacer_job(pc, it, PACER_JOB_END);
+        return 0;
+    case QUEUE_ENDED:
+        /* Ended unsent elsewhere (an abandon after its commit): what it
+         * holds never left, and refund.lua gives it back once at most. */
+        snprintf(it->state, sizeof(it->state), "failed");
+        it->refund = it->held && pacer_priced(pc, it) && it->e.price_minor > 0;
+        pacer_job(pc, it, PACER_JOB_END);
+        return 0;
+    case QUEUE_LOST:
+        PACER_COUNT(pc, lost, 1);
+        pacer_item_free(pc, it); /* its new owner sends or ends it */
+        return 0;
+    case QUEUE_GONE:
+        /* Cancelled, verified or replaced before it was sent. */
+        pacer_end(pc, it, "failed", "cancelled", NULL);
+        return 0;
+    case QUEUE_EXPIRED:
+        pacer_end(pc, it, "expired", "too little life left in the queue", NULL);
+        return 0;
+    case QUEUE_WAS_SENDING:
+        pacer_end(pc, it, "failed", "its instance stopped while sending (on_restart_sending: fail)", NULL);
+        return 0;
+    case QUEUE_SEND:
+        break;
+    }
+    return 1;
+}
+
 /* Puts it, holding a slot, on the slotted list (slot order): the queue
  * thread marks its reservation used just before the slot, then hands it
  * to the sender (pacer_arm_due). */
@@ -908,6 +947,8 @@ static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
     for (;;) {
         struct pacer_item *it;
         uint64_t now = clock_mono_ns(), lead = PACER_MARK_LEAD_NS + xfer_lead_ns(pc->xfer);
+        struct queue_slot qs;
+        char err[OTP_ERR_LEN] = "";
         int r;
         pthread_mutex_lock(&pc->mu);
         it = pc->slotted;
@@ -925,7 +966,19 @@ static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
         if (it == NULL)
             return wait_ns;
         it->next = NULL;
-        r = pacer_priced(pc, it) ? pacer_reserve(pc, it, PACER_USE) : 1;
+        /* Checked again now, not only when its slot was taken: a cancel
+         * on any instance meanwhile stops it (slot.lua 'arm'). */
+        if ((r = queue_arm(pc->queue, &it->e, pc->min_life_ms,
+                           it->adopted && pc->cfg->pacer_on_restart_sending == CFG_SENDING_FAIL, &qs, err)) !=
+            OTP_OK)
+            r = -1;
+        else if (!pacer_verdict(pc, it, qs.verdict))
+            r = 0;
+        else if ((it->attempt = qs.attempt), pacer_priced(pc, it))
+            r = pacer_reserve(pc, it, PACER_USE);
+        else
+            r = 1;
+        pacer_redis(pc, r < 0 ? OTP_ESTORE : OTP_OK, "arming a message", err);
         if (r <= 0) {
             pthread_mutex_lock(&pc->mu);
             pc->n_armed--;
@@ -986,42 +1039,9 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
         if (rc != OTP_OK)
             goto later;
         recv = clock_mono_ns();
-        switch (qs.verdict) {
-        case QUEUE_DONE:
-            /* Sent elsewhere (a takeover raced a slow owner): its entry
-             * leaves; the reservation the call used stays counted. */
-            snprintf(it->state, sizeof(it->state), "sent");
-            it->refund = 0;
-            pacer_job(pc, it, PACER_JOB_END);
+        if (!pacer_verdict(pc, it, qs.verdict))
             return;
-        case QUEUE_ENDED:
-            /* Ended unsent elsewhere (an abandon after its commit): what it
-             * holds never left, and refund.lua gives it back once at most. */
-            snprintf(it->state, sizeof(it->state), "failed");
-            it->refund = it->held && pacer_priced(pc, it) && it->e.price_minor > 0;
-            pacer_job(pc, it, PACER_JOB_END);
-            return;
-        case QUEUE_LOST:
-            pthread_mutex_lock(&pc->mu);
-            pc->stats.lost++;
-            pthread_mutex_unlock(&pc->mu);
-            pacer_item_free(pc, it); /* its new owner sends or ends it */
-            return;
-        case QUEUE_GONE:
-            /* Cancelled, verified or replaced before it was sent. */
-            pacer_end(pc, it, "failed", "cancelled", NULL);
-            return;
-        case QUEUE_EXPIRED:
-            pacer_end(pc, it, "expired", "too little life left in the queue", NULL);
-            return;
-        case QUEUE_WAS_SENDING:
-            pacer_end(pc, it, "failed", "its instance stopped while sending (on_restart_sending: fail)", NULL);
-            return;
-        case QUEUE_SEND:
-            break;
-        }
         PACER_COUNT(pc, slots, 1);
-        it->attempt = qs.attempt;
         if (sched_slot_local(qs.slot_us, qs.now_us, sent, recv, &it->slot) == 0) {
             PACER_COUNT(pc, slot_wait_us, (uint64_t)(qs.slot_us > qs.now_us ? qs.slot_us - qs.now_us : 0));
             pacer_slotted(pc, it);

@@ -120,14 +120,15 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
     return OTP_OK;
 }
 
-enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
-                       int fail_if_sending, struct queue_slot *out, char *err)
+/* Runs slot.lua's op (take or arm) for e. */
+static enum otp_rc queue_check(struct queue *q, const char *op, const struct queue_entry *e, int64_t min_life_ms,
+                               int64_t period_us, int fail_if_sending, struct queue_slot *out, char *err)
 {
     static const char *const verdicts[] = {[QUEUE_SEND] = "ok",      [QUEUE_DONE] = "done", [QUEUE_ENDED] = "ended",
                                            [QUEUE_LOST] = "lost",    [QUEUE_GONE] = "gone",
                                            [QUEUE_EXPIRED] = "expired", [QUEUE_WAS_SENDING] = "sending"};
     char msg[QUEUE_KEY_MAX], exp_s[24], life_s[24], period_s[24];
-    const char *args[13] = {STORE_SLOT_KEY, msg,    e->phone_key, STORE_QUEUE_KEY, "take",
+    const char *args[13] = {STORE_SLOT_KEY, msg,    e->phone_key, STORE_QUEUE_KEY, op,
                             e->vid,         e->scope, exp_s,     life_s,          period_s,
                             fail_if_sending ? "1" : "0", e->eid, q->consumer};
     struct store_reply *rep = NULL;
@@ -180,6 +181,18 @@ enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err)
         *depth = queue_int(rep, 0);
     store_reply_free(rep);
     return rc;
+}
+
+enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
+                       int fail_if_sending, struct queue_slot *out, char *err)
+{
+    return queue_check(q, "take", e, min_life_ms, period_us, fail_if_sending, out, err);
+}
+
+enum otp_rc queue_arm(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int fail_if_sending,
+                      struct queue_slot *out, char *err)
+{
+    return queue_check(q, "arm", e, min_life_ms, 0, fail_if_sending, out, err);
 }
 
 enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err)

@@ -16,7 +16,10 @@
 --   ({'ended'}: failed or expired), one whose
 --   verification has ended (verified, cancelled or replaced: {'gone'}), one
 --   with less than min_life_ms of its code's life left ({'expired'}). Else
---   it is 'sending' from here and {'ok', slot_us, now_us, attempt}.
+--   {'ok', slot_us, now_us, 0}.
+-- arm: the same ARGV as take: the same checks, again, just before the
+--   message's slot (a cancel or an end meanwhile, on any instance); then
+--   it is 'sending' from here: {'ok', '0', now_us, attempt}.
 -- pause: ARGV pause_us: a provider 429 holds every slot back until
 --   now + pause_us. Returns {'ok', tat_us, now_us, 0}.
 local t = redis.call('TIME')
@@ -38,7 +41,7 @@ if op == 'pause' then
   return {'ok', fmt(tat), fmt(now_us), 0}
 end
 
-if op ~= 'take' then return redis.error_reply('slot.lua: unknown op ' .. tostring(op)) end
+if op ~= 'take' and op ~= 'arm' then return redis.error_reply('slot.lua: unknown op ' .. tostring(op)) end
 
 local vid, scope = ARGV[2], ARGV[3]
 local expires_ms, min_life_ms, period = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -54,9 +57,13 @@ if scope ~= '' then -- '' for a message imported from an old ledger (queue.lua)
 end
 if expires_ms - math.floor(now_us / 1000) < min_life_ms then return {'expired', '0', fmt(now_us), 0} end
 
+if op == 'arm' then
+  redis.call('HSET', KEYS[2], 's', 'sending')
+  local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
+  redis.call('PEXPIRE', KEYS[2], 86400000)
+  return {'ok', '0', fmt(now_us), n}
+end
+
 local slot = math.max(tat, now_us)
 tat_set(slot + period)
-redis.call('HSET', KEYS[2], 's', 'sending')
-local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
-redis.call('PEXPIRE', KEYS[2], 86400000)
-return {'ok', fmt(slot), fmt(now_us), n}
+return {'ok', fmt(slot), fmt(now_us), 0}
