@@ -51,16 +51,23 @@ void sched_gcra_pause(int64_t *tat_us, int64_t now_us, int64_t pause_us)
 int sched_slot_local(int64_t slot_us, int64_t store_now_us, uint64_t sent_ns, uint64_t recv_ns,
                      struct sched_slot *out)
 {
-    uint64_t rtt_ns, mid_ns, diff_us, diff_ns;
+    uint64_t rtt_ns, mid_ns, half_ns, shrink_ns, keep_ns, diff_us, diff_ns, local_ns;
 
     if (recv_ns < sent_ns)
         return -1;
     rtt_ns = recv_ns - sent_ns;
-    if (rtt_ns > 2 * SCHED_ERR_MAX_NS)
+    if (rtt_ns > SCHED_RTT_MAX_NS)
         return -1;
-    /* The store read its clock somewhere between send and reply: the
-     * midpoint is at most half the round trip (<= SCHED_ERR_MAX_NS) off. */
+    /* The store read its clock somewhere between send and reply. The
+     * midpoint rounds down, so it is off by at most half the round trip
+     * rounded up: half_ns. Past SCHED_ERR_MAX_NS the window shrinks by the
+     * excess at both ends, so every write stays within SCHED_ERR_MAX_NS of
+     * the slot's true time (early) or of its lateness bound (late). The
+     * limit above keeps 2 * shrink_ns <= SCHED_LATE_NS: keep_ns >= 0. */
     mid_ns = sent_ns + rtt_ns / 2;
+    half_ns = rtt_ns - rtt_ns / 2;
+    shrink_ns = half_ns > SCHED_ERR_MAX_NS ? half_ns - SCHED_ERR_MAX_NS : 0;
+    keep_ns = SCHED_LATE_NS - shrink_ns;
 
     if (slot_us >= store_now_us) {
         /* Unsigned difference: exact even when the signed one would overflow. */
@@ -68,21 +75,25 @@ int sched_slot_local(int64_t slot_us, int64_t store_now_us, uint64_t sent_ns, ui
         if (mid_ns > UINT64_MAX - SCHED_LATE_NS ||
             diff_us > (UINT64_MAX - SCHED_LATE_NS - mid_ns) / SCHED_NS_PER_US) {
             /* Beyond the local clock's range: never due in practice. */
-            out->due_ns = UINT64_MAX - SCHED_LATE_NS;
+            local_ns = UINT64_MAX - SCHED_LATE_NS;
         } else {
-            out->due_ns = mid_ns + diff_us * SCHED_NS_PER_US;
+            local_ns = mid_ns + diff_us * SCHED_NS_PER_US;
         }
-        out->last_ns = out->due_ns + SCHED_LATE_NS;
+        /* Both fit: local_ns + SCHED_LATE_NS does, and shrink_ns <= keep_ns. */
+        out->due_ns = local_ns + shrink_ns;
+        out->last_ns = local_ns + keep_ns;
         return 0;
     }
 
-    /* A slot already past is due at once; its lateness bound stays where
-     * the slot's own time puts it, which may be before now (too late). */
+    /* A slot already past is due at once: it was past when the store read
+     * its clock, so any write after the reply is after its true time, and
+     * the shrink need not move due. Its lateness bound stays where the
+     * slot's own time puts it, shrunk, which may be before now (too late). */
     diff_us = (uint64_t)store_now_us - (uint64_t)slot_us;
     diff_ns = diff_us > UINT64_MAX / SCHED_NS_PER_US ? UINT64_MAX : diff_us * SCHED_NS_PER_US;
     out->due_ns = mid_ns;
-    if (diff_ns <= SCHED_LATE_NS || diff_ns - SCHED_LATE_NS <= mid_ns) {
-        out->last_ns = mid_ns + SCHED_LATE_NS - diff_ns;
+    if (diff_ns <= keep_ns || diff_ns - keep_ns <= mid_ns) {
+        out->last_ns = mid_ns + keep_ns - diff_ns;
     } else {
         /* The bound falls before the local clock's zero. An empty window
          * needs last < due, so a due at zero moves one nanosecond on. */

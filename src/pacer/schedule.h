@@ -11,15 +11,24 @@
  * 1 s + margin.
  *
  * A sender learns its slot on Redis's clock and moves it onto its own
- * monotonic clock from the round trip of the call that took it (the
- * midpoint of send and reply; the error is at most half the round trip).
- * A slot taken over a round trip longer than 2 * SCHED_ERR_MAX_NS is not
- * used. Its request must then be written (curl's prereq) between the
- * slot's local time and that time plus the slot's lateness bound; a later
- * write is aborted before any byte leaves, and the message takes a new
- * slot. The store's clock reads whole microseconds, so each slot's local
- * time is off by up to another SCHED_STORE_RES_NS, one way. So the writes
- * of any rate + 1 slots span more than
+ * monotonic clock from the round trip of the call that took it: the
+ * slot's local time L is placed from the midpoint of send and reply
+ * (rounded down), so it is off the true local time T by at most
+ * h = ceil(round trip / 2). The argument below needs every write in
+ * [T - SCHED_ERR_MAX_NS, T + SCHED_ERR_MAX_NS + late]. Up to a round trip of
+ * 2 * SCHED_ERR_MAX_NS (h <= SCHED_ERR_MAX_NS) the window is
+ * [L, L + late]; over a longer one it shrinks by
+ * shrink = h - SCHED_ERR_MAX_NS at both ends, [L + shrink, L + late -
+ * shrink], which keeps every write in the same bounds. It is empty once
+ * 2 * shrink > late, so a slot taken over a round trip longer than
+ * SCHED_RTT_MAX_NS is not used. The request must be written (curl's
+ * prereq) within that window; a later write is aborted before any byte
+ * leaves, and the message takes a new slot. A slot already past when the
+ * store read its clock is due at once (any write is after T), its last
+ * write still L + late - shrink. The store's clock reads whole
+ * microseconds, so each slot's local time is off by up to another
+ * SCHED_STORE_RES_NS, one way. So the writes of any rate + 1 slots span
+ * more than
  *   1 s + margin - late - 2 * SCHED_ERR_MAX_NS - SCHED_STORE_RES_NS
  *   = 1 s + SCHED_JITTER_NS,
  * and no 1-second window at the provider holds rate + 1 calls as long as
@@ -48,6 +57,12 @@
 #define SCHED_LATE_NS                                                                                        \
     ((uint64_t)SCHED_MARGIN_US * SCHED_NS_PER_US - 2 * SCHED_ERR_MAX_NS - SCHED_JITTER_NS -                  \
      SCHED_STORE_RES_NS)
+/* The longest round trip whose slot is used (9.999 ms): its window, shrunk
+ * by ceil(rtt / 2) - SCHED_ERR_MAX_NS at both ends, still holds one
+ * nanosecond. Halved and doubled so that it stays even, and so exact, if
+ * SCHED_LATE_NS is ever odd: an odd round trip's h rounds up, and
+ * 2 * SCHED_ERR_MAX_NS + an odd SCHED_LATE_NS would leave no window. */
+#define SCHED_RTT_MAX_NS (2 * (SCHED_ERR_MAX_NS + SCHED_LATE_NS / 2))
 
 /* The GCRA's period in microseconds for rate sends a second (1..10,000):
  * ceil((1 s + SCHED_MARGIN_US) / rate). */
@@ -68,8 +83,14 @@ void sched_gcra_pause(int64_t *tat_us, int64_t now_us, int64_t pause_us);
 
 /* A slot on this instance's monotonic clock. */
 struct sched_slot {
-    uint64_t due_ns;  /* not written before this */
-    uint64_t last_ns; /* not written after this: due_ns + SCHED_LATE_NS */
+    /* Not written before this: the slot's local time plus the shrink; for a
+     * slot already past, the midpoint of the call that took it. */
+    uint64_t due_ns;
+    /* Not written after this: the slot's local time plus SCHED_LATE_NS less
+     * the shrink, so due_ns + SCHED_LATE_NS only for a future slot taken
+     * over a round trip of at most 2 * SCHED_ERR_MAX_NS. Below due_ns when
+     * no write is allowed (a slot already too late). */
+    uint64_t last_ns;
 };
 
 /*
@@ -77,9 +98,12 @@ struct sched_slot {
  * store's clock store_now_us read inside the call that took it, and the
  * local times the call was sent (sent_ns) and its reply came (recv_ns).
  * Returns 0 and fills *out, or -1 when the round trip was longer than
- * 2 * SCHED_ERR_MAX_NS (or recv_ns < sent_ns): the slot must not be used.
- * A slot already past is due at once, with its lateness bound kept from
- * the slot's own time (so it may be too late already).
+ * SCHED_RTT_MAX_NS (or recv_ns < sent_ns): the slot must not be used. Over
+ * a round trip longer than 2 * SCHED_ERR_MAX_NS the window is shrunk at
+ * both ends (see above). A slot already past is due at once, with its
+ * lateness bound kept from the slot's own time (so it may be too late
+ * already). Arguments beyond the clocks' ranges give a window never due,
+ * or an empty one, never an overflow.
  */
 int sched_slot_local(int64_t slot_us, int64_t store_now_us, uint64_t sent_ns, uint64_t recv_ns,
                      struct sched_slot *out);

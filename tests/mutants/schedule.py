@@ -1,5 +1,6 @@
-"""Mutants for the send schedule's arithmetic (issue 10, src/pacer/schedule.c). Each a small plausible bug in
-the slot arithmetic, and unit:test_schedule (the fleet simulation and the boundary cases) must catch it."""
+"""Mutants for the send schedule's arithmetic (issue 10, src/pacer/schedule.c), including the window's shrink
+for round trips longer than 2 * SCHED_ERR_MAX_NS. Each a small plausible bug in the slot arithmetic, and
+unit:test_schedule (the fleet simulation and the boundary cases) must catch it."""
 MUTANTS = [
     dict(name="schedule-period-ceil-off-by-one",
          file="src/pacer/schedule.c",
@@ -21,16 +22,38 @@ MUTANTS = [
          why="an idle queue earns a second of credit: after idle, slots are handed out in the past"),
     dict(name="schedule-rtt-limit-inclusive",
          file="src/pacer/schedule.c",
-         old="if (rtt_ns > 2 * SCHED_ERR_MAX_NS)",
-         new="if (rtt_ns >= 2 * SCHED_ERR_MAX_NS)",
+         old="if (rtt_ns > SCHED_RTT_MAX_NS)",
+         new="if (rtt_ns >= SCHED_RTT_MAX_NS)",
          test="unit:test_schedule",
          why=">= for >: a slot taken over exactly the allowed round trip is thrown away"),
     dict(name="schedule-rtt-limit-loose",
          file="src/pacer/schedule.c",
-         old="if (rtt_ns > 2 * SCHED_ERR_MAX_NS)",
-         new="if (rtt_ns > 3 * SCHED_ERR_MAX_NS)",
+         old="if (rtt_ns > SCHED_RTT_MAX_NS)",
+         new="if (rtt_ns > 2 * SCHED_RTT_MAX_NS)",
          test="unit:test_schedule",
-         why="a slot from a slow round trip is used: its local time is off by more than the margin allows"),
+         why=("a slot from a round trip beyond the limit is returned as usable: its shrink exceeds half the "
+              "lateness bound (past 2 * (ERR + LATE) keep_ns wraps), and the sender holds a slot it cannot write")),
+    dict(name="schedule-shrink-not-on-last",
+         file="src/pacer/schedule.c",
+         old="out->last_ns = local_ns + keep_ns;",
+         new="out->last_ns = local_ns + SCHED_LATE_NS;",
+         test="unit:test_schedule",
+         why=("a slow round trip's window keeps its full lateness: a slot placed early by up to 5 ms is written "
+              "up to 3 ms later than the margin allows")),
+    dict(name="schedule-shrink-not-on-due",
+         file="src/pacer/schedule.c",
+         old="out->due_ns = local_ns + shrink_ns;",
+         new="out->due_ns = local_ns;",
+         test="unit:test_schedule",
+         why=("a slow round trip's window opens at the slot's estimate: a slot placed late by up to 5 ms is "
+              "written up to 3 ms before the margin allows")),
+    dict(name="schedule-half-rounds-down",
+         file="src/pacer/schedule.c",
+         old="half_ns = rtt_ns - rtt_ns / 2;",
+         new="half_ns = rtt_ns / 2;",
+         test="unit:test_schedule",
+         why=("the error bound rounds down like the midpoint: an odd round trip's slot is off by a nanosecond "
+              "more than its shrink takes off")),
     dict(name="schedule-mid-is-sent",
          file="src/pacer/schedule.c",
          old="mid_ns = sent_ns + rtt_ns / 2;",
@@ -39,7 +62,7 @@ MUTANTS = [
          why="the slot is placed from the send time, not the midpoint: up to a whole round trip early"),
     dict(name="schedule-past-slot-full-window",
          file="src/pacer/schedule.c",
-         old="        out->last_ns = mid_ns + SCHED_LATE_NS - diff_ns;",
+         old="        out->last_ns = mid_ns + keep_ns - diff_ns;",
          new="        out->last_ns = mid_ns + SCHED_LATE_NS;",
          test="unit:test_schedule",
          why="a past slot gets a fresh lateness window from now: writes later than the schedule allows"),

@@ -2,7 +2,8 @@
  * Unit tests of the send schedule (src/pacer/schedule.c), driven by a fake
  * clock. The fleet simulation is the main check: 1..5 senders share one
  * GCRA on a store clock that reads whole microseconds, take slots over
- * adversarial round trips, write at adversarial lateness (bounds hit
+ * adversarial round trips (up to the limit, where the window shrinks to a
+ * nanosecond, and beyond), write at adversarial lateness (bounds hit
  * exactly, bursts, stalls) and reach the provider with up to
  * SCHED_JITTER_NS of jitter; no 1-second window at the provider may hold
  * rate + 1 calls, every message must be written, and senders that are never
@@ -69,7 +70,7 @@ enum sim_episode { EP_CALM, EP_CHAOS, EP_TIGHT, EP_LATE, EP_EARLY };
 
 enum sim_mode {
     SIM_ADVERSARIAL, /* long round trips, lateness, bursts, stalls, jitter at its bounds */
-    SIM_CALM         /* round trips within the limit, every write at its slot */
+    SIM_CALM         /* round trips of at most 3 ms (no shrink), every write at its slot */
 };
 
 /* What a lane (one message in flight at a sender) does next. */
@@ -109,17 +110,21 @@ struct sim {
     uint64_t *arrivals;
     int n_arrivals;
     long refused, aborted, written;
+    long shrunk;   /* slots used over a round trip longer than 2 * SCHED_ERR_MAX_NS */
     int64_t calls; /* slot calls made, for the adversary's episodes */
 };
 
 /*
  * The adversary strikes in episodes. A run of 3 x rate + 30 attempts (slot
- * calls) begins with rate / 2 + 10 chaotic ones: long round trips, late and
- * aborted writes, bursts, stalls. The rest use every slot: a block at the
- * latest a slot can reach the provider (the largest error, written at its
- * bound, the most jitter), a block about rate slots on at the earliest, and
- * random extremes elsewhere, so that rate + 1 slots in a row reach the
- * provider as close together as they can at every rate.
+ * calls) begins with rate / 2 + 10 chaotic ones: long round trips (used
+ * with a shrunk window, or refused), late and aborted writes, bursts,
+ * stalls. The rest use every slot: a block at the latest a slot can reach
+ * the provider (the largest error, written at its bound, the most jitter),
+ * a block about rate slots on at the earliest, and random extremes
+ * elsewhere, so that rate + 1 slots in a row reach the provider as close
+ * together as they can at every rate. The blocks' round trips are 2 *
+ * SCHED_ERR_MAX_NS or longer, up to the limit: a shrunk window must reach
+ * the same extremes and no further.
  */
 static enum sim_episode sim_episode_next(struct sim *sm)
 {
@@ -144,6 +149,18 @@ static int64_t sim_store_now_us(const struct sim *sm, uint64_t t_ns)
     return (int64_t)((t_ns + sm->store_offset_ns) / NS_PER_US);
 }
 
+/* A round trip of 2 * SCHED_ERR_MAX_NS (no shrink) half the time, else a
+ * longer one up to the limit, even so that its error is exactly half of it
+ * (an odd one's midpoint rounds down, and its ceil leaves a nanosecond). */
+static uint64_t sim_rtt_extreme(struct sim *sm)
+{
+    if (rng_pct(&sm->r, 50))
+        return 2 * SCHED_ERR_MAX_NS;
+    if (rng_pct(&sm->r, 20))
+        return SCHED_RTT_MAX_NS; /* a one-nanosecond window */
+    return 2 * SCHED_ERR_MAX_NS + 2 * rng_below(&sm->r, (SCHED_RTT_MAX_NS - 2 * SCHED_ERR_MAX_NS) / 2 + 1);
+}
+
 /* Starts a slot's call at t_ns: an adversarial round trip, and the instant within
  * it at which the store reads its clock. */
 static void sim_call(struct sim *sm, struct lane *l, uint64_t t_ns)
@@ -161,13 +178,13 @@ static void sim_call(struct sim *sm, struct lane *l, uint64_t t_ns)
     case EP_LATE:
         /* Read at the start of the longest round trip, 999 ns into the store's microsecond. */
         l->sent_ns += (NS_PER_US - 1 - phase);
-        rtt_ns = 2 * SCHED_ERR_MAX_NS;
+        rtt_ns = sim_rtt_extreme(sm);
         read_ns = l->sent_ns;
         break;
     case EP_EARLY:
         /* Read at the end of the longest round trip, on a whole microsecond. */
         l->sent_ns += (NS_PER_US - phase) % NS_PER_US;
-        rtt_ns = 2 * SCHED_ERR_MAX_NS;
+        rtt_ns = sim_rtt_extreme(sm);
         read_ns = l->sent_ns + rtt_ns;
         break;
     default:
@@ -175,9 +192,13 @@ static void sim_call(struct sim *sm, struct lane *l, uint64_t t_ns)
          * begun or is about to end, so its truncation is at either extreme. */
         if (rng_pct(&sm->r, 30))
             l->sent_ns += (rng_pct(&sm->r, 50) ? NS_PER_US - phase : 2 * NS_PER_US - 1 - phase);
-        if (l->ep == EP_CHAOS && rng_pct(&sm->r, 25)) /* long: the slot must be refused */
-            rtt_ns = 2 * SCHED_ERR_MAX_NS + 1 + rng_below(&sm->r, 40 * NS_PER_MS);
-        else if (rng_pct(&sm->r, 50)) /* exactly the limit: used, with the largest error */
+        if (l->ep == EP_CHAOS && rng_pct(&sm->r, 20)) /* beyond the limit: the slot must be refused */
+            rtt_ns = SCHED_RTT_MAX_NS + 1 + (rng_pct(&sm->r, 20) ? 0 : rng_below(&sm->r, 40 * NS_PER_MS));
+        else if (rng_pct(&sm->r, 25)) /* longer than 2 * ERR, within the limit: used, shrunk */
+            rtt_ns = rng_pct(&sm->r, 20) ? SCHED_RTT_MAX_NS
+                                         : 2 * SCHED_ERR_MAX_NS + 1 +
+                                               rng_below(&sm->r, SCHED_RTT_MAX_NS - 2 * SCHED_ERR_MAX_NS);
+        else if (rng_pct(&sm->r, 50)) /* exactly 2 * ERR: used, unshrunk, with the largest error */
             rtt_ns = 2 * SCHED_ERR_MAX_NS;
         else
             rtt_ns = rng_below(&sm->r, 3 * NS_PER_MS + 1);
@@ -197,11 +218,11 @@ static void sim_call(struct sim *sm, struct lane *l, uint64_t t_ns)
     l->t_ns = read_ns;
 }
 
-/* When the sender writes a request whose slot it holds, from the earliest it can. */
-static uint64_t sim_write_time(struct sim *sm, struct lane *l)
+/* What the adversary picks for a write's time, base_ns the earliest it can be;
+ * the caller keeps it from going below. */
+static uint64_t sim_write_pick(struct sim *sm, struct lane *l, uint64_t base_ns)
 {
     struct sender *snd = &sm->senders[l->sender];
-    uint64_t base_ns = l->s.due_ns > l->recv_ns ? l->s.due_ns : l->recv_ns;
 
     switch (l->ep) {
     case EP_CALM:
@@ -217,7 +238,7 @@ static uint64_t sim_write_time(struct sim *sm, struct lane *l)
         case 1:
             return l->s.last_ns;
         default:
-            return base_ns + rng_below(&sm->r, l->s.last_ns - base_ns + 1);
+            return l->s.last_ns < base_ns ? base_ns : base_ns + rng_below(&sm->r, l->s.last_ns - base_ns + 1);
         }
     case EP_CHAOS:
         break;
@@ -252,6 +273,19 @@ static uint64_t sim_write_time(struct sim *sm, struct lane *l)
     default:
         return base_ns + rng_below(&sm->r, SCHED_LATE_NS + 1);
     }
+}
+
+/* When the sender writes a request whose slot it holds, from the earliest it
+ * can (the reply may come after the slot's window has closed: a write at
+ * once is then too late). */
+static uint64_t sim_write_time(struct sim *sm, struct lane *l)
+{
+    uint64_t base_ns = l->s.due_ns > l->recv_ns ? l->s.due_ns : l->recv_ns;
+    uint64_t w_ns = sim_write_pick(sm, l, base_ns);
+
+    /* Never before base_ns: no write comes before the reply, and a lane's
+     * time only moves on (the store's takes stay in time order). */
+    return w_ns > base_ns ? w_ns : base_ns;
 }
 
 static uint64_t sim_jitter(struct sim *sm, const struct lane *l)
@@ -309,16 +343,18 @@ static void sim_step(struct sim *sm, struct lane *l)
         return;
     case LANE_REPLY:
         if (sched_slot_local(l->slot_us, l->now_us, l->sent_ns, l->recv_ns, &l->s) != 0) {
-            if (l->recv_ns - l->sent_ns <= 2 * SCHED_ERR_MAX_NS)
+            if (l->recv_ns - l->sent_ns <= SCHED_RTT_MAX_NS)
                 fail_msg("seed %llu: a slot taken over a %llu ns round trip was refused",
                          (unsigned long long)sm->seed, (unsigned long long)(l->recv_ns - l->sent_ns));
             sm->refused++;
             l->st = LANE_IDLE;
             return;
         }
-        if (l->recv_ns - l->sent_ns > 2 * SCHED_ERR_MAX_NS)
+        if (l->recv_ns - l->sent_ns > SCHED_RTT_MAX_NS)
             fail_msg("seed %llu: a slot taken over a %llu ns round trip was used",
                      (unsigned long long)sm->seed, (unsigned long long)(l->recv_ns - l->sent_ns));
+        if (l->recv_ns - l->sent_ns > 2 * SCHED_ERR_MAX_NS)
+            sm->shrunk++;
         l->st = LANE_WRITE;
         l->t_ns = sim_write_time(sm, l);
         return;
@@ -394,9 +430,10 @@ static void sim_run(int64_t rate, int n_senders, enum sim_mode mode, uint64_t se
     if (sm.written != n_msgs)
         fail_msg("seed %llu rate %lld senders %d: %ld of %d messages written", (unsigned long long)seed,
                  (long long)rate, n_senders, sm.written, n_msgs);
-    if (mode == SIM_ADVERSARIAL && (sm.refused == 0 || sm.aborted == 0))
-        fail_msg("seed %llu rate %lld senders %d: the adversary never struck (%ld refused, %ld aborted)",
-                 (unsigned long long)seed, (long long)rate, n_senders, sm.refused, sm.aborted);
+    if (mode == SIM_ADVERSARIAL && (sm.refused == 0 || sm.aborted == 0 || sm.shrunk == 0))
+        fail_msg("seed %llu rate %lld senders %d: the adversary never struck (%ld refused, %ld aborted, "
+                 "%ld shrunk)",
+                 (unsigned long long)seed, (long long)rate, n_senders, sm.refused, sm.aborted, sm.shrunk);
 
     qsort(sm.arrivals, (size_t)n_msgs, sizeof(*sm.arrivals), cmp_u64);
     /* A 1-second window [t, t + 1 s] holds rate + 1 arrivals exactly when
@@ -463,11 +500,12 @@ static void test_fleet_calm_reaches_rate(void **state)
 /*
  * The worst case by hand, at a rate whose period is exact (1000/s: 1012 us,
  * no slack from the rounding): the first slot's store read at the start of
- * its 4 ms round trip with its microsecond 999 ns old, written at its last
- * moment with the most jitter; the rate + 1st slot's read at the end of its
- * round trip on a whole microsecond, written at its due with no jitter.
+ * its round trip of rtt_ns with its microsecond 999 ns old, written at its
+ * last moment with the most jitter; the rate + 1st slot's read at the end
+ * of its round trip on a whole microsecond, written at its due with no
+ * jitter. Returns how far apart the two arrive.
  */
-static void test_worst_case_spacing(void **state)
+static uint64_t worst_case_gap(uint64_t rtt_ns)
 {
     const int64_t rate = 1000;
     int64_t period_us = sched_period_us(rate), tat_us = 0, slot1_us, slot2_us = 0, now_us;
@@ -475,14 +513,13 @@ static void test_worst_case_spacing(void **state)
     struct sched_slot s1, s2;
     int64_t i;
 
-    (void)state;
     assert_int_equal(period_us * rate, 1000000 + SCHED_MARGIN_US);
     /* Slot 1: read at sent, whose store time is 999 ns into a microsecond. */
     sent_ns = BOOT_NS + (NS_PER_US - 1) - (BOOT_NS + offset_ns) % NS_PER_US;
     now_us = (int64_t)((sent_ns + offset_ns) / NS_PER_US);
     assert_int_equal((sent_ns + offset_ns) % NS_PER_US, NS_PER_US - 1);
     slot1_us = sched_gcra_take(&tat_us, now_us, period_us);
-    assert_int_equal(sched_slot_local(slot1_us, now_us, sent_ns, sent_ns + 2 * SCHED_ERR_MAX_NS, &s1), 0);
+    assert_int_equal(sched_slot_local(slot1_us, now_us, sent_ns, sent_ns + rtt_ns, &s1), 0);
     assert_true(sched_write_ok(&s1, s1.last_ns));
     a1_ns = s1.last_ns + SCHED_JITTER_NS - 1;
     /* The slots between, then slot rate + 1: read at recv on a whole microsecond. */
@@ -490,13 +527,30 @@ static void test_worst_case_spacing(void **state)
         slot2_us = sched_gcra_take(&tat_us, now_us, period_us);
     assert_int_equal(slot2_us - slot1_us, 1000000 + SCHED_MARGIN_US);
     now_us = slot2_us;
-    sent_ns = (uint64_t)now_us * NS_PER_US - offset_ns - 2 * SCHED_ERR_MAX_NS;
-    assert_int_equal(sched_slot_local(slot2_us, now_us, sent_ns, sent_ns + 2 * SCHED_ERR_MAX_NS, &s2), 0);
+    sent_ns = (uint64_t)now_us * NS_PER_US - offset_ns - rtt_ns;
+    assert_int_equal(sched_slot_local(slot2_us, now_us, sent_ns, sent_ns + rtt_ns, &s2), 0);
     assert_true(sched_write_ok(&s2, s2.due_ns));
     a2_ns = s2.due_ns;
     if (a2_ns - a1_ns <= NS_PER_S)
-        fail_msg("rate + 1 calls arrive within %llu ns (1 s less %llu ns)",
-                 (unsigned long long)(a2_ns - a1_ns), (unsigned long long)(NS_PER_S - (a2_ns - a1_ns)));
+        fail_msg("rtt %llu ns: rate + 1 calls arrive within %llu ns (1 s less %llu ns)",
+                 (unsigned long long)rtt_ns, (unsigned long long)(a2_ns - a1_ns),
+                 (unsigned long long)(NS_PER_S - (a2_ns - a1_ns)));
+    return a2_ns - a1_ns;
+}
+
+static void test_worst_case_spacing(void **state)
+{
+    uint64_t gap_ns = worst_case_gap(2 * SCHED_ERR_MAX_NS);
+
+    (void)state;
+    /* A shrunk window reaches the same extremes, no further: the shrink
+     * takes exactly the error beyond SCHED_ERR_MAX_NS off each end. */
+    assert_true(worst_case_gap(6 * NS_PER_MS) == gap_ns);
+    assert_true(worst_case_gap(SCHED_RTT_MAX_NS) == gap_ns);
+    /* An odd round trip's midpoint rounds down and its error bound up: a
+     * nanosecond of slack, never less. */
+    assert_true(worst_case_gap(SCHED_RTT_MAX_NS - 1) == gap_ns + 1);
+    assert_true(worst_case_gap(2 * SCHED_ERR_MAX_NS + 1) == gap_ns + 1);
 }
 
 /* ----------------------------------------------------------------------------------------------------------
@@ -603,14 +657,42 @@ static void test_slot_local_round_trip(void **state)
     int64_t now_us = 1700000000000000;
 
     (void)state;
-    /* Exactly at the limit: used; the midpoint is the local now. */
+    /* The limit: 2 * 2 ms of error plus the 5.999 ms lateness bound. */
+    assert_true(SCHED_RTT_MAX_NS == 9999000);
+    assert_true(SCHED_RTT_MAX_NS == 2 * SCHED_ERR_MAX_NS + SCHED_LATE_NS);
+    /* A round trip of 2 * ERR: the full window; the midpoint is the local now. */
     assert_int_equal(sched_slot_local(now_us + 10, now_us, BOOT_NS, BOOT_NS + 2 * SCHED_ERR_MAX_NS, &s), 0);
     assert_true(s.due_ns == BOOT_NS + SCHED_ERR_MAX_NS + 10 * NS_PER_US);
     assert_true(s.last_ns == s.due_ns + SCHED_LATE_NS);
+    /* One ns over: its error bound rounds up, so the window shrinks by 1 ns
+     * at both ends (the midpoint rounds down). */
+    assert_int_equal(sched_slot_local(now_us + 10, now_us, BOOT_NS, BOOT_NS + 2 * SCHED_ERR_MAX_NS + 1, &s),
+                     0);
+    assert_true(s.due_ns == BOOT_NS + SCHED_ERR_MAX_NS + 10 * NS_PER_US + 1);
+    assert_true(s.last_ns == BOOT_NS + SCHED_ERR_MAX_NS + 10 * NS_PER_US + SCHED_LATE_NS - 1);
+    /* 6 ms: off by up to 3 ms, 1 ms more than allowed: 1 ms off each end. */
+    assert_int_equal(sched_slot_local(now_us + 10, now_us, BOOT_NS, BOOT_NS + 6 * NS_PER_MS, &s), 0);
+    assert_true(s.due_ns == BOOT_NS + 4 * NS_PER_MS + 10 * NS_PER_US);
+    assert_true(s.last_ns == BOOT_NS + 2 * NS_PER_MS + 10 * NS_PER_US + SCHED_LATE_NS);
+    assert_true(s.last_ns - s.due_ns == SCHED_LATE_NS - 2 * NS_PER_MS);
+    assert_false(sched_write_ok(&s, s.due_ns - 1));
+    assert_true(sched_write_ok(&s, s.due_ns));
+    assert_true(sched_write_ok(&s, s.last_ns));
+    assert_false(sched_write_ok(&s, s.last_ns + 1));
+    /* Exactly the limit: used, a window of one nanosecond. */
+    assert_int_equal(sched_slot_local(now_us + 10, now_us, BOOT_NS, BOOT_NS + SCHED_RTT_MAX_NS, &s), 0);
+    assert_true(s.due_ns == BOOT_NS + SCHED_RTT_MAX_NS / 2 + 10 * NS_PER_US + SCHED_LATE_NS / 2);
+    assert_true(s.last_ns == s.due_ns);
+    assert_true(sched_write_ok(&s, s.due_ns));
+    assert_false(sched_write_ok(&s, s.due_ns - 1));
+    assert_false(sched_write_ok(&s, s.due_ns + 1));
     /* One ns over: refused, the output untouched. */
     s = keep;
-    assert_int_equal(sched_slot_local(now_us + 10, now_us, BOOT_NS, BOOT_NS + 2 * SCHED_ERR_MAX_NS + 1, &s),
-                     -1);
+    assert_int_equal(sched_slot_local(now_us + 10, now_us, BOOT_NS, BOOT_NS + SCHED_RTT_MAX_NS + 1, &s), -1);
+    assert_true(s.due_ns == 77 && s.last_ns == 88);
+    /* Much longer: refused too. */
+    assert_int_equal(sched_slot_local(now_us + 10, now_us, BOOT_NS, BOOT_NS + 40 * NS_PER_MS, &s), -1);
+    assert_int_equal(sched_slot_local(now_us + 10, now_us, 0, UINT64_MAX, &s), -1);
     assert_true(s.due_ns == 77 && s.last_ns == 88);
     /* A reply before its call: refused. */
     assert_int_equal(sched_slot_local(now_us + 10, now_us, BOOT_NS, BOOT_NS - 1, &s), -1);
@@ -654,12 +736,52 @@ static void test_slot_local_past(void **state)
     assert_false(sched_write_ok(&s, 0));
     assert_false(sched_write_ok(&s, 1));
     assert_false(sched_write_ok(&s, SCHED_LATE_NS));
+    /* Taken over 6 ms (1 ms of shrink), 1 ms past: still due at the
+     * midpoint, not the shrunk slot's time, and its bound 1 ms in less. */
+    assert_int_equal(sched_slot_local(now_us - 1000, now_us, BOOT_NS, BOOT_NS + 6 * NS_PER_MS, &s), 0);
+    assert_true(s.due_ns == BOOT_NS + 3 * NS_PER_MS);
+    assert_true(s.last_ns == BOOT_NS + 3 * NS_PER_MS - NS_PER_MS + SCHED_LATE_NS - NS_PER_MS);
+    /* 1 us past over the same: the shrunk slot's time (1 ms - 1 us on) is
+     * not due's, which stays the midpoint. */
+    assert_int_equal(sched_slot_local(now_us - 1, now_us, BOOT_NS, BOOT_NS + 6 * NS_PER_MS, &s), 0);
+    assert_true(s.due_ns == BOOT_NS + 3 * NS_PER_MS);
+    assert_true(s.last_ns == BOOT_NS + 3 * NS_PER_MS - NS_PER_US + SCHED_LATE_NS - NS_PER_MS);
+    /* Past by exactly the shrunk bound (4.999 ms): writable only at once; by 1 us more, never. */
+    assert_int_equal(sched_slot_local(now_us - (int64_t)((SCHED_LATE_NS - NS_PER_MS) / NS_PER_US), now_us,
+                                      BOOT_NS, BOOT_NS + 6 * NS_PER_MS, &s),
+                     0);
+    assert_true(s.due_ns == BOOT_NS + 3 * NS_PER_MS && s.last_ns == s.due_ns);
+    assert_int_equal(sched_slot_local(now_us - (int64_t)((SCHED_LATE_NS - NS_PER_MS) / NS_PER_US) - 1, now_us,
+                                      BOOT_NS, BOOT_NS + 6 * NS_PER_MS, &s),
+                     0);
+    assert_true(s.last_ns < s.due_ns);
+    assert_false(sched_write_ok(&s, s.due_ns));
+    /* At the limit, a past slot's bound falls before the reply (half the
+     * round trip after the midpoint, more than half the lateness bound):
+     * too late by the time the sender could write. */
+    assert_int_equal(sched_slot_local(now_us - 1, now_us, BOOT_NS, BOOT_NS + SCHED_RTT_MAX_NS, &s), 0);
+    assert_true(s.due_ns == BOOT_NS + SCHED_RTT_MAX_NS / 2);
+    assert_true(s.last_ns == s.due_ns + SCHED_LATE_NS / 2 - NS_PER_US);
+    assert_false(sched_write_ok(&s, BOOT_NS + SCHED_RTT_MAX_NS));
+    /* Past by more than the local clock has run, shrunk: empty, even at zero. */
+    assert_int_equal(sched_slot_local(now_us - 1000000, now_us, 0, 6 * NS_PER_MS, &s), 0);
+    assert_true(s.due_ns == 3 * NS_PER_MS && s.last_ns == 0);
+    assert_int_equal(sched_slot_local(now_us - 1000000, now_us, 0, 1, &s), 0);
+    assert_true(s.due_ns == 1 && s.last_ns == 0);
     /* Extremes do not overflow into a writable window. */
     assert_int_equal(sched_slot_local(INT64_MIN, INT64_MAX, BOOT_NS, BOOT_NS, &s), 0);
     assert_false(sched_write_ok(&s, BOOT_NS));
+    assert_int_equal(sched_slot_local(INT64_MIN, INT64_MAX, BOOT_NS, BOOT_NS + 6 * NS_PER_MS, &s), 0);
+    assert_false(sched_write_ok(&s, BOOT_NS + 6 * NS_PER_MS));
     assert_int_equal(sched_slot_local(INT64_MAX, INT64_MIN, BOOT_NS, BOOT_NS, &s), 0);
     assert_false(sched_write_ok(&s, BOOT_NS));
     assert_true(s.due_ns > BOOT_NS && s.last_ns >= s.due_ns);
+    /* Beyond the local clock's range, shrunk: never due, still a window, no wrap. */
+    assert_int_equal(sched_slot_local(INT64_MAX, INT64_MIN, BOOT_NS, BOOT_NS + 6 * NS_PER_MS, &s), 0);
+    assert_true(s.due_ns == UINT64_MAX - SCHED_LATE_NS + NS_PER_MS);
+    assert_true(s.last_ns == UINT64_MAX - NS_PER_MS);
+    assert_int_equal(sched_slot_local(now_us, now_us, UINT64_MAX - SCHED_RTT_MAX_NS, UINT64_MAX, &s), 0);
+    assert_true(s.due_ns == UINT64_MAX - SCHED_LATE_NS / 2 && s.last_ns == s.due_ns);
 }
 
 static void test_write_ok(void **state)
