@@ -107,7 +107,7 @@ MUTANTS = [
          why="an attempt counted when written and again at its verdict"),
     dict(name="pacer-sends-unmarked",
          file="src/pacer/pacer.c",
-         old="r = pacer_priced(pc, it) ? pacer_reserve(pc, it, PACER_USE) : 1;",
+         old="r = pacer_reserve(pc, it, PACER_USE);",
          new="r = 1;",
          test="test_money.WireKillTest",
          why=("a call goes out with no use mark: a crash before its ledger row lets the resend skip a reservation")),
