@@ -951,7 +951,7 @@ static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
         char err[OTP_ERR_LEN] = "";
         int r;
         pthread_mutex_lock(&pc->mu);
-        it = pc->slotted;
+        it = pc->stopping ? NULL : pc->slotted; /* stopping: nothing more goes to the sender */
         if (it != NULL && it->slot.due_ns > now + lead) {
             if (it->slot.due_ns - now - lead < wait_ns)
                 wait_ns = it->slot.due_ns - now - lead;
@@ -1066,6 +1066,29 @@ static int pacer_room(struct pacer *pc)
     return room;
 }
 
+/* At stop, once the sender has gone: the messages holding a slot it never
+ * used go back to 'queued' in Redis (they never left), so the next start
+ * (or a takeover) sends them. Their used marks stay: that start asks for a
+ * reservation past them, keeping the caps above what was spent. */
+static void pacer_unarm(struct pacer *pc)
+{
+    struct pacer_item *lists[2], *it, *next;
+    int i;
+
+    pthread_mutex_lock(&pc->mu);
+    lists[0] = pc->slotted;
+    lists[1] = pc->armed;
+    pc->slotted = pc->slotted_tail = pc->armed = pc->armed_tail = NULL;
+    pc->n_armed = 0;
+    pthread_mutex_unlock(&pc->mu);
+    for (i = 0; i < 2; i++)
+        for (it = lists[i]; it; it = next) {
+            next = it->next;
+            snprintf(it->detail, sizeof(it->detail), "otpd stopped before its slot");
+            pacer_job(pc, it, PACER_JOB_RETRY);
+        }
+}
+
 static void *pacer_queue_main(void *arg)
 {
     struct pacer *pc = arg;
@@ -1134,8 +1157,10 @@ static void *pacer_queue_main(void *arg)
         }
         wait_ns = pacer_arm_due(pc, wait_ns);
         stop = pacer_qwait(pc, (int64_t)(wait_ns / SCHED_NS_PER_MS) + 1);
-        if (stop)
+        if (stop) {
+            pacer_unarm(pc);
             pacer_jobs(pc); /* the last outcomes: one more try each if Redis fails */
+        }
     }
     return NULL;
 }
