@@ -75,6 +75,7 @@ struct pacer_item {
      * Redis's use mark). */
     int rsv_idx, held, adopted;
     int cancelled, lost;             /* under mu */
+    int sending_logged;              /* this attempt's 'sending' row is submitted; the sender only */
     enum pacer_job job;
     char state[16];                  /* PACER_JOB_END */
     char detail[PROVIDER_ERR_MAX + 64];
@@ -325,6 +326,16 @@ static void pacer_end(struct pacer *pc, struct pacer_item *it, const char *state
 
 /* ---- the sender thread: owns the wire ---- */
 
+/* The ledger's 'sending' row of an attempt: once its request is written,
+ * or when it ends without a wire (delivered in place, or failed before
+ * writing); never for a call aborted before its slot (no attempt). */
+static void pacer_sending(struct pacer *pc, struct pacer_item *it)
+{
+    if (!it->sending_logged)
+        pacer_ledger_state(pc, it->e.id, "sending", NULL, NULL, it->attempt);
+    it->sending_logged = 1;
+}
+
 static void pacer_xfer_wrote(void *ctx, void *item)
 {
     struct pacer *pc = ctx;
@@ -332,6 +343,7 @@ static void pacer_xfer_wrote(void *ctx, void *item)
     /* From here the provider may bill it: counted now, once per call, so
      * the spend never reads less than what could be billed. */
     PACER_COUNT(pc, spend_unknown_minor, (uint64_t)pacer_price(pc, item));
+    pacer_sending(pc, item);
 }
 
 /* A 429 pauses every send of the fleet: its Retry-After, else a backoff
@@ -409,6 +421,7 @@ static void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
         pacer_job(pc, it, PACER_JOB_RESLOT);
         return;
     }
+    pacer_sending(pc, it);
     pacer_ledger_send(pc, &s);
     pthread_mutex_lock(&pc->mu);
     pc->stats.cause[res->cause < PROVIDER_C_COUNT ? res->cause : PROVIDER_C_BROKEN]++;
@@ -527,7 +540,7 @@ static void *pacer_sender_main(void *arg)
             pacer_end(pc, it, "expired", "too little life left when it would go on the wire", NULL);
         } else {
             it->attempts++;
-            pacer_ledger_state(pc, it->e.id, "sending", NULL, NULL, it->attempt);
+            it->sending_logged = 0;
             sms = (struct sms){it->e.id, it->e.to, it->text, it->dlr_query[0] ? it->dlr_query : NULL};
             pthread_mutex_lock(&pc->mu);
             pc->inflight++;
