@@ -54,6 +54,10 @@ struct http {
     pthread_t reaper;
     int reaper_started, stop;
     uint64_t closed_slow;
+    /* The listening socket once quiesced: closed only after MHD_stop_daemon,
+     * since MHD's threads may still use it (closing it first made MHD's stop
+     * fail to take it out of epoll, and abort). */
+    MHD_socket quiesced;
 };
 
 /* One request in progress. */
@@ -1051,6 +1055,7 @@ struct http *http_new(const struct config *c, struct otp *o, char *err)
     }
     h->cfg = c;
     h->otp = o;
+    h->quiesced = MHD_INVALID_SOCKET;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->wake, NULL);
     phone_init(); /* libphonenumber's metadata now, not on the first request */
@@ -1089,11 +1094,8 @@ struct http *http_new(const struct config *c, struct otp *o, char *err)
 
 void http_quiesce(struct http *h)
 {
-    if (h && h->d) {
-        MHD_socket s = MHD_quiesce_daemon(h->d);
-        if (s != MHD_INVALID_SOCKET)
-            close(s);
-    }
+    if (h && h->d && h->quiesced == MHD_INVALID_SOCKET)
+        h->quiesced = MHD_quiesce_daemon(h->d);
 }
 
 void http_free(struct http *h)
@@ -1109,6 +1111,8 @@ void http_free(struct http *h)
     }
     if (h->d)
         MHD_stop_daemon(h->d);
+    if (h->quiesced != MHD_INVALID_SOCKET)
+        close(h->quiesced);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->mu);
     free(h);
