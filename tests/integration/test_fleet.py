@@ -339,3 +339,27 @@ class FleetRedisPausedTest(FleetTest):
         ids.append(st[2]["id"])
         self.wait_arrived(ids, 25)
         self.assertLessEqual(extra_copies(self.ids()), 3 * self.pacer["max_inflight"], duplicates(self.ids()))
+
+
+class FleetPause429Test(FleetTest):
+    """A provider 429 with a Retry-After pauses the fleet's slots, not only
+    the instance that got it: from a little after the 429 until its
+    Retry-After (2 s) is over, nothing reaches the provider from any
+    instance. The little after (0.3 s) covers the calls given a slot before
+    the pause reached Redis: at most 2 per instance, each due within a
+    tenth of a second at 20/s. Without the fleet's pause the other instance
+    keeps sending at 20/s through the whole pause."""
+
+    n = 2
+    pacer = {"rate": 20, "capacity": 200, "max_inflight": 8, "retry": {"max": 3, "base": "100ms"},
+             "timeout": "2s"}
+
+    def test_a_429_pauses_every_instance(self):
+        self.fake.control(statuses=[200] * 5 + [429], retry_after=2)
+        ids = self.accepted(self.fleet.issue(phones(60)))
+        self.wait_arrived(ids, 25)
+        reqs = sorted(self.requests(), key=lambda r: r["t_us"])
+        t429 = [r["t_us"] / 1e6 for r in reqs if r.get("status") == 429]
+        self.assertEqual(len(t429), 1, [r.get("status") for r in reqs])
+        during = [r["t_us"] / 1e6 - t429[0] for r in reqs if t429[0] + 0.3 < r["t_us"] / 1e6 < t429[0] + 1.9]
+        self.assertEqual(during, [], "calls %s s after the 429 with Retry-After 2" % ["%.2f" % d for d in during])
