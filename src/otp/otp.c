@@ -169,14 +169,15 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
 
 /* The pacer's render hook (struct pacer_render): the text and the
  * delivery-report query of message id of verification vid, rendered by
- * whichever instance sends it. */
-static enum otp_rc render_msg(void *ctx, const char *id, const char *vid, int64_t expires_ms, char *text, size_t cap,
-                              char *dlr_query, size_t dlr_cap)
+ * whichever instance sends it. The report URL's expiry counts from the
+ * acceptance (Redis's clock, as the ledger's created_ms). */
+static enum otp_rc render_msg(void *ctx, const char *id, const char *vid, int64_t expires_ms, int64_t accepted_ms,
+                              char *text, size_t cap, char *dlr_query, size_t dlr_cap)
 {
     struct otp *o = ctx;
     int64_t now_ms = clock_wall_ms();
 
-    if (report_query(o->report, id, now_ms, dlr_query, dlr_cap) != OTP_OK)
+    if (report_query(o->report, id, accepted_ms > 0 ? accepted_ms : now_ms, dlr_query, dlr_cap) != OTP_OK)
         return OTP_EINVAL;
     return render(o, vid, expires_ms - now_ms, text, cap);
 }
@@ -343,7 +344,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
      * its rows are durable here; only then does the commit make it visible
      * to the fleet's senders, and only then is it 202. Its expiry is on
      * Redis's clock, as the senders check it. */
-    now_ms = clock_wall_ms();
+    now_ms = li.now_ms;
     exp_ms = li.now_ms + li.expires_in_ms;
     lm = (struct ledger_message){0, out->id, li.vid, rq->api_key, rq->phone, "queued", now_ms, exp_ms, 0,
                                  li.price_minor, li.now_ms, li.cost_caps};

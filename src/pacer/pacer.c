@@ -76,6 +76,7 @@ struct pacer_item {
     int rsv_idx, held, adopted;
     int cancelled, lost;             /* under mu */
     int sending_logged;              /* this attempt's 'sending' row is submitted; the sender only */
+    int missed;                      /* its last slot was missed: the next arm is the same attempt */
     enum pacer_job job;
     char state[16];                  /* PACER_JOB_END */
     char detail[PROVIDER_ERR_MAX + 64];
@@ -417,6 +418,7 @@ static void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
     if (r->missed) {
         /* Never written: no attempt, no cost; a new slot. */
         it->attempts--;
+        it->missed = 1;
         PACER_COUNT(pc, slots_missed, 1);
         pacer_job(pc, it, PACER_JOB_RESLOT);
         return;
@@ -534,6 +536,7 @@ static void *pacer_sender_main(void *arg)
             pacer_end(pc, it, "failed", "cancelled", NULL);
         } else if (pc->pause_until_ns > clock_mono_ns()) {
             /* A 429 came in after its slot was taken: a slot after the pause. */
+            it->missed = 1;
             PACER_COUNT(pc, slots_missed, 1);
             pacer_job(pc, it, PACER_JOB_RESLOT);
         } else if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pc->min_life_ms)) {
@@ -982,12 +985,12 @@ static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
         /* Checked again now, not only when its slot was taken: a cancel
          * on any instance meanwhile stops it (slot.lua 'arm'). */
         if ((r = queue_arm(pc->queue, &it->e, pc->min_life_ms,
-                           it->adopted && pc->cfg->pacer_on_restart_sending == CFG_SENDING_FAIL, &qs, err)) !=
-            OTP_OK)
+                           it->adopted && pc->cfg->pacer_on_restart_sending == CFG_SENDING_FAIL, !it->missed, &qs,
+                           err)) != OTP_OK)
             r = -1;
         else if (!pacer_verdict(pc, it, qs.verdict))
             r = 0;
-        else if ((it->attempt = qs.attempt), pacer_priced(pc, it))
+        else if ((it->attempt = qs.attempt), (it->missed = 0), pacer_priced(pc, it))
             r = pacer_reserve(pc, it, PACER_USE);
         else
             r = 1;
@@ -1032,8 +1035,8 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
         return;
     }
     if (!it->rendered) {
-        if (pc->render.render(pc->render.ctx, it->e.id, it->e.vid, it->e.expires_ms, it->text, sizeof(it->text),
-                              it->dlr_query, sizeof(it->dlr_query)) != OTP_OK) {
+        if (pc->render.render(pc->render.ctx, it->e.id, it->e.vid, it->e.expires_ms, it->e.cost_ms, it->text,
+                              sizeof(it->text), it->dlr_query, sizeof(it->dlr_query)) != OTP_OK) {
             pacer_end(pc, it, "failed", "cannot render the message", NULL);
             return;
         }

@@ -99,10 +99,11 @@ struct pacer *pacer_new(const struct config *c, struct store *s, struct provider
 
 /* Renders message id's text (it holds the code: memory only, never
  * logged) and its delivery-report query ("" for none), for a code of
- * verification vid expiring at expires_ms (wall clock). */
+ * verification vid expiring at expires_ms, accepted at accepted_ms (0 when
+ * unknown: now). */
 struct pacer_render {
-    enum otp_rc (*render)(void *ctx, const char *id, const char *vid, int64_t expires_ms, char *text, size_t cap,
-                          char *dlr_query, size_t dlr_cap);
+    enum otp_rc (*render)(void *ctx, const char *id, const char *vid, int64_t expires_ms, int64_t accepted_ms,
+                          char *text, size_t cap, char *dlr_query, size_t dlr_cap);
     void *ctx;
 };
 

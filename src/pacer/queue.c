@@ -122,15 +122,16 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
 
 /* Runs slot.lua's op (take or arm) for e. */
 static enum otp_rc queue_check(struct queue *q, const char *op, const struct queue_entry *e, int64_t min_life_ms,
-                               int64_t period_us, int fail_if_sending, struct queue_slot *out, char *err)
+                               int64_t period_us, int fail_if_sending, int new_attempt, struct queue_slot *out,
+                               char *err)
 {
     static const char *const verdicts[] = {[QUEUE_SEND] = "ok",      [QUEUE_DONE] = "done", [QUEUE_ENDED] = "ended",
                                            [QUEUE_LOST] = "lost",    [QUEUE_GONE] = "gone",
                                            [QUEUE_EXPIRED] = "expired", [QUEUE_WAS_SENDING] = "sending"};
     char msg[QUEUE_KEY_MAX], exp_s[24], life_s[24], period_s[24];
-    const char *args[13] = {STORE_SLOT_KEY, msg,    e->phone_key, STORE_QUEUE_KEY, op,
+    const char *args[14] = {STORE_SLOT_KEY, msg,    e->phone_key, STORE_QUEUE_KEY, op,
                             e->vid,         e->scope, exp_s,     life_s,          period_s,
-                            fail_if_sending ? "1" : "0", e->eid, q->consumer};
+                            fail_if_sending ? "1" : "0", e->eid, q->consumer, new_attempt ? "1" : "0"};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
     size_t v;
@@ -139,7 +140,7 @@ static enum otp_rc queue_check(struct queue *q, const char *op, const struct que
     snprintf(exp_s, sizeof(exp_s), "%lld", (long long)e->expires_ms);
     snprintf(life_s, sizeof(life_s), "%lld", (long long)min_life_ms);
     snprintf(period_s, sizeof(period_s), "%lld", (long long)period_us);
-    if ((rc = store_eval(q->store, q->h_slot, 4, 13, args, &rep, err)) != OTP_OK)
+    if ((rc = store_eval(q->store, q->h_slot, 4, 14, args, &rep, err)) != OTP_OK)
         return rc;
     for (v = 0; v < sizeof(verdicts) / sizeof(verdicts[0]); v++)
         if (strcmp(queue_str(rep, 0), verdicts[v]) == 0)
@@ -186,13 +187,13 @@ enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err)
 enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
                        int fail_if_sending, struct queue_slot *out, char *err)
 {
-    return queue_check(q, "take", e, min_life_ms, period_us, fail_if_sending, out, err);
+    return queue_check(q, "take", e, min_life_ms, period_us, fail_if_sending, 0, out, err);
 }
 
 enum otp_rc queue_arm(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int fail_if_sending,
-                      struct queue_slot *out, char *err)
+                      int new_attempt, struct queue_slot *out, char *err)
 {
-    return queue_check(q, "arm", e, min_life_ms, 0, fail_if_sending, out, err);
+    return queue_check(q, "arm", e, min_life_ms, 0, fail_if_sending, new_attempt, out, err);
 }
 
 enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err)

@@ -86,9 +86,11 @@ enum otp_rc queue_import(struct queue *q, const struct queue_entry *e, const cha
 enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err);
 
 /* Checks e as queue_slot does, again, just before its slot; when it may
- * go, it is 'sending' from here and out->attempt is its attempt number. */
+ * go, it is 'sending' from here and out->attempt is its attempt number
+ * (counted on when new_attempt, else the same one again: its last slot
+ * was missed before any byte left). */
 enum otp_rc queue_arm(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int fail_if_sending,
-                      struct queue_slot *out, char *err);
+                      int new_attempt, struct queue_slot *out, char *err);
 
 /* A provider 429: no slot before pause_us from now, for the whole fleet. */
 enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err);

@@ -17,9 +17,11 @@
 --   verification has ended (verified, cancelled or replaced: {'gone'}), one
 --   with less than min_life_ms of its code's life left ({'expired'}). Else
 --   {'ok', slot_us, now_us, 0}.
--- arm: the same ARGV as take: the same checks, again, just before the
---   message's slot (a cancel or an end meanwhile, on any instance); then
---   it is 'sending' from here: {'ok', '0', now_us, attempt}.
+-- arm: the same ARGV as take, and a new attempt ('1') or the same one
+--   again ('0': its last slot was missed before any byte left): the same
+--   checks, again, just before the message's slot (a cancel or an end
+--   meanwhile, on any instance); then it is 'sending' from here:
+--   {'ok', '0', now_us, attempt}.
 -- pause: ARGV pause_us: a provider 429 holds every slot back until
 --   now + pause_us. Returns {'ok', tat_us, now_us, 0}.
 local t = redis.call('TIME')
@@ -59,7 +61,9 @@ if expires_ms - math.floor(now_us / 1000) < min_life_ms then return {'expired', 
 
 if op == 'arm' then
   redis.call('HSET', KEYS[2], 's', 'sending')
-  local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
+  -- ARGV[10] '0': the same attempt again (its last slot was missed: no call left)
+  local n = ARGV[10] == '0' and tonumber(redis.call('HGET', KEYS[2], 'n') or '0') or
+            redis.call('HINCRBY', KEYS[2], 'n', 1)
   redis.call('PEXPIRE', KEYS[2], 86400000)
   return {'ok', '0', fmt(now_us), n}
 end
