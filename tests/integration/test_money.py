@@ -333,17 +333,19 @@ class RecoveryTest(MoneyTest):
         # the 500, the first was tried and the others never were.
         self.fake.control(statuses=[500])
         ids = [self.issue_ok(p) for p in phones(5, 100)]
-        first, never = ids[0], ids[1:]
         # Killed as soon as the 500 reached the provider and its attempt is in
         # the ledger (its 'sending' row is written as the request is): the
-        # next slot is a second later.
-        wait_until(lambda: self.fake.requests() and self.msg(first)["attempts"] == 1, 5, step=0.005,
-                   what="the first call at the provider, and in the ledger")
+        # next slot is a second later. The first call is the queue's head's,
+        # unless that one missed its slot (a loaded machine): then another.
+        wait_until(lambda: self.fake.requests(), 5, step=0.005, what="the first call at the provider")
+        first = json.loads(self.fake.requests()[0]["body"])["id"]
+        never = [m for m in ids if m != first]
+        wait_until(lambda: self.msg(first)["attempts"] == 1, 5, step=0.005, what="its attempt in the ledger")
         self.otpd.kill(signal.SIGKILL)
         self.otpd.proc.wait()
-        states = [(self.msg(m)["state"], self.msg(m)["attempts"]) for m in ids]
-        self.assertIn(states[0], [("queued", 1), ("sending", 1)], "the kill came late: %s" % states)
-        self.assertEqual(states[1:], [("queued", 0)] * 4, "the kill came late")
+        states = {m: (self.msg(m)["state"], self.msg(m)["attempts"]) for m in ids}
+        self.assertIn(states[first], [("queued", 1), ("sending", 1)], "the kill came late: %s" % states)
+        self.assertEqual([states[m] for m in never], [("queued", 0)] * 4, "the kill came late: %s" % states)
         # Down until every code has less than its minimum life (2.5 s) left.
         last_ms = max(self.msg(m)["expires_ms"] for m in ids)
         wait_until(lambda: int(self.redis.cmd("TIME")[0]) * 1000 > last_ms - 2000, 15, step=0.2,
@@ -354,14 +356,22 @@ class RecoveryTest(MoneyTest):
         # The never tried are given back, once. The tried one keeps every
         # reservation it holds: after a crash nobody can prove that its
         # retry never reached the provider.
-        wait_until(lambda: metric(self.metrics(), "otpd_cost_refunds_total", result="refunded") == 4, 5,
-                   what="four refunds")
-        held = int(self.money(first).get("r", "1"))
+        # A message whose slot came before the kill but whose request was never
+        # written (a missed slot) was marked used all the same: Redis cannot
+        # tell it from one that left, so it keeps its cost too (at most one
+        # here: the first call's slot came first).
+        wait_until(lambda: sum(metric(self.metrics(), "otpd_cost_refunds_total", result=r)
+                               for r in ("refunded", "kept")) == 5, 5, what="every reservation decided")
+        kept = [m for m in ids if "f" not in self.money(m)]
+        self.assertIn(first, kept)
+        self.assertLessEqual(len(kept), 2, kept)
+        self.assertEqual(metric(self.metrics(), "otpd_cost_refunds_total", result="refunded"), 5 - len(kept))
+        held = sum(int(self.money(m).get("r", "1")) for m in kept)
         self.assertEqual(self.reserved(), held * PRICE)
         self.assertEqual(len(self.fake.requests()), 1, "a dead code was sent")
         for mid in never:
-            self.assertEqual(self.money(mid).get("f"), "1", mid)
-        self.assertNotIn("f", self.money(first))
+            if mid not in kept:
+                self.assertEqual(self.money(mid).get("f"), "1", mid)
         # Another restart finds nothing to end and gives nothing back again.
         self.restart()
         self.issue_ok("+919800000099")
