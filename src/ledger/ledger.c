@@ -793,34 +793,6 @@ int ledger_healthy(struct ledger *l)
     return ok;
 }
 
-enum otp_rc ledger_message_get(struct ledger *l, const char *id, const char *api_key, char *state)
-{
-    sqlite3_stmt *st = NULL;
-    enum otp_rc rc = OTP_ENOTFOUND;
-
-    pthread_mutex_lock(&l->rmu);
-    if (sqlite3_prepare_v2(l->rdb, "SELECT state FROM messages WHERE id = ?1 AND api_key = ?2", -1, &st, NULL) !=
-        SQLITE_OK) {
-        rc = OTP_EIO;
-        goto out;
-    }
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, api_key, -1, SQLITE_STATIC);
-    switch (sqlite3_step(st)) {
-    case SQLITE_ROW:
-        snprintf(state, 16, "%s", (const char *)sqlite3_column_text(st, 0));
-        rc = OTP_OK;
-        break;
-    case SQLITE_DONE:
-        break;
-    default:
-        rc = OTP_EIO;
-    }
-out:
-    sqlite3_finalize(st);
-    pthread_mutex_unlock(&l->rmu);
-    return rc;
-}
 
 enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct ledger_message *m), void *ctx,
                            char *err)
@@ -919,37 +891,3 @@ void ledger_stats(struct ledger *l, struct ledger_stats *out)
     pthread_mutex_unlock(&l->mu);
 }
 
-enum otp_rc ledger_wire_times(struct ledger *l, int64_t since_ms, int64_t now_ms, int n, int64_t *out_ms, int *got,
-                              char *err)
-{
-    /* Each 'sending' event is one call; its outcome is the first sends row
-     * of that message at or after it. */
-    static const char sql[] = "SELECT e.ts_ms, (SELECT MIN(s.ts_ms) FROM sends s WHERE s.message_id = e.message_id "
-                              "AND s.ts_ms >= e.ts_ms) FROM message_events e "
-                              "WHERE e.state = 'sending' AND e.ts_ms >= ?1 ORDER BY e.id DESC LIMIT ?2";
-    sqlite3_stmt *st = NULL;
-    enum otp_rc rc = OTP_OK;
-    int step = SQLITE_DONE;
-
-    *got = 0;
-    pthread_mutex_lock(&l->rmu);
-    if (sqlite3_prepare_v2(l->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
-        rc = OTP_EIO;
-        goto out;
-    }
-    sqlite3_bind_int64(st, 1, since_ms);
-    sqlite3_bind_int(st, 2, n);
-    while (*got < n && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t t = sqlite3_column_type(st, 1) == SQLITE_NULL ? now_ms : sqlite3_column_int64(st, 1);
-        out_ms[(*got)++] = t;
-    }
-    if (*got < n && step != SQLITE_DONE) {
-        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
-        rc = OTP_EIO;
-    }
-out:
-    sqlite3_finalize(st);
-    pthread_mutex_unlock(&l->rmu);
-    return rc;
-}

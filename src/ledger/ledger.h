@@ -115,8 +115,6 @@ enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int6
 /* 0 while the last transaction failed (disk full, I/O error), else 1. */
 int ledger_healthy(struct ledger *l);
 
-/* The state of message id if api_key issued it (state: 16 bytes). */
-enum otp_rc ledger_message_get(struct ledger *l, const char *id, const char *api_key, char *state);
 
 /* Calls fn for each message in 'queued' or 'sending' that was so before
  * this ledger joined the fleet (schema 005: its queue was the process's
@@ -140,16 +138,5 @@ struct ledger_stats {
     uint64_t queue_depth;
 };
 void ledger_stats(struct ledger *l, struct ledger_stats *out);
-
-/*
- * For the pacer's first sends after a start: a time by which each of the
- * newest n provider calls started since since_ms had surely gone on the
- * wire, newest first, as Unix ms. That is the call's sends row (written
- * when its outcome was known, so never before the request left), or now_ms
- * for a call with no such row (in flight when otpd stopped or died, or its
- * row lost). Fills out_ms[0..*got-1]. Runs on the caller's thread.
- */
-enum otp_rc ledger_wire_times(struct ledger *l, int64_t since_ms, int64_t now_ms, int n, int64_t *out_ms, int *got,
-                              char *err);
 
 #endif

@@ -716,6 +716,20 @@ static void pacer_jobs(struct pacer *pc)
     }
 }
 
+/* Reads the fleet's queue depth from Redis into pc->depth; when Redis
+ * does not answer, the last look stays. Any thread. */
+static void pacer_depth_refresh(struct pacer *pc)
+{
+    char err[OTP_ERR_LEN];
+    int64_t depth;
+
+    if (queue_depth(pc->queue, &depth, err) != OTP_OK)
+        return;
+    pthread_mutex_lock(&pc->mu);
+    pc->depth = depth;
+    pthread_mutex_unlock(&pc->mu);
+}
+
 /* 1 when this instance holds an item for stream entry eid. */
 static int pacer_holds(struct pacer *pc, const char *eid)
 {
@@ -1130,14 +1144,7 @@ static void *pacer_queue_main(void *arg)
         stopping = pc->stopping;
         pthread_mutex_unlock(&pc->mu);
         if (now >= next_depth) {
-            /* For /metrics: claims read it too, but not while the bulkhead is full. */
-            char err[OTP_ERR_LEN] = "";
-            int64_t depth;
-            if (queue_depth(pc->queue, &depth, err) == OTP_OK) {
-                pthread_mutex_lock(&pc->mu);
-                pc->depth = depth;
-                pthread_mutex_unlock(&pc->mu);
-            }
+            pacer_depth_refresh(pc); /* for /metrics: claims read it too, but not while the bulkhead is full */
             next_depth = now + SCHED_NS_PER_S;
         }
         if (now >= next_touch) {
@@ -1317,16 +1324,9 @@ void pacer_stats(struct pacer *pc, struct pacer_stats *out)
 
 int pacer_full(struct pacer *pc)
 {
-    char err[OTP_ERR_LEN];
-    int64_t depth;
     int full;
 
-    /* Afresh when Redis answers (any thread may ask it), else the last look. */
-    if (queue_depth(pc->queue, &depth, err) == OTP_OK) {
-        pthread_mutex_lock(&pc->mu);
-        pc->depth = depth;
-        pthread_mutex_unlock(&pc->mu);
-    }
+    pacer_depth_refresh(pc); /* afresh when Redis answers (any thread may ask), else the last look */
     pthread_mutex_lock(&pc->mu);
     full = pc->stopping || pc->depth >= pc->cfg->pacer_capacity;
     pthread_mutex_unlock(&pc->mu);

@@ -27,8 +27,6 @@
 #include "../store/store.h"
 
 #define PACER_TEXT_MAX (CFG_TEXT_MAX + 1)
-#define PACER_ID_MAX 33
-#define PACER_CAPS_MAX 192 /* the text of the cap windows of a reservation */
 
 struct pacer;
 
