@@ -8,6 +8,7 @@ import signal
 import time
 import urllib.parse
 
+from fleet import worst_window
 from harness import OtpdTest, code_of, twilio_signature, wait_until
 
 
@@ -32,16 +33,6 @@ def tightest(ts, rate):
     window at rate 20 under a parallel build). So the tests allow 3 % for the
     receiver (>= 0.97 s); test_pacer_wire checks the wire itself."""
     return min((ts[i + rate] - ts[i] for i in range(len(ts) - rate)), default=float("inf"))
-
-
-def worst_window(ts, width=1.0):
-    """The most arrivals in any window [t, t + width)."""
-    best, j = 0, 0
-    for i in range(len(ts)):
-        while ts[i] - ts[j] >= width:
-            j += 1
-        best = max(best, i - j + 1)
-    return best
 
 
 class PacerTest(OtpdTest):
