@@ -47,7 +47,8 @@
 -- KEYS[#KEYS] the undo key otp:u:<rid>
 -- ARGV: op ('i' issue, 'a' abandon, 'c' commit), vid, vhash, ttl_ms, max_attempts,
 --       price (-1: none), nrules, ncaps, cost key index (0: none),
---       undo_ttl_ms, scope (the verification's field), then 7 per rule:
+--       undo_ttl_ms, scope (the verification's field), at_ms (0: Redis's
+--       clock; else the replay clock, see above), then 7 per rule:
 --       kind, key index, field, limit, window_ms, burst, shadow
 --       then 3 per cap: field (named by the cap's window), window_ms, max
 --       then the message: capacity (pacer.capacity, fleet-wide), hold_ms,
@@ -77,6 +78,9 @@
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The replay clock (otpctl simulate runs a ledger's requests at their own
+-- times in a private Redis); otpd always passes 0: Redis's own clock.
+if ARGV[1] == 'i' and (tonumber(ARGV[12]) or 0) > 0 then now = tonumber(ARGV[12]) end
 local undo_key = KEYS[#KEYS]
 local undo_ttl = tonumber(ARGV[10])
 local TOMB = 'x'
@@ -260,7 +264,7 @@ local function want(k, ms)
 end
 
 for r = 0, nrules - 1 do
-  local a = 12 + r * 7
+  local a = 13 + r * 7
   local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
   local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local shadow = ARGV[a + 6] == '1'
@@ -330,7 +334,7 @@ end
 -- sum (and take the price once).
 local cost_new, cost_undo = {}, {}
 if price >= 0 and costkey > 0 then
-  local a = 12 + nrules * 7
+  local a = 13 + nrules * 7
   for c = 0, ncaps - 1 do
     local field, window, max = ARGV[a + c * 3], tonumber(ARGV[a + c * 3 + 1]), tonumber(ARGV[a + c * 3 + 2])
     local idx = math.floor(now / window)
@@ -351,7 +355,7 @@ if refused then return out end
 
 -- The fleet's queue: messages in the stream (queued, claimed or in flight)
 -- and held ones. Checked last, so a refusal by a rule says which rule.
-local qa = 12 + nrules * 7 + ncaps * 3
+local qa = 13 + nrules * 7 + ncaps * 3
 local capacity, hold_ms, mid = tonumber(ARGV[qa]), tonumber(ARGV[qa + 1]), ARGV[qa + 2]
 local depth = redis.call('XLEN', KEYS[#KEYS - 3]) + redis.call('ZCARD', KEYS[#KEYS - 2])
 if depth >= capacity then

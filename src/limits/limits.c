@@ -18,7 +18,7 @@
 #include "reserve.lua.h"
 #include "verify.lua.h"
 
-#define LIMITS_ARGS_MAX (11 + 32 * 7 + 8 * 3 + 6 + LIMITS_KEYS_MAX + 1)
+#define LIMITS_ARGS_MAX (12 + 32 * 7 + 8 * 3 + 6 + LIMITS_KEYS_MAX + 1)
 #define LIMITS_PENDING_MAX 4096 /* abandons waiting for Redis; beyond, dropped and counted */
 
 /* issue.lua's reply (see its header): fixed values, then 3 per rule. */
@@ -697,6 +697,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     args_int(a, cost_key);
     args_int(a, LIMITS_UNDO_TTL_MS);
     args_str(a, rq->scope);
+    args_int(a, rq->at_ms);
     for (i = 0; i < n_used; i++) {
         const struct cfg_rule *r = used[i];
         args_int(a, (int64_t)r->algo + 1);
@@ -876,6 +877,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
     args_int(&a, LIMITS_UNDO_TTL_MS);
     args_str(&a, rq->scope);
     args_int(&a, (int64_t)n_used);
+    args_int(&a, rq->at_ms);
     for (i = 0; i < n_used; i++) {
         const struct cfg_rule *r = used[i];
         args_int(&a, (int64_t)r->algo + 1);

@@ -53,6 +53,8 @@ struct limits_request {
     const char *mid;       /* the id of the message an accepted issue queues */
     int64_t ttl_ms;
     int max_attempts;
+    int64_t at_ms; /* 0: decide on Redis's clock (otpd, always); else on this
+                    * Unix time in ms (otpctl simulate replays a ledger) */
 };
 
 /* The draft-11 RateLimit fields of one rule. */

@@ -35,6 +35,7 @@
 --       wrong-guess field ('' when no rule), its limit, its window_ms, its
 --       shadow flag ('1' or '0'), undo_ttl_ms, scope (the verification's
 --       field in the phone's hash; see issue.lua for its value), nrules,
+--       at_ms (0: Redis's clock; else the replay clock, as in issue.lua),
 --       then 7 per rule as in issue.lua: kind, key index, field, limit,
 --       window_ms, burst, shadow
 -- op 'k' (cancel) ends the scope's live verification and returns {vid},
@@ -47,6 +48,8 @@
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The replay clock (otpctl simulate); otpd always passes 0: Redis's own.
+if ARGV[1] == 'v' and (tonumber(ARGV[11]) or 0) > 0 then now = tonumber(ARGV[11]) end
 local key, undo_key = KEYS[1], KEYS[#KEYS]
 local undo_ttl = tonumber(ARGV[8])
 local TOMB = 'x'
@@ -145,7 +148,7 @@ local log, retry = {}, 0
 local nrules = tonumber(ARGV[10]) or 0
 local rout, takes, refused = {}, {}, false
 for r = 0, nrules - 1 do
-  local a = 11 + r * 7
+  local a = 12 + r * 7
   local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
   local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local v = redis.call('HGET', KEYS[k], field)

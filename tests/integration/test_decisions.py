@@ -266,7 +266,7 @@ class ScriptOrderTest(DecisionsTest):
         with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
             src = f.read()
         keys = ["otp:{%s}" % P, "otp:cost"] + queue_keys(rid)
-        args = [op, "" if op == "a" else "v" * 32, "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000, "s" * 12,
+        args = [op, "" if op == "a" else "v" * 32, "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000, "s" * 12, 0,
                 1, 1, "pl", 2, 60000, 2, 0,
                 "c3600000", 3600000, 100000] + queue_args(rid)
         return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
@@ -300,7 +300,7 @@ class ScriptOrderTest(DecisionsTest):
             src = f.read()
         keys = ["otp:{%s}" % P, "otp:cost", "t:q", "t:holds", "otp:msg:m" + rid, "otp:u:" + rid]
         args = [op, "v" * 32 if op == "i" else "m%s:%s" % (rid, rid), "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000,
-                "s" * 12, 1, 1, "pl", 2, 60000, 2, 0, "c3600000", 3600000, 100000,
+                "s" * 12, 0, 1, 1, "pl", 2, 60000, 2, 0, "c3600000", 3600000, 100000,
                 100, hold_ms, "m" + rid, "login-web", "3600000", P]
         return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
 
@@ -351,13 +351,13 @@ class AbandonInterleavingTest(DecisionsTest):
         with open(os.path.join(ROOT, "src", "limits", "verify.lua")) as f:
             src = f.read()
         return self.redis.cmd("EVAL", src, 2, self.K, "otp:u:" + rid, op, guess, "3", "wg", "10", "3600000", "0",
-                              "30000", self.SCOPE, "0")
+                              "30000", self.SCOPE, "0", "0")
 
     def issue_script(self, op, rid, vid):
         with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
             src = f.read()
         keys = [self.K, "otp:cost"] + queue_keys(rid)
-        args = [op, "" if op == "a" else vid, "h" * 16, 300000, 3, PRICE, 2, 1, 2, 30000, self.SCOPE,
+        args = [op, "" if op == "a" else vid, "h" * 16, 300000, 3, PRICE, 2, 1, 2, 30000, self.SCOPE, 0,
                 1, 1, "pl", 5, 60000, 0, 0,
                 3, 1, "tb", 1, 1000, 1, 0,
                 "c3600000", 3600000, 100000] + queue_args(rid)

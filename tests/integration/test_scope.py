@@ -356,7 +356,7 @@ class VerifyAbandonTest(ScopeTest):
                                "verify.lua")) as f:
             src = f.read()
         keys = ["otp:{%s}" % P, "otp:k:{login-web}", "otp:u:" + rid]
-        args = [op, guess, 5, "wg\x1flogin-web", 3, 3600000, 0, 30000, "s" * 12, 2,
+        args = [op, guess, 5, "wg\x1flogin-web", 3, 3600000, 0, 30000, "s" * 12, 2, 0,
                 1, 2, "vr\x1flogin", 3, 3600000, 3, 0,   # sliding_log on ["api_key", "purpose"]
                 3, 2, "tb", 10, 60000, 2, 0]              # token_bucket on api_key
         return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
@@ -397,7 +397,7 @@ class VerifyAbandonTest(ScopeTest):
                                    "verify.lua")) as f:
                 src = f.read()
             keys = ["otp:{%s}" % P, "otp:k:{login-web}", "otp:u:" + rid]
-            args = [op, "x" * 16, 5, "", 3, 3600000, 0, 30000, "s" * 12, 1,
+            args = [op, "x" * 16, 5, "", 3, 3600000, 0, 30000, "s" * 12, 1, 0,
                     3, 2, "tb", 10, 1000, 1, 0]
             return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
 
