@@ -17,6 +17,10 @@ const char *otp_rc_str(enum otp_rc rc)
     case OTP_EIO: return "io_error";
     case OTP_EPROVIDER: return "provider_error";
     case OTP_ETYPE: return "number_type";
+    case OTP_EBLOCKED: return "blocked";
+    case OTP_ECOUNTRY: return "country_blocked";
+    case OTP_EPUMPING: return "suspected_pumping";
+    case OTP_EFORBIDDEN: return "forbidden";
     }
     return "unknown";
 }

@@ -22,6 +22,10 @@ enum otp_rc {
     OTP_EIO,       /* ledger, file or system error */
     OTP_EPROVIDER, /* the SMS provider refused or failed */
     OTP_ETYPE,     /* the number's type is not one otpd serves (phone.types) */
+    OTP_EBLOCKED,  /* an admin block matches the request (403 blocked) */
+    OTP_ECOUNTRY,  /* countries.allow/deny refuses the phone's region (403 country_blocked) */
+    OTP_EPUMPING,  /* the pumping guard holds the phone's prefix (429 suspected_pumping) */
+    OTP_EFORBIDDEN, /* the API key's role may not use this route (403) */
 };
 
 /* Returns a static lower-case name such as "store_unavailable". */

@@ -253,7 +253,11 @@ static unsigned http_status_of(enum otp_rc rc)
     case OTP_EINVAL: return 400;
     case OTP_ENOTFOUND: return 404;
     case OTP_EBADCODE: return 422;
-    case OTP_ETYPE: return 403;
+    case OTP_ETYPE:
+    case OTP_EBLOCKED:
+    case OTP_ECOUNTRY:
+    case OTP_EFORBIDDEN: return 403;
+    case OTP_EPUMPING:
     case OTP_ELIMITED:
     case OTP_ELOCKED: return 429;
     default: return 503;
