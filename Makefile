@@ -36,6 +36,9 @@ else
 B       := build/rel
 endif
 BIN     := bin
+PREFIX  ?= /usr/local
+# The git describe at build time, for `otpd --version` (a source tree without git says "unknown").
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
 BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.c \
                 src/base/config.c src/base/timestamp.c
@@ -62,7 +65,8 @@ UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
-.PHONY: all test unit unit-bins integration run deps lint bench clean fmt fuzz mutate coverage coverage-report
+.PHONY: all test unit unit-bins integration run deps lint bench clean fmt fuzz mutate coverage coverage-report \
+        install FORCE
 all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
 
 $(B)/%.o: %.c
@@ -91,6 +95,13 @@ $(LIB): $(LIB_OBJ)
 MODE := $(BIN)/.mode-$(notdir $(B))
 $(MODE):
 	@mkdir -p $(BIN); rm -f $(BIN)/.mode-*; touch $@
+
+# Rewritten only when the version changes, so a rebuild relinks only then.
+$(B)/version.h: FORCE
+	@mkdir -p $(dir $@); echo '#define OTPD_VERSION "$(VERSION)"' > $@.tmp; \
+	 cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(B)/cmd/otpd/main.o: $(B)/version.h
+$(B)/cmd/otpd/main.o: CFLAGS += -include $(B)/version.h
 
 $(BIN)/otpd: $(B)/cmd/otpd/main.o $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
@@ -137,6 +148,17 @@ integration: all
 test: deps
 	$(MAKE) all unit
 	$(MAKE) integration
+
+# `make install PREFIX=/usr DESTDIR=pkg/`: the two binaries, the systemd unit (its paths follow PREFIX), an
+# example config and the docs. The service user, /etc/otpd and the secrets are the operator's (see the unit).
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/otpd \
+	  $(DESTDIR)$(PREFIX)/share/doc/otpd
+	install -m 0755 $(BIN)/otpd $(BIN)/otpctl $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|/usr/local|$(PREFIX)|g' packaging/otpd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/otpd.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/otpd.service
+	install -m 0644 configs/otpd.json $(DESTDIR)$(PREFIX)/share/otpd/otpd.json.example
+	install -m 0644 README.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/otpd/
 
 run: deps all
 	sh tests/run_dev.sh
@@ -212,3 +234,5 @@ clean:
 
 # Only this mode's dependency files: build/ also holds the mutation gate's scratch trees (build/mutate).
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+FORCE:

@@ -45,7 +45,8 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: otpd -c FILE          run the service\n"
-                    "       otpd --check -c FILE  validate FILE and exit 0, or 1 with every error\n");
+                    "       otpd --check -c FILE  validate FILE and exit 0, or 1 with every error\n"
+                    "       otpd --version        print the version (git describe at build) and exit\n");
 }
 
 /* Everything otpd runs; torn down in reverse order. */
@@ -214,7 +215,10 @@ int main(int argc, char **argv)
             path = argv[++i];
         else if (strcmp(argv[i], "--check") == 0)
             check = 1;
-        else {
+        else if (strcmp(argv[i], "--version") == 0) {
+            printf("otpd %s\n", OTPD_VERSION);
+            return 0;
+        } else {
             usage();
             return EX_USAGE;
         }
