@@ -3,10 +3,12 @@
 ReplayTest runs bin/otpd once (setUpClass) with loose rules and drives a
 known pattern through it over HTTP:
 - phone P (login-web): 8 issues, all accepted and sent (each billed PRICE);
-- phone R (login-web, device "dev-r"): 3 issues; the served rule device_2
-  (2 per device per 10 minutes) refuses the third;
-- phone Q (login-app, the second caller): 1 issue, a wrong code, the right
-  code.
+- phone R (login-web, device "dev-r"): 6 issues; the served rule device_2
+  (2 per device per 10 minutes) refuses the last 4, sent in a burst, so
+  the ledger holds them in aggregate (fewer rows than requests, count > 1);
+- phone Q (login-app, the second caller): 1 issue, a malformed code (400
+  invalid_request: never reaches the rules, skipped), a wrong code, the
+  right code.
 It stops otpd and simulates on the ledger it left, with no secret in
 otpctl's environment:
 - STRICT (phone_10m, a sliding_log of 3 per phone per 10 minutes, instead
@@ -14,6 +16,8 @@ otpctl's environment:
   key, the money the ledger shows spent on those 5 messages, and changes
   nothing else;
 - the very config otpd ran reproduces every decision the ledger holds;
+- a copy of the ledger with P's issues 4 minutes apart (as a slower caller
+  would have left it) passes STRICT: the rules run on each row's time;
 - phone.types without mobile refuses every request before any rule.
 SimulateErrorsTest needs no otpd: a bad NEW.json (EX_CONFIG with its
 errors), a missing ledger (EX_NOINPUT), bad flags (EX_USAGE), no
@@ -27,6 +31,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -129,9 +134,12 @@ class ReplayTest(unittest.TestCase):
             st, _, body = o.issue(P)
             cls.expect(st, 202, "issue %d for P" % (i + 1))
             cls.p_ids.append(body["id"])
-        for i in range(3):
+        cls.r_ids = []
+        for i in range(6):
             st, _, body = o.issue(R, device_id="dev-r")
             cls.expect(st, 202 if i < 2 else 429, "issue %d for R" % (i + 1))
+            if st == 202:
+                cls.r_ids.append(body["id"])
         cls.expect(body.get("reason"), "device_2", "R's third issue")
         st, _, body = o.issue(Q, auth=o.env["OTPD_KEY_LOGIN_APP"])
         cls.expect(st, 202, "issue for Q")
@@ -140,6 +148,7 @@ class ReplayTest(unittest.TestCase):
                           what="11 messages at the provider")
         code = code_of([m for m in msgs if m["id"] == q_id][0]["text"])
         wrong = "%06d" % ((int(code) + 1) % 1000000)
+        cls.expect(o.verify(Q, "12", auth=o.env["OTPD_KEY_LOGIN_APP"])[0], 400, "malformed code for Q")
         cls.expect(o.verify(Q, wrong, auth=o.env["OTPD_KEY_LOGIN_APP"])[0], 422, "wrong code for Q")
         cls.expect(o.verify(Q, code, auth=o.env["OTPD_KEY_LOGIN_APP"])[0], 200, "right code for Q")
         # Every send is in the ledger before otpd stops: the money is read from there.
@@ -170,11 +179,17 @@ class ReplayTest(unittest.TestCase):
                               ",".join("?" * len(ids)), *ids)
         return rows[0]["s"]
 
+    def test_ledger_is_as_driven(self):
+        # The premise of the figures below: R's 4 refusals are fewer rows (aggregated).
+        rows = self.otpd.rows("SELECT count FROM requests WHERE phone = ? AND decision = 'rate_limited'", R)
+        self.assertEqual(sum(r["count"] for r in rows), 4)
+        self.assertLess(len(rows), 4)
+
     def test_stricter_rules(self):
         out = self.simulate_json(self.write_config("strict.json", STRICT))
         print("\n--- otpctl simulate --db ledger.db -c strict.json ---\n" + json.dumps(out, indent=2))
-        self.assertEqual(out["requests"], 14)  # 8 + 3 + 1 issues, 2 verifies
-        self.assertEqual((out["issues"], out["verifies"], out["skipped"]), (12, 2, 0))
+        self.assertEqual(out["requests"], 17)  # 8 + 6 + 1 issues, 2 verifies
+        self.assertEqual((out["issues"], out["verifies"], out["skipped"]), (15, 2, 1))
         self.assertEqual(list(out["rules"]), ["phone_10m", "device_2"])
         phone = out["rules"]["phone_10m"]
         # P's issues 4 to 8, one key, and exactly what their messages cost.
@@ -182,28 +197,68 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(saved, 5 * PRICE)
         self.assertEqual(phone, {"mode": "enforce", "refused": 5, "keys": 1, "spend_saved_minor": saved,
                                  "top": [{"key": P_MASKED, "refused": 5, "spend_saved_minor": saved}]})
-        # The device rule refuses R's third issue, as it did in the ledger (nothing was spent on it).
+        # The device rule refuses R's last 4 issues, as it did in the ledger (nothing was spent on them).
         self.assertEqual(out["rules"]["device_2"],
-                         {"mode": "enforce", "refused": 1, "keys": 1, "spend_saved_minor": 0,
-                          "top": [{"key": "device=dev-r", "refused": 1, "spend_saved_minor": 0}]})
+                         {"mode": "enforce", "refused": 4, "keys": 1, "spend_saved_minor": 0,
+                          "top": [{"key": "device=dev-r", "refused": 4, "spend_saved_minor": 0}]})
         self.assertEqual(out["spend_saved_minor"], saved)
         self.assertEqual(out["ledger"]["spend_minor"], 11 * PRICE)
         self.assertEqual(out["ledger"]["decisions"],
-                         {"accepted": 11, "rate_limited": 1, "invalid_code": 1, "verified": 1})
+                         {"accepted": 11, "rate_limited": 4, "invalid_code": 1, "verified": 1})
         self.assertEqual(out["simulated"]["decisions"],
-                         {"accepted": 6, "rate_limited": 6, "invalid_code": 1, "verified": 1})
+                         {"accepted": 6, "rate_limited": 9, "invalid_code": 1, "verified": 1})
         self.assertEqual(out["changes"], [{"ledger": "accepted", "simulated": "rate_limited", "requests": 5}])
-        self.assertEqual(out["agree"], 9)
+        self.assertEqual(out["agree"], 12)
         self.assertEqual(out["other"]["cost_cap"], {"refused": 0, "spend_saved_minor": 0})
 
     def test_same_rules_reproduce_the_ledger(self):
         out = self.simulate_json(self.otpd.conf_path)
-        self.assertEqual(out["requests"], 14)
+        self.assertEqual(out["requests"], 17)
         self.assertEqual(out["changes"], [])
-        self.assertEqual(out["agree"], 14)
+        self.assertEqual(out["agree"], 17)
         self.assertEqual(out["simulated"]["decisions"], out["ledger"]["decisions"])
         self.assertEqual(out["rules"]["phone_loose"]["refused"], 0)
-        self.assertEqual(out["rules"]["device_2"]["refused"], 1)
+        self.assertEqual(out["rules"]["device_2"]["refused"], 4)
+
+    def test_queue_is_never_full(self):
+        # Nothing is sent in a replay: a small pacer.capacity refuses nothing.
+        pacer = dict(self.otpd.config["pacer"], capacity=2)
+        out = self.simulate_json(self.write_config("small_queue.json", STRICT, pacer=pacer))
+        self.assertEqual(out["simulated"]["decisions"],
+                         {"accepted": 6, "rate_limited": 9, "invalid_code": 1, "verified": 1})
+
+    def test_rules_run_on_each_rows_time(self):
+        # A copy of the ledger in which P's issues came 4 minutes apart: 3 per
+        # 10 minutes never refuses them. On the replay's own clock it would.
+        spread = os.path.join(self.tmp, "spread.db")
+        src = sqlite3.connect(self.db)
+        dst = sqlite3.connect(spread)
+        src.backup(dst)
+        src.close()
+        ids = [r[0] for r in dst.execute("SELECT id FROM requests WHERE phone = ? ORDER BY id", (P,))]
+        self.assertEqual(len(ids), 8)
+        base = dst.execute("SELECT MAX(ts_ms) FROM requests").fetchone()[0] + 1000
+        for i, rid in enumerate(ids):
+            dst.execute("UPDATE requests SET ts_ms = ? WHERE id = ?", (base + i * 240000, rid))
+        dst.commit()
+        dst.close()
+        r = run_bin(self.tmp, "otpctl", ["simulate", "--db", spread, "-c", self.write_config("strict.json", STRICT)],
+                    env=clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["rules"]["phone_10m"]["refused"], 0)
+        self.assertEqual(out["changes"], [])
+
+    def test_keys_ranked(self):
+        # One per phone: P's 7 refusals outrank R's 5; two keys; --top 1 keeps P.
+        rules = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "10m"}]
+        conf = self.write_config("one.json", rules)
+        out = self.simulate_json(conf)
+        r = out["rules"]["phone_1"]
+        self.assertEqual((r["refused"], r["keys"]), (12, 2))
+        self.assertEqual([(t["key"], t["refused"]) for t in r["top"]], [(P_MASKED, 7), ("phone=+44******3457", 5)])
+        self.assertEqual(r["spend_saved_minor"], self.spent_on(self.p_ids[1:] + self.r_ids[1:]))
+        self.assertEqual(len(self.simulate_json(conf, "--top", "1")["rules"]["phone_1"]["top"]), 1)
 
     def test_reveal_phones_and_top(self):
         out = self.simulate_json(self.write_config("strict.json", STRICT), "--reveal-phones", "--top", "0")
@@ -224,13 +279,13 @@ class ReplayTest(unittest.TestCase):
 
     def test_phone_types(self):
         out = self.simulate_json(self.write_config("fixed.json", phone={"types": ["fixed_line"]}))
-        self.assertEqual(out["simulated"]["decisions"], {"number_type": 14})
-        self.assertEqual(out["other"]["number_type"], {"refused": 14, "spend_saved_minor": 11 * PRICE})
+        self.assertEqual(out["simulated"]["decisions"], {"number_type": 17})
+        self.assertEqual(out["other"]["number_type"], {"refused": 17, "spend_saved_minor": 11 * PRICE})
 
     def test_table(self):
         r = self.simulate(self.write_config("strict.json", STRICT), "--format", "table")
         lines = r.stdout.splitlines()
-        self.assertTrue(lines[0].startswith("requests  14 (issues 12, verifies 2; skipped 0)"), r.stdout)
+        self.assertTrue(lines[0].startswith("requests  17 (issues 15, verifies 2; skipped 1)"), r.stdout)
         row = [l for l in lines if l.startswith("phone_10m ")]
         self.assertEqual(len(row), 1, r.stdout)
         self.assertEqual(row[0].split()[:5], ["phone_10m", "enforce", "5", "1", str(5 * PRICE)])
