@@ -582,13 +582,13 @@ static json_t *sim_json(const struct sim *s, int top)
 /* "accepted 8, rate_limited 2" from a {decision: n} object. */
 static void sim_print_counts(const char *head, json_t *o)
 {
-    const char *k;
-    json_t *v;
+    void *it;
     int first = 1;
 
     printf("%-10s", head);
-    json_object_foreach(o, k, v) {
-        printf("%s%s %lld", first ? "" : ", ", k, (long long)json_integer_value(v));
+    for (it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
+        printf("%s%s %lld", first ? "" : ", ", json_object_iter_key(it),
+               (long long)json_integer_value(json_object_iter_value(it)));
         first = 0;
     }
     printf("%s\n", first ? "-" : "");
@@ -598,7 +598,9 @@ static void sim_print_counts(const char *head, json_t *o)
 static void sim_print_table(json_t *root)
 {
     json_t *rules = json_object_get(root, "rules"), *other = json_object_get(root, "other"), *r, *t, *c;
+    json_t *changes = json_object_get(root, "changes");
     const char *name;
+    void *it;
     size_t i;
 
     printf("requests  %lld (issues %lld, verifies %lld; skipped %lld)\n",
@@ -612,25 +614,29 @@ static void sim_print_table(json_t *root)
            (long long)json_integer_value(json_object_get(json_object_get(root, "ledger"), "spend_minor")),
            (long long)json_integer_value(json_object_get(root, "spend_saved_minor")));
     printf("agree     %lld\n", (long long)json_integer_value(json_object_get(root, "agree")));
-    json_array_foreach(json_object_get(root, "changes"), i, c)
+    for (i = 0; (c = json_array_get(changes, i)) != NULL; i++)
         printf("changed   %s -> %s: %lld\n", json_string_value(json_object_get(c, "ledger")),
                json_string_value(json_object_get(c, "simulated")),
                (long long)json_integer_value(json_object_get(c, "requests")));
     printf("\n%-32s %-8s %8s %6s %12s  %s\n", "RULE", "MODE", "REFUSED", "KEYS", "SPEND_SAVED", "TOP");
-    json_object_foreach(rules, name, r) {
+    for (it = json_object_iter(rules); it; it = json_object_iter_next(rules, it)) {
+        name = json_object_iter_key(it);
+        r = json_object_iter_value(it);
         printf("%-32s %-8s %8lld %6lld %12lld  ", name, json_string_value(json_object_get(r, "mode")),
                (long long)json_integer_value(json_object_get(r, "refused")),
                (long long)json_integer_value(json_object_get(r, "keys")),
                (long long)json_integer_value(json_object_get(r, "spend_saved_minor")));
-        json_array_foreach(json_object_get(r, "top"), i, t)
+        for (i = 0; (t = json_array_get(json_object_get(r, "top"), i)) != NULL; i++)
             printf("%s%s (%lld)", i ? ", " : "", json_string_value(json_object_get(t, "key")),
                    (long long)json_integer_value(json_object_get(t, "refused")));
         printf("%s\n", json_array_size(json_object_get(r, "top")) ? "" : "-");
     }
-    json_object_foreach(other, name, r)
-        printf("%-32s %-8s %8lld %6s %12lld  -\n", name, "-",
+    for (it = json_object_iter(other); it; it = json_object_iter_next(other, it)) {
+        r = json_object_iter_value(it);
+        printf("%-32s %-8s %8lld %6s %12lld  -\n", json_object_iter_key(it), "-",
                (long long)json_integer_value(json_object_get(r, "refused")), "-",
                (long long)json_integer_value(json_object_get(r, "spend_saved_minor")));
+    }
 }
 
 static void sim_free(struct sim *s)
