@@ -22,7 +22,6 @@
  * two for an issue the new rules accept; memory grows with the distinct
  * keys refused, not with the ledger.
  */
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +53,8 @@
  * compares the hold with Redis's own clock, not the replay's, so instead
  * the message leaves Redis at once: its hold, its hash and the issue's undo
  * record. What the rules and caps took stays, as it does in otpd. So the
- * queue is never full here (pacer.capacity is not simulated).
+ * queue (the stream and the holds) stays empty and never full here, whatever
+ * pacer.capacity says.
  * KEYS: the holds, the message's hash, the undo key; ARGV: the hold.
  */
 static const char sim_drop_lua[] = "redis.call('ZREM', KEYS[1], ARGV[1])\n"
@@ -745,8 +745,6 @@ int otpctl_simulate(int argc, char **argv)
         ex = EX_CONFIG;
         goto out;
     }
-    /* Nothing is sent: the queue never fills (see sim_drop_lua). */
-    s.cfg->pacer_capacity = INT_MAX;
     if ((rc = history_open(paths, n_paths, &h, err)) != OTP_OK || (rc = history_query(h, &filter, err)) != OTP_OK) {
         fprintf(stderr, "otpctl simulate: %s\n", err);
         ex = sim_history_exit(rc);
