@@ -87,6 +87,22 @@ class FleetTest(AdminTest):
         st, _, out = self.admin("DELETE", "blocks/" + row["id"], inst=self.b)
         self.assertEqual(st, 404, out)
 
+    def test_redis_down_snapshot_stays(self):
+        """With Redis away the snapshot stays: the block keeps blocking (403,
+        no Redis call), and stops at its end by the local estimate of
+        Redis's clock (then the request needs Redis: 503)."""
+        self.add("blocks", {"match": {"phone": P1}, "expires_in": "3s"})
+        t0 = time.monotonic()
+        wait_until(lambda: self.blocked(self.otpd, P1), timeout=SEEN_S, what="the block in force")
+        self.redis.pause()
+        try:
+            self.assertTrue(self.blocked(self.otpd, P1), "blocks keep blocking while Redis is away")
+            wait_until(lambda: self.otpd.verify(P1, "123456")[0] == 503, timeout=3 + SEEN_S,
+                       what="the block ends by the local clock")
+            self.assertGreater(time.monotonic() - t0, 2.5, "ended before its 3 s")
+        finally:
+            self.redis.resume()
+
     def test_delete_ends_early(self):
         self.start_b()
         row = self.add("blocks", {"match": {"phone_prefix": "+9198123"}, "expires_in": "1h"})
