@@ -46,7 +46,7 @@ STORE_SRC    := src/store/store.c
 LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
-LIMITS_SRC   := src/limits/limits.c
+LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
 HTTP_SRC     := src/http/http.c
