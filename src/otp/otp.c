@@ -366,7 +366,11 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 
     memset(out, 0, sizeof(*out));
     memset(&li, 0, sizeof(li));
-    if (!type_served(o, rq, out) || !country_served(o, rq, out)) {
+    if (!type_served(o, rq, out)) {
+        status = 403;
+        goto refused;
+    }
+    if (!country_served(o, rq, out)) {
         status = 403;
         goto refused;
     }
