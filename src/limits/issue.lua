@@ -54,9 +54,11 @@
 --       then the message: capacity (pacer.capacity, fleet-wide), hold_ms,
 --       mid, api key, cap windows text, phone
 --       then, LAST (read from the end, #ARGV - n, so they never depend on
---       the counts before them), the pumping guard's 6: its key index (0:
---       off), window_ms, min_sent, min verified ratio in millionths,
---       hold_ms, shadow ('1' or '0')
+--       the counts before them), the pumping guard's 7: the word 'pump'
+--       (a caller that passes none, such as a test driving the script
+--       directly, has the guard off), its key index (0: off), window_ms,
+--       min_sent, min verified ratio in millionths, hold_ms, shadow ('1'
+--       or '0')
 --       (abandon reads op, the hold "<mid>:<rid>" when dropping a lapsed
 --       one, and undo_ttl_ms; commit: op, "<mid>:<rid>")
 -- Two more ops serve the drop of lapsed holds: 'h' (KEYS: the holds)
@@ -300,7 +302,7 @@ end
 -- The pumping guard, before every rule (see above). pump.count: whether an
 -- accepted issue counts one sent.
 local pump, ptail = nil, {0, 0, 0, 0}
-local pk = tonumber(ARGV[#ARGV - 5]) or 0
+local pk = ARGV[#ARGV - 6] == 'pump' and tonumber(ARGV[#ARGV - 5]) or 0
 if pk > 0 then
   local pkey = KEYS[pk]
   local width = math.ceil(tonumber(ARGV[#ARGV - 4]) / PUMP_BUCKETS)

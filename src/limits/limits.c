@@ -20,9 +20,9 @@
 
 #define LIMITS_ARGS_MAX (12 + 32 * 7 + 8 * 3 + 6 + LIMITS_PUMP_ARGS + LIMITS_KEYS_MAX + 1)
 /* The pumping guard's ARGV, the last of issue.lua's list (read there from
- * the end): key index (0: off), window_ms, min_sent, min ratio in
- * millionths, hold_ms, shadow. verify.lua takes the first two. */
-#define LIMITS_PUMP_ARGS 6
+ * the end): the word "pump", key index (0: off), window_ms, min_sent, min
+ * ratio in millionths, hold_ms, shadow. verify.lua takes the first three. */
+#define LIMITS_PUMP_ARGS 7
 #define LIMITS_PENDING_MAX 4096 /* abandons waiting for Redis; beyond, dropped and counted */
 
 /* issue.lua's reply (see its header): fixed values, then 3 per rule. */
@@ -223,9 +223,10 @@ static void pump_key(const char *prefix, char *out, size_t cap)
 }
 
 /* Appends the pumping guard's ARGV (LIMITS_PUMP_ARGS of them for an
- * issue, the first two for a verify); key is its KEYS index, 0 when off. */
+ * issue, the first three for a verify); key is its KEYS index, 0 when off. */
 static void pump_args(struct limits_args *a, const struct cfg_pumping *g, int key, int verify)
 {
+    args_str(a, "pump");
     args_int(a, key);
     args_int(a, g->window_ms);
     if (verify)

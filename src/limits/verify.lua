@@ -38,8 +38,9 @@
 --       at_ms (0: Redis's clock; else the replay clock, as in issue.lua),
 --       then 7 per rule as in issue.lua: kind, key index, field, limit,
 --       window_ms, burst, shadow
---       then, LAST (read from the end), the pumping guard's 2: its key
---       index among KEYS[2..#KEYS-1] (0: off) and window_ms. A success
+--       then, LAST (read from the end), the pumping guard's 3: the word
+--       'pump' (none passed: the guard is off), its key index among
+--       KEYS[2..#KEYS-1] (0: off) and window_ms. A success
 --       counts one verified for the phone's prefix (issue.lua, "The pumping
 --       guard"), unless the prefix is held; its abandon gives it back.
 -- op 'k' (cancel) ends the scope's live verification and returns {vid},
@@ -258,7 +259,7 @@ if not cur or cur[3] <= now or att >= maxatt then
 end
 if cur[2] == guess then
   redis.call('HDEL', key, scope)
-  local pk = tonumber(ARGV[#ARGV - 1]) or 0
+  local pk = ARGV[#ARGV - 2] == 'pump' and tonumber(ARGV[#ARGV - 1]) or 0
   if pk > 0 and (tonumber(redis.call('HGET', KEYS[pk], 'h') or '0') or 0) <= now then
     local width = math.ceil(tonumber(ARGV[#ARGV]) / 12) -- issue.lua's PUMP_BUCKETS
     pumped = {pk, 'v' .. string.format('%.0f', math.floor(now / width))}
