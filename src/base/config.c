@@ -683,6 +683,121 @@ static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *root)
     c->phone_types = seen;
 }
 
+/* One list of countries (allow, deny or monitor): region codes that
+ * libphonenumber gives ("IN", "GB", "001"), each at most once. Returns
+ * how many were read into out; *present says whether the list was there. */
+static size_t cfg_regions(struct cfg_ctx *x, json_t *o, const char *name, char (*out)[CFG_REGION_LEN],
+                          int *present)
+{
+    json_t *arr = cfg_member(x, o, "countries", name, 0), *t;
+    size_t i, j, n = 0;
+    char p[64];
+
+    *present = arr != NULL;
+    if (arr == NULL)
+        return 0;
+    if (!json_is_array(arr) || json_array_size(arr) > CFG_REGIONS_MAX) {
+        cfg_error(x, cfg_path(p, sizeof(p), "countries", name), "must be an array of at most %d region codes",
+                  CFG_REGIONS_MAX);
+        return 0;
+    }
+    json_array_foreach(arr, i, t) {
+        const char *r = json_is_string(t) ? json_string_value(t) : NULL;
+        snprintf(p, sizeof(p), "countries.%s.%zu", name, i);
+        if (r == NULL || !phone_region_known(r)) {
+            cfg_error(x, p, "must be a region code as libphonenumber gives it (ISO 3166 alpha-2 in upper case, "
+                      "such as \"IN\" or \"GB\", or \"001\" for non-geographic numbers)");
+            continue;
+        }
+        for (j = 0; j < n && strcmp(out[j], r) != 0; j++)
+            ;
+        if (j < n) {
+            cfg_error(x, p, "\"%s\" is listed twice", r);
+            continue;
+        }
+        snprintf(out[n++], CFG_REGION_LEN, "%s", r);
+    }
+    return n;
+}
+
+/* countries: allow, deny and monitor by region (DESIGN.md, "Fraud"),
+ * decided before any rule (src/limits/fraud.c). */
+static void cfg_countries(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"allow", "deny", "monitor", NULL};
+    struct cfg_countries *k = &c->countries;
+    json_t *o = cfg_member(x, root, "", "countries", 0);
+    size_t i, j;
+    int present;
+    char p[64];
+
+    if (o == NULL)
+        return;
+    if (!json_is_object(o)) {
+        cfg_error(x, "countries", "must be an object");
+        return;
+    }
+    cfg_unknown(x, o, "countries", keys);
+    k->n_allow = cfg_regions(x, o, "allow", k->allow, &present);
+    k->has_allow = present;
+    if (present && k->n_allow == 0)
+        cfg_error(x, "countries.allow", "must list at least one region (an empty allow list serves nobody; "
+                  "leave it out to serve every region)");
+    k->n_deny = cfg_regions(x, o, "deny", k->deny, &present);
+    k->n_monitor = cfg_regions(x, o, "monitor", k->monitor, &present);
+    for (i = 0; i < k->n_deny; i++)
+        for (j = 0; j < k->n_allow; j++)
+            if (strcmp(k->deny[i], k->allow[j]) == 0) {
+                snprintf(p, sizeof(p), "countries.deny.%zu", i);
+                cfg_error(x, p, "\"%s\" is in both allow and deny", k->deny[i]);
+            }
+}
+
+/* pumping: the SMS pumping guard (DESIGN.md, "Fraud"); absent = off. */
+static void cfg_pumping(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    static const char *const keys[] = {"prefix_digits", "window", "min_sent", "min_verified_ratio", "hold",
+                                       "mode", NULL};
+    static const char *const modes[] = {"enforce", "shadow", NULL};
+    struct cfg_pumping *g = &c->pumping;
+    json_t *o = cfg_member(x, root, "", "pumping", 0), *ratio;
+    int mode = 0;
+
+    if (o == NULL)
+        return;
+    if (!json_is_object(o)) {
+        cfg_error(x, "pumping", "must be an object");
+        return;
+    }
+    cfg_unknown(x, o, "pumping", keys);
+    g->on = 1;
+    g->prefix_digits = 7;
+    g->window_ms = 3600000;
+    g->min_sent = 30;
+    g->min_ratio_ppm = 200000;
+    g->hold_ms = 12 * 3600000LL;
+    /* A prefix of one or two digits is a whole calling code or zone (+1 is
+     * 25 countries): use countries for that. */
+    cfg_int32(x, o, "pumping", "prefix_digits", 0, 3, 15, &g->prefix_digits);
+    if (cfg_dur(x, o, "pumping", "window", 0, &g->window_ms) &&
+        (g->window_ms < 60000 || g->window_ms > 7 * 86400000LL))
+        cfg_error(x, "pumping.window", "must be from 1m to 7d");
+    cfg_int(x, o, "pumping", "min_sent", 0, 1, 1000000, &g->min_sent);
+    if ((ratio = cfg_member(x, o, "pumping", "min_verified_ratio", 0)) != NULL) {
+        double r = json_is_number(ratio) ? json_number_value(ratio) : -1;
+        if (!(r > 0 && r <= 1))
+            cfg_error(x, "pumping.min_verified_ratio", "must be a number above 0 and at most 1");
+        else
+            g->min_ratio_ppm = (int64_t)(r * 1000000 + 0.5);
+        if (g->min_ratio_ppm < 1)
+            g->min_ratio_ppm = 1;
+    }
+    if (cfg_dur(x, o, "pumping", "hold", 0, &g->hold_ms) && (g->hold_ms < 1000 || g->hold_ms > 30 * 86400000LL))
+        cfg_error(x, "pumping.hold", "must be from 1s to 30d");
+    cfg_enum(x, o, "pumping", "mode", 0, modes, &mode);
+    g->shadow = mode == 1;
+}
+
 static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)
 {
     static const char *const keys[] = {"name", "key",           "algorithm",   "limit", "window", "burst",
@@ -1005,7 +1120,7 @@ struct config *config_parse(const char *text, const char *file, char **errors)
 {
     static const char *const keys[] = {"listen", "http_threads", "redis",  "ledger",   "secret_env", "api_keys",
                                        "otp",    "limits",       "cost",   "pacer",    "provider",   "http",
-                                       "phone",
+                                       "phone",  "countries",    "pumping",
                                        NULL};
     struct cfg_ctx x = {file, NULL, 0, 0};
     struct config *c = NULL;
@@ -1048,6 +1163,8 @@ struct config *config_parse(const char *text, const char *file, char **errors)
     cfg_api_keys(&x, c, root);
     cfg_otp(&x, c, root);
     cfg_phone(&x, c, root);
+    cfg_countries(&x, c, root);
+    cfg_pumping(&x, c, root);
     cfg_limits(&x, c, root);
     cfg_cost(&x, c, root);
     cfg_pacer(&x, c, root);

@@ -76,6 +76,30 @@ struct cfg_cap {
     int64_t max_minor;
 };
 
+/* countries: region codes as libphonenumber gives them ("IN", "001"),
+ * each checked against its list and listed at most once per list. */
+#define CFG_REGIONS_MAX 300
+#define CFG_REGION_LEN 4
+struct cfg_countries {
+    int has_allow; /* 1: only the allow list's regions are served */
+    size_t n_allow, n_deny, n_monitor;
+    char allow[CFG_REGIONS_MAX][CFG_REGION_LEN];
+    char deny[CFG_REGIONS_MAX][CFG_REGION_LEN];
+    char monitor[CFG_REGIONS_MAX][CFG_REGION_LEN]; /* served, but counted and logged */
+};
+
+/* pumping: the guard against SMS pumping (DESIGN.md, "Fraud"); off when
+ * the key is absent. */
+struct cfg_pumping {
+    int on;                 /* 0: the guard is off */
+    int prefix_digits;      /* digits after the '+' naming a prefix, 3 to 15 */
+    int64_t window_ms;      /* the sliding window sent and verified are counted over */
+    int64_t min_sent;       /* sends in the window before the ratio is judged */
+    int64_t min_ratio_ppm;  /* min_verified_ratio in millionths, 1 to 1,000,000 */
+    int64_t hold_ms;        /* how long a prefix is held once judged */
+    int shadow;             /* 1: count and log holds, refuse nothing */
+};
+
 struct config {
     char listen_host[64];
     int listen_port;
@@ -111,6 +135,8 @@ struct config {
     char otp_template[CFG_STR_MAX];
 
     unsigned phone_types; /* phone.types: the number types served, PHONE_TYPE_BIT each (phone.h) */
+    struct cfg_countries countries; /* countries: allow, deny, monitor */
+    struct cfg_pumping pumping;
 
     struct cfg_rule *rules;
     size_t n_rules;

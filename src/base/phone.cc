@@ -261,3 +261,20 @@ extern "C" int phone_type_from_name(const char *name)
             return i;
     return -1;
 }
+
+extern "C" int phone_region_known(const char *region)
+{
+    if (region == NULL)
+        return 0;
+    if (strcmp(region, "001") == 0)
+        return 1;
+    /* Two upper-case letters, then libphonenumber's own list: "UK" or
+     * "XX" are well formed but no region of any number. */
+    if (strlen(region) != 2 || region[0] < 'A' || region[0] > 'Z' || region[1] < 'A' || region[1] > 'Z')
+        return 0;
+    try {
+        return PhoneNumberUtil::GetInstance()->GetCountryCodeForRegion(region) != 0;
+    } catch (const std::exception &) {
+        return 0;
+    }
+}

@@ -104,6 +104,11 @@ const char *phone_type_name(enum phone_type t);
 /* The type named name, or -1 when no type has that name. */
 int phone_type_from_name(const char *name);
 
+/* 1 when region is a region code a parse can give: one libphonenumber
+ * supports ("IN", "GB", upper case) or "001" (non-geographic numbers);
+ * else 0. For config checks (countries); not on a request path. */
+int phone_region_known(const char *region);
+
 #ifdef __cplusplus
 }
 #endif

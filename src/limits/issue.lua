@@ -53,6 +53,12 @@
 --       then 3 per cap: field (named by the cap's window), window_ms, max
 --       then the message: capacity (pacer.capacity, fleet-wide), hold_ms,
 --       mid, api key, cap windows text, phone
+--       then, LAST (read from the end, #ARGV - n, so they never depend on
+--       the counts before them), the pumping guard's 7: the word 'pump'
+--       (a caller that passes none, such as a test driving the script
+--       directly, has the guard off), its key index (0: off), window_ms,
+--       min_sent, min verified ratio in millionths, hold_ms, shadow ('1'
+--       or '0')
 --       (abandon reads op, the hold "<mid>:<rid>" when dropping a lapsed
 --       one, and undo_ttl_ms; commit: op, "<mid>:<rid>")
 -- Two more ops serve the drop of lapsed holds: 'h' (KEYS: the holds)
@@ -65,9 +71,31 @@
 --          issue would pass every enforced rule and cap), full (the queue's
 --          depth when it refused for capacity alone, else -1), then 3 per rule:
 --          verdict (1 ok, 0 refused), remaining, reset_ms (the retry time
---          when refused)}
+--          when refused), then 4 for the pumping guard (the last values:
+--          read from the end): state (0 nothing to say, 1 refused: the
+--          prefix is held, 2 refused: this request started a hold, 3
+--          shadow: a hold would start now, 4 shadow: a hold would refuse),
+--          its wait in ms (the hold's end), and the sent and verified
+--          counts it judged (for 2 and 3)}
+--          A refusal by the guard (1, 2) comes before the rules: its reply
+--          has no rule verdicts.
 -- Abandon returns 1 when it gave takes back, 0 when it left a tombstone
 -- or found one.
+--
+-- The pumping guard (DESIGN.md, "Fraud"): per phone prefix, one hash
+-- otp:pump:{+4474001} with a count of accepted issues ('s<bucket>') and of
+-- successful verifies ('v<bucket>', by verify.lua) per bucket of
+-- window / PUMP_BUCKETS on this clock, summed over the last PUMP_BUCKETS
+-- buckets (a sliding window in steps of a twelfth), and 'h', the end of a
+-- hold. It is checked before the rules: a held prefix is refused and takes
+-- nothing. Else, once sent >= min_sent and verified / sent is below the
+-- ratio, the prefix is held for hold_ms and this request refused. A hold
+-- clears the counts, so when it ends the prefix is judged afresh (a ring
+-- that goes on gets at most min_sent more per hold); while held, nothing
+-- is counted (shadow mode too, so it sees what enforcement would). An
+-- accepted issue's sent is given back by its abandon (the undo record's
+-- p). The hash expires when idle: a window after its last count, or at the
+-- hold's end.
 --
 -- A verification is one field: vid (32 hex), the code's keyed hash (16
 -- hex), then "exp_ms:attempts", 63 bytes for fewer than 10 attempts, so
@@ -86,6 +114,7 @@ local undo_ttl = tonumber(ARGV[10])
 local TOMB = 'x'
 
 local function fmt(n) return string.format('%.0f', n) end
+local PUMP_BUCKETS = 12
 
 -- "idx:count" fixed-window state; returns the count for window idx.
 local function window_count(v, idx)
@@ -216,6 +245,13 @@ if ARGV[1] == 'a' then
     if new == '' then redis.call('HDEL', key, field)
     elseif new then redis.call('HSET', key, field, new) end
   end
+  -- rec.p: the pumping guard's sent this issue counted. Gone (a hold
+  -- cleared the counts since, or its bucket aged out): nothing to give.
+  if rec.p then
+    local c = tonumber(redis.call('HGET', KEYS[rec.p[1]], rec.p[2]) or '0') or 0
+    if c > 1 then redis.call('HINCRBY', KEYS[rec.p[1]], rec.p[2], -1)
+    elseif c == 1 then redis.call('HDEL', KEYS[rec.p[1]], rec.p[2]) end
+  end
   for _, c in ipairs(rec.c) do
     local key = KEYS[c[1]]
     local sum = window_count(redis.call('HGET', key, c[2]), c[3])
@@ -261,6 +297,46 @@ local next_ms = 0
 
 local function want(k, ms)
   if not keep[k] or keep[k] < ms then keep[k] = ms end
+end
+
+-- The pumping guard, before every rule (see above). pump.count: whether an
+-- accepted issue counts one sent.
+local pump, ptail = nil, {0, 0, 0, 0}
+local pk = ARGV[#ARGV - 6] == 'pump' and tonumber(ARGV[#ARGV - 5]) or 0
+if pk > 0 then
+  local pkey = KEYS[pk]
+  local width = math.ceil(tonumber(ARGV[#ARGV - 4]) / PUMP_BUCKETS)
+  local pmin, pppm, phold = tonumber(ARGV[#ARGV - 3]), tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1])
+  local pshadow = ARGV[#ARGV] == '1'
+  local held = tonumber(redis.call('HGET', pkey, 'h') or '0') or 0
+  pump = {k = pk, width = width, count = true, dead = {}}
+  if held > now then
+    if not pshadow then return {0, now, '', 0, 0, 0, 0, -1, 1, held - now, 0, 0} end
+    ptail, pump.count = {4, held - now, 0, 0}, false
+  else
+    local cur = math.floor(now / width)
+    local sent, verified, fields = 0, 0, {}
+    local all = redis.call('HGETALL', pkey)
+    for i = 1, #all, 2 do
+      local kind, idx = string.match(all[i], '^([sv])(%d+)$')
+      if kind then
+        fields[#fields + 1] = all[i]
+        if tonumber(idx) > cur - PUMP_BUCKETS then
+          if kind == 's' then sent = sent + tonumber(all[i + 1]) else verified = verified + tonumber(all[i + 1]) end
+        else
+          pump.dead[#pump.dead + 1] = all[i]
+        end
+      end
+    end
+    if sent >= pmin and verified * 1000000 < pppm * sent then
+      -- A hold starts: the counts go, so its end is a fresh start.
+      if #fields > 0 then redis.call('HDEL', pkey, unpack(fields)) end
+      redis.call('HSET', pkey, 'h', fmt(now + phold))
+      if redis.call('PTTL', pkey) < phold then redis.call('PEXPIRE', pkey, phold) end
+      if not pshadow then return {0, now, '', 0, 0, 0, 0, -1, 2, phold, sent, verified} end
+      ptail, pump.count = {3, phold, sent, verified}, false
+    end
+  end
 end
 
 for r = 0, nrules - 1 do
@@ -351,6 +427,7 @@ if price >= 0 and costkey > 0 then
     end
   end
 end
+for _, x in ipairs(ptail) do out[#out + 1] = x end
 if refused then return out end
 
 -- The fleet's queue: messages in the stream (queued, claimed or in flight)
@@ -364,6 +441,13 @@ if depth >= capacity then
 end
 
 for _, w in ipairs(writes) do redis.call('HSET', KEYS[w[1]], w[2], w[3]) end
+local pumped = nil
+if pump and pump.count then
+  pumped = {pump.k, 's' .. fmt(math.floor(now / pump.width))}
+  redis.call('HINCRBY', KEYS[pump.k], pumped[2], 1)
+  if #pump.dead > 0 then redis.call('HDEL', KEYS[pump.k], unpack(pump.dead)) end
+  want(pump.k, pump.width * PUMP_BUCKETS)
+end
 for field, v in pairs(cost_new) do redis.call('HSET', KEYS[costkey], field, v) end
 
 -- A live verification is continued (same code, a new message) while at
@@ -396,5 +480,5 @@ redis.call('PEXPIRE', msg, 86400000)
 for k, ms in pairs(keep) do
   if redis.call('PTTL', KEYS[k]) < ms then redis.call('PEXPIRE', KEYS[k], ms) end
 end
-redis.call('SET', undo_key, cjson.encode({o = out, w = undo, c = cost_undo, v = vrec, m = member, k = KEYS}), 'PX', undo_ttl)
+redis.call('SET', undo_key, cjson.encode({o = out, w = undo, c = cost_undo, v = vrec, m = member, k = KEYS, p = pumped}), 'PX', undo_ttl)
 return out

@@ -18,7 +18,11 @@
 #include "reserve.lua.h"
 #include "verify.lua.h"
 
-#define LIMITS_ARGS_MAX (12 + 32 * 7 + 8 * 3 + 6 + LIMITS_KEYS_MAX + 1)
+#define LIMITS_ARGS_MAX (12 + 32 * 7 + 8 * 3 + 6 + LIMITS_PUMP_ARGS + LIMITS_KEYS_MAX + 1)
+/* The pumping guard's ARGV, the last of issue.lua's list (read there from
+ * the end): the word "pump", key index (0: off), window_ms, min_sent, min
+ * ratio in millionths, hold_ms, shadow. verify.lua takes the first three. */
+#define LIMITS_PUMP_ARGS 7
 #define LIMITS_PENDING_MAX 4096 /* abandons waiting for Redis; beyond, dropped and counted */
 
 /* issue.lua's reply (see its header): fixed values, then 3 per rule. */
@@ -31,8 +35,12 @@ enum issue_reply {
     IR_COST_RETRY,  /* the cost caps' wait, ms; 0 when they allow */
     IR_NEXT,        /* when a new issue would pass every enforced rule, ms */
     IR_FULL,        /* the queue's depth when it alone refused, else -1 */
-    IR_RULES        /* then IR_PER_RULE values per rule */
+    IR_RULES        /* then IR_PER_RULE values per rule, then IR_PUMP_N values */
 };
+/* The pumping guard's values, the last of issue.lua's reply (counted from
+ * its end, so they never depend on the rules' count): state (enum
+ * limits_pump), its wait in ms, and the sent and verified counts judged. */
+enum { IR_PUMP_STATE, IR_PUMP_RETRY, IR_PUMP_SENT, IR_PUMP_VERIFIED, IR_PUMP_N };
 enum { IR_RULE_OK, IR_RULE_REMAINING, IR_RULE_RESET, IR_PER_RULE };
 
 /* verify.lua's reply. */
@@ -56,6 +64,8 @@ struct limits_rules {
     size_t n_caps;
     struct limits_ov *ov; /* sorted by match */
     size_t n_ov;
+    struct cfg_countries countries; /* copied whole: about 4 KB */
+    struct cfg_pumping pumping;
 };
 
 struct limits {
@@ -132,6 +142,8 @@ static struct limits_rules *rules_new(const struct config *c)
     }
     r->n_rules = c->n_rules;
     r->n_prices = c->n_prices;
+    r->countries = c->countries;
+    r->pumping = c->pumping;
     /* Cap state is named by its window (limits_cap_field): caps with one
      * window count one sum, so they become one cap with the tightest max,
      * and every script reads, takes and gives back that sum once. */
@@ -229,15 +241,17 @@ enum otp_rc limits_overrides_set(struct limits *l, const struct limits_override 
         free(r);
         return OTP_ENOMEM;
     }
-    r->refs = 1;
     pthread_mutex_lock(&l->mu);
     old = l->cur;
+    /* Everything of the rules in force (countries, pumping, ...) but the
+     * arrays, which are copied, and the overrides, which are rebuilt. */
+    *r = *old;
+    r->refs = 1;
+    r->ov = NULL;
+    r->n_ov = 0;
     r->rules = dup_array(old->rules, old->n_rules, sizeof(*old->rules));
     r->prices = dup_array(old->prices, old->n_prices, sizeof(*old->prices));
     r->caps = dup_array(old->caps, old->n_caps, sizeof(*old->caps));
-    r->n_rules = old->n_rules;
-    r->n_prices = old->n_prices;
-    r->n_caps = old->n_caps;
     if (!r->rules || !r->prices || !r->caps || ov_index(r, raw, n) < 0) {
         pthread_mutex_unlock(&l->mu);
         rules_free(r);
@@ -323,6 +337,36 @@ enum otp_rc limits_reload(struct limits *l, const struct config *c)
     pthread_mutex_unlock(&l->mu);
     rules_put(l, old);
     return OTP_OK;
+}
+
+enum fraud_country limits_country(struct limits *l, const char *region)
+{
+    struct limits_rules *rs = rules_get(l);
+    enum fraud_country v = fraud_country(&rs->countries, region);
+
+    rules_put(l, rs);
+    return v;
+}
+
+/* The Redis key of the pumping guard's state for prefix ("+4474001"). */
+static void pump_key(const char *prefix, char *out, size_t cap)
+{
+    snprintf(out, cap, "otp:pump:{%s}", prefix);
+}
+
+/* Appends the pumping guard's ARGV (LIMITS_PUMP_ARGS of them for an
+ * issue, the first three for a verify); key is its KEYS index, 0 when off. */
+static void pump_args(struct limits_args *a, const struct cfg_pumping *g, int key, int verify)
+{
+    args_str(a, "pump");
+    args_int(a, key);
+    args_int(a, g->window_ms);
+    if (verify)
+        return;
+    args_int(a, g->min_sent);
+    args_int(a, g->min_ratio_ppm);
+    args_int(a, g->hold_ms);
+    args_str(a, g->shadow ? "1" : "0");
 }
 
 enum otp_rc limits_ip_key(const char *ip, char *out, size_t cap)
@@ -718,7 +762,20 @@ UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, cons
     int64_t wait_ms = rep->ints[IR_COST_RETRY];
     size_t i;
 
+    const long long *pump = rep->ints + rep->n - IR_PUMP_N;
+
     out->now_ms = rep->ints[IR_NOW];
+    out->pump = (enum limits_pump)pump[IR_PUMP_STATE];
+    out->pump_sent = pump[IR_PUMP_SENT];
+    out->pump_verified = pump[IR_PUMP_VERIFIED];
+    out->pump_left_ms = pump[IR_PUMP_RETRY];
+    if (out->pump == LIMITS_PUMP_HELD || out->pump == LIMITS_PUMP_STARTED) {
+        /* Checked before the rules: they were not run, nothing was taken,
+         * and no rule's RateLimit fields apply. */
+        out->rc = OTP_EPUMPING;
+        out->retry_ms = pump[IR_PUMP_RETRY];
+        return;
+    }
     snprintf(out->vid, sizeof(out->vid), "%s", rep->strs[IR_VID] ? rep->strs[IR_VID] : "");
     out->expires_in_ms = rep->ints[IR_EXPIRES];
     out->resend_after_ms = rep->ints[IR_NEXT];
@@ -767,12 +824,28 @@ UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, cons
     }
 }
 
+/* 1 when rep has issue.lua's layout for n_used rules: the fixed values,
+ * the rules' verdicts and the pumping guard's values; or, for a refusal by
+ * the guard (checked before the rules), no verdicts. */
+static int issue_reply_ok(const struct store_reply *rep, size_t n_used)
+{
+    long long state;
+
+    if (rep->n < IR_RULES + IR_PUMP_N || rep->strs[IR_ALLOWED] != NULL || rep->ints[IR_ALLOWED] < 0)
+        return 0;
+    state = rep->ints[rep->n - IR_PUMP_N + IR_PUMP_STATE];
+    if (rep->n == IR_RULES + IR_PUMP_N && (state == LIMITS_PUMP_HELD || state == LIMITS_PUMP_STARTED))
+        return 1;
+    return rep->n == IR_RULES + n_used * IR_PER_RULE + IR_PUMP_N;
+}
+
 enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out, char *err)
 {
     const struct cfg_rule *used[32];
     struct cfg_rule eff[32]; /* used rules with an override */
     int key_of[32];  /* 1-based KEYS index of each used rule */
     int cost_key = 0; /* KEYS index of the cost caps; 0: none */
+    int pump_at = 0;  /* KEYS index of the pumping guard's state; 0: off */
     struct limits_rules *rs;
     struct limits_args *a = calloc(1, sizeof(*a));
     char(*fields)[LIMITS_KEY_LEN] = calloc(32, LIMITS_KEY_LEN), key[LIMITS_KEY_LEN];
@@ -798,7 +871,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         for (k = 0; k < nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == nkeys) {
-            if (nkeys == LIMITS_KEYS_MAX - 5)
+            if (nkeys == LIMITS_KEYS_MAX - 6)
                 continue; /* config_load bounds rules' keys; never here */
             snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", key);
         }
@@ -810,6 +883,11 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     if (out->price_minor >= 0) {
         snprintf(u->keys[nkeys], sizeof(u->keys[0]), "otp:cost");
         cost_key = ++nkeys;
+    }
+    if (rs->pumping.on && fraud_prefix(rq->phone, rs->pumping.prefix_digits, out->pump_prefix,
+                                       sizeof(out->pump_prefix))) {
+        pump_key(out->pump_prefix, u->keys[nkeys], sizeof(u->keys[0]));
+        pump_at = ++nkeys;
     }
     snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_QUEUE_KEY);
     snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_HOLDS_KEY);
@@ -852,6 +930,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     args_str(a, rq->api_key);
     args_str(a, out->cost_caps);
     args_str(a, rq->phone);
+    pump_args(a, &rs->pumping, pump_at, 0); /* last: issue.lua reads them from the end */
     snprintf(u->hold, sizeof(u->hold), "%s:%s", rq->mid, rq->rid);
     u->nkeys = nkeys;
     rc = store_eval_idem(l->store, l->h_issue, nkeys, a->n, a->v, &rep, &maybe_ran, err);
@@ -860,10 +939,9 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
             undo_queue(l, u);
         goto out;
     }
-    if (rep->n != IR_RULES + n_used * IR_PER_RULE || rep->strs[IR_ALLOWED] != NULL ||
-        rep->ints[IR_ALLOWED] < 0) {
+    if (!issue_reply_ok(rep, n_used)) {
         snprintf(err, OTP_ERR_LEN, "limits: issue script gave %zu values (want %zu) or was abandoned", rep->n,
-                 IR_RULES + n_used * IR_PER_RULE);
+                 IR_RULES + n_used * IR_PER_RULE + IR_PUMP_N);
         undo_queue(l, u);
         rc = OTP_ESTORE;
         goto out;
@@ -958,10 +1036,10 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
     struct limits_undo *u = calloc(1, sizeof(*u));
     struct store_reply *rep = NULL;
     char cerr[OTP_ERR_LEN];
-    char wkey[LIMITS_KEY_LEN], wfield[LIMITS_KEY_LEN] = "", key[LIMITS_KEY_LEN];
+    char wkey[LIMITS_KEY_LEN], wfield[LIMITS_KEY_LEN] = "", key[LIMITS_KEY_LEN], prefix[PHONE_MAX];
     char(*fields)[LIMITS_KEY_LEN] = calloc(32, LIMITS_KEY_LEN);
     size_t i, n_used = 0;
-    int maybe_ran = 0, k;
+    int maybe_ran = 0, k, pump_at = 0;
     enum otp_rc rc = OTP_ENOMEM;
 
     memset(out, 0, sizeof(*out));
@@ -992,12 +1070,16 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         for (k = 0; k < u->nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == u->nkeys) {
-            if (u->nkeys == LIMITS_KEYS_MAX)
+            if (u->nkeys == LIMITS_KEYS_MAX - 1)
                 continue; /* config_load bounds rules' keys; never here */
             snprintf(u->keys[u->nkeys++], sizeof(u->keys[0]), "%s", key);
         }
         key_of[n_used] = k + 1;
         used[n_used++] = r;
+    }
+    if (rs->pumping.on && fraud_prefix(rq->phone, rs->pumping.prefix_digits, prefix, sizeof(prefix))) {
+        pump_key(prefix, u->keys[u->nkeys], sizeof(u->keys[0]));
+        pump_at = ++u->nkeys;
     }
     undo_key(rq->rid, u->keys[u->nkeys], sizeof(u->keys[0]));
     u->nkeys++;
@@ -1024,6 +1106,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         args_int(&a, r->burst);
         args_str(&a, r->shadow ? "1" : "0");
     }
+    pump_args(&a, &rs->pumping, pump_at, 1); /* last: verify.lua reads them from the end */
     rc = store_eval_idem(l->store, l->h_verify, u->nkeys, a.n, a.v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {
         if (maybe_ran)

@@ -13,10 +13,11 @@
 #include "../base/phone.h"
 #include "../base/rc.h"
 #include "../store/store.h"
+#include "fraud.h"
 
 #define LIMITS_IP_KEY_MAX 64
 #define LIMITS_ID_MAX 33
-#define LIMITS_KEYS_MAX 15  /* Redis keys of one issue, the undo key aside */
+#define LIMITS_KEYS_MAX 16  /* Redis keys of one issue, the undo key aside */
 #define LIMITS_SCOPE_LEN 12 /* characters of a verification's field in the phone's hash */
 #define LIMITS_KEY_LEN 300
 /* How long a script's undo record (and a tombstone) lives in Redis: long
@@ -75,8 +76,21 @@ struct limits_undo {
     char hold[2 * LIMITS_ID_MAX]; /* an issue's hold, "<mid>:<rid>"; "" for verify */
 };
 
+/* What the pumping guard (issue.lua) said of one issue. */
+enum limits_pump {
+    LIMITS_PUMP_NONE = 0,     /* off, or nothing to say */
+    LIMITS_PUMP_HELD,         /* refused: the prefix is held */
+    LIMITS_PUMP_STARTED,      /* refused: this request started a hold */
+    LIMITS_PUMP_SHADOW_START, /* shadow mode: a hold would start now (served) */
+    LIMITS_PUMP_SHADOW_HELD,  /* shadow mode: a hold would refuse this request (served) */
+};
+
 struct limits_issue {
-    enum otp_rc rc;              /* OK, ELIMITED, ELOCKED, ECOST or EFULL (the fleet's queue) */
+    enum otp_rc rc;              /* OK, ELIMITED, ELOCKED, ECOST, EFULL (the fleet's queue) or EPUMPING */
+    enum limits_pump pump;       /* the pumping guard's word */
+    char pump_prefix[PHONE_MAX]; /* the prefix it judged ("+4474001"), "" when the guard is off */
+    int64_t pump_sent, pump_verified; /* LIMITS_PUMP_STARTED and _SHADOW_START: the counts it judged */
+    int64_t pump_left_ms;        /* any state but NONE: until the hold ends */
     char reason[CFG_NAME_MAX];   /* the refusing rule, "" for OK and ECOST */
     int64_t retry_ms;            /* when the refusal ends */
     struct limits_header header; /* the tightest (or refusing) enforced rule */
@@ -127,6 +141,10 @@ struct limits_override {
  * flight finish on the old ones. Kept across limits_reload, and matched
  * against the new rules then. OTP_ENOMEM leaves the old ones. */
 enum otp_rc limits_overrides_set(struct limits *l, const struct limits_override *ov, size_t n);
+
+/* countries of the rules in force for region (fraud_country); pure but
+ * for the snapshot, so SIGHUP applies to the next request. */
+enum fraud_country limits_country(struct limits *l, const char *region);
 
 /* Runs the issue script. Returns OTP_OK with the decision in *out (which
  * may be a refusal), or OTP_ESTORE with detail in err: fail closed. A

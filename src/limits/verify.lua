@@ -38,6 +38,11 @@
 --       at_ms (0: Redis's clock; else the replay clock, as in issue.lua),
 --       then 7 per rule as in issue.lua: kind, key index, field, limit,
 --       window_ms, burst, shadow
+--       then, LAST (read from the end), the pumping guard's 3: the word
+--       'pump' (none passed: the guard is off), its key index among
+--       KEYS[2..#KEYS-1] (0: off) and window_ms. A success
+--       counts one verified for the phone's prefix (issue.lua, "The pumping
+--       guard"), unless the prefix is held; its abandon gives it back.
 -- op 'k' (cancel) ends the scope's live verification and returns {vid},
 -- {''} when none is live.
 -- Returns {status, id, attempts_left, window_left_ms, shadow_lock,
@@ -92,6 +97,13 @@ if ARGV[1] == 'a' then
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
   if not rec or rec == TOMB then return 0 end
   rec = cjson.decode(rec)
+  -- rec.p: the pumping guard's verified this guess counted (issue.lua's
+  -- abandon gives back its sent the same way).
+  if rec.p then
+    local c = tonumber(redis.call('HGET', KEYS[rec.p[1]], rec.p[2]) or '0') or 0
+    if c > 1 then redis.call('HINCRBY', KEYS[rec.p[1]], rec.p[2], -1)
+    elseif c == 1 then redis.call('HDEL', KEYS[rec.p[1]], rec.p[2]) end
+  end
   -- rec.v: the verification's field before the guess ('' when none).
   local cur = vget(redis.call('HGET', key, rec.s))
   if rec.k == 'count' then
@@ -207,13 +219,16 @@ for _, w in ipairs(takes) do
   undo_t[#undo_t + 1] = {w[1], w[2], w[3], w[4], w[3] == 3 and w[5] or nil}
 end
 
+-- The pumping guard's verified, counted by a success (set below).
+local pumped = nil
+
 -- The undo record, written when the guess changes something. kind: 'end'
 -- when this guess ended the verification, 'count' when it only counted an
 -- attempt on it.
 local function done(reply, prev, kind, added)
   reply = reply_of(reply)
   redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, k = kind, w = added or '', f = wfield,
-                                            s = scope, t = undo_t}), 'PX', undo_ttl)
+                                            s = scope, t = undo_t, p = pumped}), 'PX', undo_ttl)
   return reply
 end
 
@@ -244,6 +259,13 @@ if not cur or cur[3] <= now or att >= maxatt then
 end
 if cur[2] == guess then
   redis.call('HDEL', key, scope)
+  local pk = ARGV[#ARGV - 2] == 'pump' and tonumber(ARGV[#ARGV - 1]) or 0
+  if pk > 0 and (tonumber(redis.call('HGET', KEYS[pk], 'h') or '0') or 0) <= now then
+    local width = math.ceil(tonumber(ARGV[#ARGV]) / 12) -- issue.lua's PUMP_BUCKETS
+    pumped = {pk, 'v' .. string.format('%.0f', math.floor(now / width))}
+    redis.call('HINCRBY', KEYS[pk], pumped[2], 1)
+    if redis.call('PTTL', KEYS[pk]) < width * 12 then redis.call('PEXPIRE', KEYS[pk], width * 12) end
+  end
   return done({'ok', cur[1], maxatt - att, retry, slock, #log}, prev, 'end')
 end
 

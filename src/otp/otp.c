@@ -26,8 +26,8 @@
 static const char *const decisions[] = {"accepted",    "verified",     "invalid_request", "rate_limited",
                                         "locked",      "cost_cap",     "queue_full",      "store_unavailable",
                                         "invalid_code", "no_active_code", "ledger_unavailable", "number_type",
-                                        "blocked", NULL};
-#define OTP_DECISIONS 13
+                                        "blocked", "country_blocked", "suspected_pumping", NULL};
+#define OTP_DECISIONS 15
 
 struct otp {
     struct otp_deps d;
@@ -40,6 +40,13 @@ struct otp {
     struct idem *idem;       /* Idempotency-Key state, for the HTTP layer */
     char not_ready[OTP_ERR_LEN]; /* the last /readyz failure logged, under mu */
     struct report *report;       /* delivery reports */
+    /* countries.monitor: issue requests per monitored region, under mu.
+     * Labels come only from the config's list (fraud_country). */
+    char monitor_region[CFG_REGIONS_MAX][CFG_REGION_LEN];
+    uint64_t monitor_count[CFG_REGIONS_MAX];
+    /* The pumping guard, under mu: holds started; in shadow mode, holds
+     * that would have started and requests a hold would have refused. */
+    uint64_t pump_holds, pump_shadow_holds, pump_shadow_refusals;
 };
 
 struct otp *otp_new(const struct otp_deps *d)
@@ -174,6 +181,75 @@ static int type_served(struct otp *o, const struct otp_req *rq, struct otp_answe
            "phone is a %s number (%s); this service does not send codes to that type", phone_type_name(rq->type),
            rq->region[0] ? rq->region : "no region");
     return 0;
+}
+
+/* 1 when countries serves rq's region; else 0 with the refusal (403
+ * country_blocked) in out. A monitored region is counted and logged (its
+ * region and caller; the number masked). Runs before any Redis call. */
+static int country_served(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
+{
+    char masked[PHONE_MAX];
+    int i;
+
+    switch (limits_country(o->d.limits, rq->region)) {
+    case FRAUD_DENY:
+        answer(out, OTP_ECOUNTRY, "country_blocked", "this service does not send codes to %s numbers",
+               rq->region[0] ? rq->region : "non-geographic (no region)");
+        return 0;
+    case FRAUD_MONITOR:
+        fraud_mask(rq->phone, masked, sizeof(masked));
+        log_msg(LOG_INFO, "countries: monitored region=%s caller=%s phone=%s", rq->region, rq->api_key, masked);
+        pthread_mutex_lock(&o->mu);
+        for (i = 0; i < CFG_REGIONS_MAX; i++) {
+            if (o->monitor_region[i][0] == '\0')
+                snprintf(o->monitor_region[i], sizeof(o->monitor_region[i]), "%s", rq->region);
+            if (strcmp(o->monitor_region[i], rq->region) == 0) {
+                o->monitor_count[i]++;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&o->mu);
+        return 1;
+    case FRAUD_SERVE:
+        break;
+    }
+    return 1;
+}
+
+/* Counts and logs what the pumping guard said of one issue: a hold it
+ * started names the prefix (never a whole number) once, on the instance
+ * whose request started it. */
+static void pump_note(struct otp *o, const struct otp_req *rq, const struct limits_issue *li)
+{
+    uint64_t *counter = NULL;
+
+    switch (li->pump) {
+    case LIMITS_PUMP_STARTED:
+        counter = &o->pump_holds;
+        log_msg(LOG_WARN, "pumping: prefix %s held for %llds: %lld sent, %lld verified in the window "
+                "(below pumping.min_verified_ratio); caller=%s", li->pump_prefix,
+                (long long)ceil_s(li->pump_left_ms), (long long)li->pump_sent, (long long)li->pump_verified,
+                rq->api_key);
+        break;
+    case LIMITS_PUMP_SHADOW_START:
+        counter = &o->pump_shadow_holds;
+        log_msg(LOG_WARN, "pumping (shadow): prefix %s would be held for %llds: %lld sent, %lld verified in the "
+                "window (below pumping.min_verified_ratio); caller=%s", li->pump_prefix,
+                (long long)ceil_s(li->pump_left_ms), (long long)li->pump_sent, (long long)li->pump_verified,
+                rq->api_key);
+        break;
+    case LIMITS_PUMP_SHADOW_HELD:
+        counter = &o->pump_shadow_refusals;
+        break;
+    case LIMITS_PUMP_HELD:
+    case LIMITS_PUMP_NONE:
+        break;
+    }
+    if (counter != NULL) {
+        pthread_mutex_lock(&o->mu);
+        (*counter)++;
+        pthread_mutex_unlock(&o->mu);
+    }
 }
 
 /* The message text for verification vid, expiring in expires_in_ms. */
@@ -315,6 +391,10 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         status = 403;
         goto refused;
     }
+    if (!country_served(o, rq, out)) {
+        status = 403;
+        goto refused;
+    }
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
         answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
         return;
@@ -343,6 +423,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         goto refused;
     }
     out->header = li.header;
+    pump_note(o, rq, &li);
     if (li.shadow[0])
         count_shadow(o, li.shadow, "issue");
     if (li.rc != OTP_OK) {
@@ -357,6 +438,12 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
             status = 503;
         } else if (li.rc == OTP_ELOCKED) {
             answer(out, OTP_ELOCKED, "locked", "too many wrong codes for this phone");
+            status = 429;
+        } else if (li.rc == OTP_EPUMPING) {
+            answer(out, OTP_EPUMPING, "suspected_pumping",
+                   "codes to numbers starting %s are paused: too few of them are verified (suspected SMS pumping)",
+                   li.pump_prefix);
+            snprintf(out->reason, sizeof(out->reason), "pumping");
             status = 429;
         } else {
             answer(out, OTP_ELIMITED, "rate_limited", "limit %s reached", li.reason);
@@ -713,6 +800,19 @@ char *otp_metrics(struct otp *o)
     for (i = 0; i < OTP_SHADOW_RULES && o->shadow_name[i][0]; i++)
         put(&t, "otpd_shadow_refusals_total{rule=\"%s\"} %llu\n", o->shadow_name[i],
             (unsigned long long)o->shadow_count[i]);
+    put(&t, "# HELP otpd_country_monitored_total Issue requests for numbers of a region on countries.monitor.\n"
+            "# TYPE otpd_country_monitored_total counter\n");
+    for (i = 0; i < CFG_REGIONS_MAX && o->monitor_region[i][0]; i++)
+        put(&t, "otpd_country_monitored_total{region=\"%s\"} %llu\n", o->monitor_region[i],
+            (unsigned long long)o->monitor_count[i]);
+    put(&t, "# HELP otpd_pumping_holds_total Alert: phone prefixes the pumping guard held (started here).\n"
+            "# TYPE otpd_pumping_holds_total counter\notpd_pumping_holds_total %llu\n"
+            "# HELP otpd_pumping_shadow_holds_total Holds the pumping guard in shadow mode would have started.\n"
+            "# TYPE otpd_pumping_shadow_holds_total counter\notpd_pumping_shadow_holds_total %llu\n"
+            "# HELP otpd_pumping_shadow_refusals_total Issues a shadow hold would have refused (served).\n"
+            "# TYPE otpd_pumping_shadow_refusals_total counter\notpd_pumping_shadow_refusals_total %llu\n",
+        (unsigned long long)o->pump_holds, (unsigned long long)o->pump_shadow_holds,
+        (unsigned long long)o->pump_shadow_refusals);
     put(&t, "# HELP otpd_ledger_submit_failures_total Ledger writes that could not be submitted (logged).\n"
             "# TYPE otpd_ledger_submit_failures_total counter\notpd_ledger_submit_failures_total %llu\n",
         (unsigned long long)o->ledger_errors);
