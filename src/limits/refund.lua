@@ -18,8 +18,11 @@
 --
 -- KEYS[1] the global cost hash; KEYS[2] the message hash
 -- ARGV: price, reserved_ms (Redis time of reservation 1), windows (the
---       window_ms of each cap reservation 1 was counted in, comma-separated;
---       the field of a cap is c<window_ms>), idx, the reservation to give
+--       cap windows text of reservation 1, limits_caps_text: the window_ms
+--       of each global cap it was counted in, comma-separated, field
+--       c<window_ms>; then, when a caller's own caps counted it, ';', the
+--       caller (two letters a-p per byte), ':' and its windows (a letter a-j
+--       per digit), field k<window_ms>:<caller>), idx, the reservation to give
 --       back (0: the latest, for a message restored and never tried)
 -- Returns {status, anomalies}: status 1 given back, 0 already given back
 -- (nothing done), -1 idx is not the message's latest reservation (nothing
@@ -42,9 +45,26 @@ if m[3] then price, at, windows = tonumber(m[3]), tonumber(m[4]), m[5] or window
 redis.call('HSET', KEYS[2], 'f', idx)
 redis.call('PEXPIRE', KEYS[2], DAY_MS)
 
+-- {field, window_ms} per window of a cap windows text (limits_caps_text).
+local function cap_fields(text)
+  local out = {}
+  local g, who, kw = string.match(text, '^([^;]*);(%l*):([%l,]*)$')
+  for w in string.gmatch(g or text, '%d+') do out[#out + 1] = {'c' .. w, tonumber(w)} end
+  if who then
+    local name = string.gsub(who, '(%l)(%l)', function(h, l)
+      return string.char((string.byte(h) - 97) * 16 + string.byte(l) - 97)
+    end)
+    for kwin in string.gmatch(kw, '%l+') do
+      local w = string.gsub(kwin, '%l', function(c) return string.char(string.byte(c) - 49) end)
+      out[#out + 1] = {'k' .. w .. ':' .. name, tonumber(w)}
+    end
+  end
+  return out
+end
+
 local anomalies = 0
-for w in string.gmatch(windows, '%d+') do
-  local field, window = 'c' .. w, tonumber(w)
+for _, fw in ipairs(cap_fields(windows)) do
+  local field, window = fw[1], fw[2]
   local widx = math.floor(at / window) -- the window the reservation was counted in
   local v = redis.call('HGET', KEYS[1], field)
   if v then
