@@ -239,10 +239,8 @@ if ARGV[1] == 'a' then
     return 0
   end
   rec = cjson.decode(rec)
-  if rec.m and redis.call('ZREM', KEYS[#KEYS - 2], rec.m) == 1 then
-    share_end(KEYS[#KEYS - 1])
-    redis.call('DEL', KEYS[#KEYS - 1])
-  end
+  if rec.m and redis.call('ZSCORE', KEYS[#KEYS - 2], rec.m) then share_end(KEYS[#KEYS - 1]) end
+  if rec.m and redis.call('ZREM', KEYS[#KEYS - 2], rec.m) == 1 then redis.call('DEL', KEYS[#KEYS - 1]) end
   for _, w in ipairs(rec.w) do
     local key, field, kind = KEYS[w[1]], w[2], w[3]
     local v = redis.call('HGET', key, field)

@@ -49,13 +49,13 @@ struct limits_rules {
     size_t n_prices;
     struct cfg_cap *caps;
     size_t n_caps;
-    double share; /* pacer.share_per_key */
 };
 
 struct limits {
     struct store *store;
     int h_issue, h_verify;
     int64_t capacity; /* pacer.capacity: the fleet's queue */
+    int64_t share;    /* pacer.share_per_key as messages; 0 when it is capacity (not tracked) */
     pthread_mutex_t mu;
     struct limits_rules *cur;
     pthread_mutex_t pmu; /* guards the abandon queue and stats; never held across a Redis call */
@@ -119,7 +119,6 @@ static struct limits_rules *rules_new(const struct config *c)
     }
     r->n_rules = c->n_rules;
     r->n_prices = c->n_prices;
-    r->share = c->pacer_share_per_key > 0 ? c->pacer_share_per_key : 1;
     /* Cap state is named by its window (limits_cap_field), and a caller's
      * by its window and the caller: caps with one window of one kind count
      * one sum, so they become one cap with the tightest max, and every
@@ -159,6 +158,8 @@ static void rules_put(struct limits *l, struct limits_rules *r)
         rules_free(r);
 }
 
+static int64_t share_max(double share, int64_t capacity);
+
 struct limits *limits_new(struct store *s, const struct config *c)
 {
     struct limits *l = calloc(1, sizeof(*l));
@@ -169,6 +170,11 @@ struct limits *limits_new(struct store *s, const struct config *c)
     }
     l->store = s;
     l->capacity = c->pacer_capacity;
+    /* Read at start, like capacity. A share that cannot bind below the
+     * capacity is not tracked: no Redis work when the feature is off. */
+    l->share = share_max(c->pacer_share_per_key, l->capacity);
+    if (l->share >= l->capacity)
+        l->share = 0;
     l->h_issue = store_script(s, limits_issue_lua);
     l->h_verify = store_script(s, limits_verify_lua);
     pthread_mutex_init(&l->mu, NULL);
@@ -415,7 +421,7 @@ static void caps_text(const struct limits_rules *rs, const char *api_key, char *
  * not exact in binary; capacity is at most 10^6 (config_load). */
 static int64_t share_max(double share, int64_t capacity)
 {
-    int64_t m = (int64_t)floor(share * (double)capacity + 1e-6);
+    int64_t m = (int64_t)floor((share > 0 ? share : 1) * (double)capacity + 1e-6);
 
     return m < 1 ? 1 : m > capacity ? capacity : m;
 }
@@ -705,7 +711,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     const struct cfg_rule *used[32];
     int key_of[32];  /* 1-based KEYS index of each used rule */
     int cost_key = 0; /* KEYS index of the cost caps; 0: none */
-    int share_key;    /* KEYS index of each caller's messages not yet ended */
+    int share_key = 0; /* KEYS index of each caller's messages not yet ended; 0: not tracked */
     char capf[8][CFG_NAME_MAX + 32]; /* the per-caller caps' fields */
     struct limits_rules *rs;
     struct limits_args *a = calloc(1, sizeof(*a));
@@ -744,8 +750,10 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         snprintf(u->keys[nkeys], sizeof(u->keys[0]), "otp:cost");
         cost_key = ++nkeys;
     }
-    snprintf(u->keys[nkeys], sizeof(u->keys[0]), "%s", STORE_SHARE_KEY);
-    share_key = ++nkeys;
+    if (l->share > 0) {
+        snprintf(u->keys[nkeys], sizeof(u->keys[0]), "%s", STORE_SHARE_KEY);
+        share_key = ++nkeys;
+    }
     snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_QUEUE_KEY);
     snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_HOLDS_KEY);
     store_msg_key(rq->mid, u->keys[nkeys++], sizeof(u->keys[0]));
@@ -779,10 +787,12 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         if (rs->caps[i].per_key) {
             limits_cap_key_field(rs->caps[i].window_ms, rq->api_key, capf[i], sizeof(capf[i]));
             args_str(a, capf[i]);
-        } else {
-            limits_cap_field(rs->caps[i].window_ms, a->num[a->n], sizeof(a->num[0]));
-            args_str(a, a->num[a->n]);
+            args_int(a, rs->caps[i].window_ms);
+            args_int(a, rs->caps[i].max_minor);
+            continue;
         }
+        limits_cap_field(rs->caps[i].window_ms, a->num[a->n], sizeof(a->num[0]));
+        args_str(a, a->num[a->n]);
         args_int(a, rs->caps[i].window_ms);
         args_int(a, rs->caps[i].max_minor);
     }
@@ -792,7 +802,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     args_str(a, rq->api_key);
     args_str(a, out->cost_caps);
     args_str(a, rq->phone);
-    args_int(a, share_max(rs->share, l->capacity));
+    args_int(a, l->share);
     args_int(a, share_key);
     snprintf(u->hold, sizeof(u->hold), "%s:%s", rq->mid, rq->rid);
     u->nkeys = nkeys;

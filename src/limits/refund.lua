@@ -45,26 +45,22 @@ if m[3] then price, at, windows = tonumber(m[3]), tonumber(m[4]), m[5] or window
 redis.call('HSET', KEYS[2], 'f', idx)
 redis.call('PEXPIRE', KEYS[2], DAY_MS)
 
--- {field, window_ms} per window of a cap windows text (limits_caps_text).
-local function cap_fields(text)
-  local out = {}
-  local g, who, kw = string.match(text, '^([^;]*);(%l*):([%l,]*)$')
-  for w in string.gmatch(g or text, '%d+') do out[#out + 1] = {'c' .. w, tonumber(w)} end
-  if who then
-    local name = string.gsub(who, '(%l)(%l)', function(h, l)
+-- A cap windows text (limits_caps_text) is the global windows (digits,
+-- the whole of an old text), then, after a ';', the caller (two letters a-p
+-- per byte), ':' and its own windows (a letter a-j per digit).
+local caller, kwindows = nil, ''
+do
+  local g, who, kw = string.match(windows, '^([^;]*);(%l*):([%l,]*)$')
+  if g then
+    windows, kwindows = g, kw
+    caller = string.gsub(who, '(%l)(%l)', function(h, l)
       return string.char((string.byte(h) - 97) * 16 + string.byte(l) - 97)
     end)
-    for kwin in string.gmatch(kw, '%l+') do
-      local w = string.gsub(kwin, '%l', function(c) return string.char(string.byte(c) - 49) end)
-      out[#out + 1] = {'k' .. w .. ':' .. name, tonumber(w)}
-    end
   end
-  return out
 end
 
 local anomalies = 0
-for _, fw in ipairs(cap_fields(windows)) do
-  local field, window = fw[1], fw[2]
+local function give(field, window)
   local widx = math.floor(at / window) -- the window the reservation was counted in
   local v = redis.call('HGET', KEYS[1], field)
   if v then
@@ -78,5 +74,13 @@ for _, fw in ipairs(cap_fields(windows)) do
       end
     end
   end
+end
+
+for w in string.gmatch(windows, '%d+') do
+  give('c' .. w, tonumber(w))
+end
+for kw in string.gmatch(kwindows, '%l+') do
+  local w = string.gsub(kw, '%l', function(c) return string.char(string.byte(c) - 49) end)
+  give('k' .. w .. ':' .. caller, tonumber(w))
 end
 return {1, anomalies}
