@@ -942,10 +942,12 @@ static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
 static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     static const char *const keys[] = {"currency", "prices", "caps", NULL};
-    static const char *const cap_keys[] = {"window", "max", NULL};
+    static const char *const cap_keys[] = {"window", "max", "key", NULL};
+    static const char *const cap_kinds[] = {"api_key", NULL};
     json_t *o = cfg_member(x, root, "", "cost", 0), *prices, *caps, *v;
     const char *prefix;
     size_t i;
+    int kind = 0;
     char p[96];
 
     if (o == NULL)
@@ -996,6 +998,11 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
             cfg_unknown(x, v, p, cap_keys);
             cfg_dur(x, v, p, "window", 1, &cap->window_ms);
             cfg_int(x, v, p, "max", 1, 0, INT64_MAX / 4, &cap->max_minor);
+            /* Absent: the fleet's one budget. "api_key": a budget per
+             * caller, taken with the global ones (one caller cannot spend
+             * the others' budget). */
+            if (cfg_enum(x, v, p, "key", 0, cap_kinds, &kind))
+                cap->per_key = 1;
         }
     }
     /* A destination without a price would escape every cap: SMS pumping to
@@ -1007,7 +1014,8 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
 static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     static const char *const keys[] = {"rate",    "capacity",           "max_inflight", "retry",
-                                       "timeout", "on_restart_sending", "takeover",     "instance", NULL};
+                                       "timeout", "on_restart_sending", "takeover",     "instance",
+                                       "share_per_key", NULL};
     static const char *const retry_keys[] = {"max", "base", NULL};
     static const char *const sending[] = {"resend", "fail", NULL};
     json_t *o = cfg_member(x, root, "", "pacer", 0), *r;
@@ -1022,6 +1030,11 @@ static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)
     cfg_unknown(x, o, "pacer", keys);
     cfg_int32(x, o, "pacer", "rate", 0, 1, 10000, &c->pacer_rate);
     cfg_int32(x, o, "pacer", "capacity", 0, 1, 1000000, &c->pacer_capacity);
+    r = cfg_member(x, o, "pacer", "share_per_key", 0);
+    if (r != NULL && (!json_is_number(r) || !(json_number_value(r) > 0) || json_number_value(r) > 1))
+        cfg_error(x, "pacer.share_per_key", "must be a number above 0 and at most 1");
+    else if (r != NULL)
+        c->pacer_share_per_key = json_number_value(r);
     cfg_int32(x, o, "pacer", "max_inflight", 0, 1, 1024, &c->pacer_max_inflight);
     cfg_dur(x, o, "pacer", "timeout", 0, &c->pacer_timeout_ms);
     cfg_dur(x, o, "pacer", "takeover", 0, &c->pacer_takeover_ms);
@@ -1107,6 +1120,7 @@ static void cfg_defaults(struct config *c)
     snprintf(c->otp_template, sizeof(c->otp_template), "{code} is your login code. It expires in {minutes} minutes.");
     c->pacer_rate = 50;
     c->pacer_capacity = 500;
+    c->pacer_share_per_key = 1;
     c->pacer_max_inflight = 32;
     c->pacer_retry_max = 3;
     c->pacer_retry_base_ms = 500;

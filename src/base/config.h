@@ -74,6 +74,7 @@ struct cfg_price {
 struct cfg_cap {
     int64_t window_ms; /* fixed window aligned to Unix time */
     int64_t max_minor;
+    int per_key;       /* "key": "api_key": each caller has its own sum, under the global caps */
 };
 
 /* countries: region codes as libphonenumber gives them ("IN", "001"),
@@ -149,6 +150,7 @@ struct config {
 
     int pacer_rate;          /* sends per second, 1 to 10000 */
     int pacer_capacity;      /* queued messages */
+    double pacer_share_per_key; /* pacer.share_per_key: the part of capacity one caller may hold, (0, 1] */
     int pacer_max_inflight;  /* provider calls at once */
     int pacer_retry_max;     /* retries after the first attempt */
     int64_t pacer_retry_base_ms;

@@ -50,9 +50,13 @@
 --       undo_ttl_ms, scope (the verification's field), at_ms (0: Redis's
 --       clock; else the replay clock, see above), then 7 per rule:
 --       kind, key index, field, limit, window_ms, burst, shadow
---       then 3 per cap: field (named by the cap's window), window_ms, max
+--       then 3 per cap: field (named by the cap's window: c<window_ms>; a
+--       per-caller cap's also by the caller: k<window_ms>:<api key>),
+--       window_ms, max
 --       then the message: capacity (pacer.capacity, fleet-wide), hold_ms,
---       mid, api key, cap windows text, phone
+--       mid, api key, cap windows text, phone, share (at most this many
+--       messages not yet ended per caller, pacer.share_per_key), the KEYS
+--       index of the shares (otp:share, 0: none)
 --       then, LAST (read from the end, #ARGV - n, so they never depend on
 --       the counts before them), the pumping guard's 7: the word 'pump'
 --       (a caller that passes none, such as a test driving the script
@@ -67,9 +71,11 @@
 -- kinds: 1 sliding_log, 2 fixed_window, 3 token_bucket, 4 resend_delay,
 --        5 wrong_guess_cap (a log of wrong-guess times, written by verify)
 -- Returns {allowed (1 yes, 0 refused, -1 abandoned before it ran), now_ms,
---          vid, expires_in_ms, is_new, cost_retry_ms, next_ms (when a new
---          issue would pass every enforced rule and cap), full (the queue's
---          depth when it refused for capacity alone, else -1), then 3 per rule:
+--          vid, expires_in_ms, is_new (on a refusal for the queue: 1 when
+--          the caller's share refused it, 0 the fleet's capacity), cost_retry_ms,
+--          next_ms (when a new issue would pass every enforced rule and cap),
+--          full (the queue's depth when it refused for capacity or share
+--          alone, else -1), then 3 per rule:
 --          verdict (1 ok, 0 refused), remaining, reset_ms (the retry time
 --          when refused), then 4 for the pumping guard (the last values:
 --          read from the end): state (0 nothing to say, 1 refused: the
@@ -96,6 +102,14 @@
 -- accepted issue's sent is given back by its abandon (the undo record's
 -- p). The hash expires when idle: a window after its last count, or at the
 -- hold's end.
+-- Shares (pacer.share_per_key): otp:share holds one member per message
+-- accepted and not yet ended, "<api key>\x1f<its code's expiry, 13
+-- digits>\x1f<mid>", all scored 0, so a caller's members are one lexical
+-- range ordered by expiry. The message's hash keeps its member (sh); every
+-- end removes it: queue.lua's end (sent, failed, expired, cancelled), an
+-- abandon (of a held message, or after its commit) and the drop of a lapsed
+-- hold. A member whose instance died before the end is pruned once its code
+-- has expired: no message is sent past that, so the count heals itself.
 --
 -- A verification is one field: vid (32 hex), the code's keyed hash (16
 -- hex), then "exp_ms:attempts", 63 bytes for fewer than 10 attempts, so
@@ -115,6 +129,35 @@ local TOMB = 'x'
 
 local function fmt(n) return string.format('%.0f', n) end
 local PUMP_BUCKETS = 12
+
+-- The cost fields a cap windows text names (limits_caps_text): {field,
+-- window_ms} per window. Digits before a ';' are global windows (the old
+-- text is only those); after it, the caller (two letters a-p per byte) and
+-- its windows (a letter a-j per digit).
+local function cap_fields(text)
+  local out = {}
+  local g, who, kw = string.match(text, '^([^;]*);(%l*):([%l,]*)$')
+  for w in string.gmatch(g or text, '%d+') do out[#out + 1] = {'c' .. w, tonumber(w)} end
+  if who then
+    local name = string.gsub(who, '(%l)(%l)', function(h, l)
+      return string.char((string.byte(h) - 97) * 16 + string.byte(l) - 97)
+    end)
+    for kwin in string.gmatch(kw, '%l+') do
+      local w = string.gsub(kwin, '%l', function(c) return string.char(string.byte(c) - 49) end)
+      out[#out + 1] = {'k' .. w .. ':' .. name, tonumber(w)}
+    end
+  end
+  return out
+end
+
+-- Removes the message's share member (sh in its hash), if any and if the
+-- shares are among KEYS.
+local function share_end(msg)
+  local sk = nil
+  for i = 1, #KEYS do if KEYS[i] == 'otp:share' then sk = KEYS[i] end end
+  local sh = sk and redis.call('HGET', msg, 'sh')
+  if sh then redis.call('ZREM', sk, sh) end
+end
 
 -- "idx:count" fixed-window state; returns the count for window idx.
 local function window_count(v, idx)
@@ -190,8 +233,10 @@ if ARGV[1] == 'd' then
   local score = redis.call('ZSCORE', KEYS[#KEYS - 2], ARGV[2])
   if not score or tonumber(score) > now then return 0 end
   redis.call('ZREM', KEYS[#KEYS - 2], ARGV[2])
+  share_end(KEYS[#KEYS - 1])
   redis.call('DEL', KEYS[#KEYS - 1])
-  if #KEYS == 4 then return 1 end -- its record expired: its takes end with their windows
+  -- Its record expired: its takes end with their windows.
+  if redis.call('EXISTS', undo_key) == 0 then return 1 end
   ARGV[1] = 'a'
 end
 
@@ -204,6 +249,7 @@ if ARGV[1] == 'a' then
     local msg = #KEYS >= 4 and KEYS[#KEYS - 1]
     if msg and redis.call('HGET', msg, 's') == 'queued' then
       redis.call('HSET', msg, 's', 'failed', 'd', 'abandoned: its request was answered 503')
+      share_end(msg)
       -- Its reservation never reached the provider unless marked used.
       local m = redis.call('HMGET', msg, 'r', 'f', 'u', 'p', 't', 'k')
       local r, f, u, price = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[3] or 0), tonumber(m[4] or -1)
@@ -211,16 +257,17 @@ if ARGV[1] == 'a' then
       for i = 1, #KEYS do if KEYS[i] == 'otp:cost' then cost = KEYS[i] end end
       if cost and price > 0 and u < r and f < r then
         redis.call('HSET', msg, 'f', r)
-        for w in string.gmatch(m[6] or '', '%d+') do
-          local widx = math.floor(tonumber(m[5]) / tonumber(w))
-          local sum = window_count(redis.call('HGET', cost, 'c' .. w), widx)
-          if sum >= price then redis.call('HSET', cost, 'c' .. w, fmt(widx) .. ':' .. fmt(sum - price)) end
+        for _, fw in ipairs(cap_fields(m[6] or '')) do
+          local widx = math.floor(tonumber(m[5]) / fw[2])
+          local sum = window_count(redis.call('HGET', cost, fw[1]), widx)
+          if sum >= price then redis.call('HSET', cost, fw[1], fmt(widx) .. ':' .. fmt(sum - price)) end
         end
       end
     end
     return 0
   end
   rec = cjson.decode(rec)
+  if rec.m and redis.call('ZSCORE', KEYS[#KEYS - 2], rec.m) then share_end(KEYS[#KEYS - 1]) end
   if rec.m and redis.call('ZREM', KEYS[#KEYS - 2], rec.m) == 1 then redis.call('DEL', KEYS[#KEYS - 1]) end
   for _, w in ipairs(rec.w) do
     local key, field, kind = KEYS[w[1]], w[2], w[3]
@@ -439,6 +486,18 @@ if depth >= capacity then
   out[8] = depth
   return out
 end
+-- The caller's share: its members not yet past their code's expiry (the
+-- others are pruned: their instance died before their end).
+local smax, skey = tonumber(ARGV[qa + 6] or ''), tonumber(ARGV[qa + 7] or '') or 0
+local share_at = nil
+if skey > 0 then
+  share_at = ARGV[qa + 3] .. '\031'
+  redis.call('ZREMRANGEBYLEX', KEYS[skey], '[' .. share_at, '(' .. share_at .. string.format('%013.0f', now))
+  if smax and redis.call('ZLEXCOUNT', KEYS[skey], '[' .. share_at, '(' .. share_at .. ':') >= smax then
+    out[5], out[8] = 1, depth
+    return out
+  end
+end
 
 for _, w in ipairs(writes) do redis.call('HSET', KEYS[w[1]], w[2], w[3]) end
 local pumped = nil
@@ -476,6 +535,11 @@ redis.call('ZADD', KEYS[#KEYS - 2], now + hold_ms, member)
 redis.call('HSET', msg, 's', 'held', 'v', out[3], 'to', ARGV[qa + 5], 'e', fmt(exp), 'sc', scope,
            'a', ARGV[qa + 3], 'p', fmt(price), 't', fmt(now), 'k', ARGV[qa + 4], 'n', 0, 'pk', KEYS[1])
 redis.call('PEXPIRE', msg, 86400000)
+if share_at then
+  local sh = share_at .. string.format('%013.0f', exp) .. '\031' .. mid
+  redis.call('ZADD', KEYS[skey], 0, sh)
+  redis.call('HSET', msg, 'sh', sh)
+end
 
 for k, ms in pairs(keep) do
   if redis.call('PTTL', KEYS[k]) < ms then redis.call('PEXPIRE', KEYS[k], ms) end

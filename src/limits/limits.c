@@ -6,6 +6,7 @@
 #include "limits.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@
 #include "reserve.lua.h"
 #include "verify.lua.h"
 
-#define LIMITS_ARGS_MAX (12 + 32 * 7 + 8 * 3 + 6 + LIMITS_PUMP_ARGS + LIMITS_KEYS_MAX + 1)
+#define LIMITS_ARGS_MAX (12 + 32 * 7 + 8 * 3 + 8 + LIMITS_PUMP_ARGS + LIMITS_KEYS_MAX + 1)
 /* The pumping guard's ARGV, the last of issue.lua's list (read there from
  * the end): the word "pump", key index (0: off), window_ms, min_sent, min
  * ratio in millionths, hold_ms, shadow. verify.lua takes the first three. */
@@ -31,7 +32,8 @@ enum issue_reply {
     IR_NOW,         /* Redis's clock, ms */
     IR_VID,         /* the verification to send */
     IR_EXPIRES,     /* its life left, ms */
-    IR_IS_NEW,      /* 1 when vid is the proposed id */
+    IR_IS_NEW,      /* 1 when vid is the proposed id; on a refusal for the queue,
+                     * 1 when the caller's share (pacer.share_per_key) refused it */
     IR_COST_RETRY,  /* the cost caps' wait, ms; 0 when they allow */
     IR_NEXT,        /* when a new issue would pass every enforced rule, ms */
     IR_FULL,        /* the queue's depth when it alone refused, else -1 */
@@ -72,6 +74,7 @@ struct limits {
     struct store *store;
     int h_issue, h_verify;
     int64_t capacity; /* pacer.capacity: the fleet's queue */
+    int64_t share;    /* pacer.share_per_key as messages; 0 when it is capacity (not tracked) */
     pthread_mutex_t mu;
     struct limits_rules *cur;
     struct limits_override *ov_raw; /* the overrides as set, under mu: matched again on reload */
@@ -144,11 +147,14 @@ static struct limits_rules *rules_new(const struct config *c)
     r->n_prices = c->n_prices;
     r->countries = c->countries;
     r->pumping = c->pumping;
-    /* Cap state is named by its window (limits_cap_field): caps with one
-     * window count one sum, so they become one cap with the tightest max,
-     * and every script reads, takes and gives back that sum once. */
+    /* Cap state is named by its window (limits_cap_field), and a caller's
+     * by its window and the caller: caps with one window of one kind count
+     * one sum, so they become one cap with the tightest max, and every
+     * script reads, takes and gives back that sum once. */
     for (i = 0; i < c->n_caps; i++) {
-        for (j = 0; j < r->n_caps && r->caps[j].window_ms != c->caps[i].window_ms; j++)
+        for (j = 0; j < r->n_caps && (r->caps[j].window_ms != c->caps[i].window_ms ||
+                                      r->caps[j].per_key != c->caps[i].per_key);
+             j++)
             ;
         if (j == r->n_caps)
             r->caps[r->n_caps++] = c->caps[i];
@@ -290,6 +296,8 @@ static void rules_put(struct limits *l, struct limits_rules *r)
         rules_free(r);
 }
 
+static int64_t share_max(double share, int64_t capacity);
+
 struct limits *limits_new(struct store *s, const struct config *c)
 {
     struct limits *l = calloc(1, sizeof(*l));
@@ -300,6 +308,11 @@ struct limits *limits_new(struct store *s, const struct config *c)
     }
     l->store = s;
     l->capacity = c->pacer_capacity;
+    /* Read at start, like capacity. A share that cannot bind below the
+     * capacity is not tracked: no Redis work when the feature is off. */
+    l->share = share_max(c->pacer_share_per_key, l->capacity);
+    if (l->share >= l->capacity)
+        l->share = 0;
     l->h_issue = store_script(s, limits_issue_lua);
     l->h_verify = store_script(s, limits_verify_lua);
     pthread_mutex_init(&l->mu, NULL);
@@ -519,19 +532,72 @@ void limits_cap_field(int64_t window_ms, char *out, size_t cap)
     snprintf(out, cap, "c%lld", (long long)window_ms); /* refund.lua builds the same name */
 }
 
-/* The windows of rs's caps as text (LIMITS_CAPS_TEXT): what a reservation
- * taken on rs is counted in, for refund.lua. */
-static void caps_text(const struct limits_rules *rs, char *out, size_t cap)
+void limits_cap_key_field(int64_t window_ms, const char *api_key, char *out, size_t cap)
 {
-    size_t i, n = 0;
+    /* reserve.lua, refund.lua and issue.lua's abandon build the same name. */
+    snprintf(out, cap, "k%lld:%s", (long long)window_ms, api_key ? api_key : "");
+}
+
+/* Appends what snprintf wrote, or nothing when it did not fit. */
+static void text_add(char *out, size_t cap, size_t *n, int k)
+{
+    if (k > 0 && (size_t)k < cap - *n)
+        *n += (size_t)k;
+    else
+        out[*n] = '\0';
+}
+
+void limits_caps_text(const struct cfg_cap *caps, size_t n_caps, const char *api_key, char *out, size_t cap)
+{
+    size_t i, n = 0, first = 1;
+    const unsigned char *p;
 
     out[0] = '\0';
-    for (i = 0; i < rs->n_caps && n < cap; i++) {
-        int k = snprintf(out + n, cap - n, "%s%lld", i ? "," : "", (long long)rs->caps[i].window_ms);
-        if (k < 0)
-            break;
-        n += (size_t)k;
+    for (i = 0; i < n_caps; i++)
+        if (!caps[i].per_key) {
+            text_add(out, cap, &n, snprintf(out + n, cap - n, "%s%lld", first ? "" : ",",
+                                            (long long)caps[i].window_ms));
+            first = 0;
+        }
+    for (i = 0; i < n_caps && caps[i].per_key == 0; i++)
+        ;
+    if (i == n_caps)
+        return;
+    /* The caller's part carries no digit, so a parser of the old text
+     * (Lua's gmatch('%d+') in an older instance of a rolling upgrade)
+     * reads only the global windows: it then leaves the caller's money
+     * counted, more than was spent, never less. */
+    text_add(out, cap, &n, snprintf(out + n, cap - n, ";"));
+    for (p = (const unsigned char *)(api_key ? api_key : ""); *p; p++)
+        text_add(out, cap, &n, snprintf(out + n, cap - n, "%c%c", 'a' + (*p >> 4), 'a' + (*p & 15)));
+    text_add(out, cap, &n, snprintf(out + n, cap - n, ":"));
+    for (first = 1, i = 0; i < n_caps; i++) {
+        char w[24], *d;
+        if (!caps[i].per_key)
+            continue;
+        snprintf(w, sizeof(w), "%lld", (long long)caps[i].window_ms);
+        for (d = w; *d; d++)
+            *d = (char)('a' + (*d - '0'));
+        text_add(out, cap, &n, snprintf(out + n, cap - n, "%s%s", first ? "" : ",", w));
+        first = 0;
     }
+}
+
+/* The windows of rs's caps as text (limits_caps_text): what a reservation
+ * taken on rs by api_key is counted in, for refund.lua. */
+static void caps_text(const struct limits_rules *rs, const char *api_key, char *out, size_t cap)
+{
+    limits_caps_text(rs->caps, rs->n_caps, api_key, out, cap);
+}
+
+/* At most how many messages not yet ended one caller may hold: floor(share
+ * x capacity), at least 1. The epsilon keeps 0.3 x 10 at 3 although 0.3 is
+ * not exact in binary; capacity is at most 10^6 (config_load). */
+static int64_t share_max(double share, int64_t capacity)
+{
+    int64_t m = (int64_t)floor((share > 0 ? share : 1) * (double)capacity + 1e-6);
+
+    return m < 1 ? 1 : m > capacity ? capacity : m;
 }
 
 /* The undo key of request id rid. */
@@ -708,12 +774,13 @@ enum otp_rc limits_holds(struct limits *l, size_t *dropped, char *err)
         if (keys->n == 1 && keys->strs[0] != NULL)
             u.nkeys = undo_keys_read(keys->strs[0], &u);
         if (u.nkeys == 0) {
-            /* Its record expired: only the hold and the held message go. */
-            snprintf(u.keys[0], sizeof(u.keys[0]), "%s", STORE_QUEUE_KEY);
-            snprintf(u.keys[1], sizeof(u.keys[0]), "%s", STORE_HOLDS_KEY);
-            store_msg_key(mid, u.keys[2], sizeof(u.keys[0]));
-            undo_key(colon + 1, u.keys[3], sizeof(u.keys[0]));
-            u.nkeys = 4;
+            /* Its record expired: only the hold, the held message and its share go. */
+            snprintf(u.keys[0], sizeof(u.keys[0]), "%s", STORE_SHARE_KEY);
+            snprintf(u.keys[1], sizeof(u.keys[0]), "%s", STORE_QUEUE_KEY);
+            snprintf(u.keys[2], sizeof(u.keys[0]), "%s", STORE_HOLDS_KEY);
+            store_msg_key(mid, u.keys[3], sizeof(u.keys[0]));
+            undo_key(colon + 1, u.keys[4], sizeof(u.keys[0]));
+            u.nkeys = 5;
         }
         snprintf(u.hold, sizeof(u.hold), "%s", member);
         store_reply_free(keys);
@@ -811,6 +878,8 @@ UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, cons
     out->depth = rep->ints[IR_FULL];
     if (out->depth >= 0 && lock == NULL && limit == NULL && wait_ms == 0) {
         out->rc = OTP_EFULL;
+        if (rep->ints[IR_IS_NEW] == 1)
+            snprintf(out->reason, sizeof(out->reason), "share_per_key");
         memset(&out->header, 0, sizeof(out->header)); /* a 503, like cost_cap: no RateLimit headers */
         return;
     }
@@ -846,6 +915,8 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     int key_of[32];  /* 1-based KEYS index of each used rule */
     int cost_key = 0; /* KEYS index of the cost caps; 0: none */
     int pump_at = 0;  /* KEYS index of the pumping guard's state; 0: off */
+    int share_key = 0; /* KEYS index of each caller's messages not yet ended; 0: not tracked */
+    char capf[8][CFG_NAME_MAX + 32]; /* the per-caller caps' fields */
     struct limits_rules *rs;
     struct limits_args *a = calloc(1, sizeof(*a));
     char(*fields)[LIMITS_KEY_LEN] = calloc(32, LIMITS_KEY_LEN), key[LIMITS_KEY_LEN];
@@ -871,7 +942,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         for (k = 0; k < nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == nkeys) {
-            if (nkeys == LIMITS_KEYS_MAX - 6)
+            if (nkeys == LIMITS_KEYS_MAX - 7)
                 continue; /* config_load bounds rules' keys; never here */
             snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", key);
         }
@@ -879,7 +950,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         used[n_used++] = r;
     }
     out->price_minor = rs->n_caps > 0 ? price_of(rs, rq->phone) : -1;
-    caps_text(rs, out->cost_caps, sizeof(out->cost_caps));
+    caps_text(rs, rq->api_key, out->cost_caps, sizeof(out->cost_caps));
     if (out->price_minor >= 0) {
         snprintf(u->keys[nkeys], sizeof(u->keys[0]), "otp:cost");
         cost_key = ++nkeys;
@@ -888,6 +959,10 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
                                        sizeof(out->pump_prefix))) {
         pump_key(out->pump_prefix, u->keys[nkeys], sizeof(u->keys[0]));
         pump_at = ++nkeys;
+    }
+    if (l->share > 0) {
+        snprintf(u->keys[nkeys], sizeof(u->keys[0]), "%s", STORE_SHARE_KEY);
+        share_key = ++nkeys;
     }
     snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_QUEUE_KEY);
     snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_HOLDS_KEY);
@@ -918,7 +993,14 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         args_int(a, r->burst);
         args_str(a, r->shadow ? "1" : "0");
     }
-    for (i = 0; i < rs->n_caps; i++) {
+    for (i = 0; i < rs->n_caps && i < 8; i++) {
+        if (rs->caps[i].per_key) {
+            limits_cap_key_field(rs->caps[i].window_ms, rq->api_key, capf[i], sizeof(capf[i]));
+            args_str(a, capf[i]);
+            args_int(a, rs->caps[i].window_ms);
+            args_int(a, rs->caps[i].max_minor);
+            continue;
+        }
         limits_cap_field(rs->caps[i].window_ms, a->num[a->n], sizeof(a->num[0]));
         args_str(a, a->num[a->n]);
         args_int(a, rs->caps[i].window_ms);
@@ -930,6 +1012,8 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     args_str(a, rq->api_key);
     args_str(a, out->cost_caps);
     args_str(a, rq->phone);
+    args_int(a, l->share);
+    args_int(a, share_key);
     pump_args(a, &rs->pumping, pump_at, 0); /* last: issue.lua reads them from the end */
     snprintf(u->hold, sizeof(u->hold), "%s:%s", rq->mid, rq->rid);
     u->nkeys = nkeys;
@@ -1215,7 +1299,11 @@ enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, enu
     args_int(&a, (int64_t)use);
     args_int(&a, (int64_t)rs->n_caps);
     for (i = 0; i < rs->n_caps; i++) {
-        limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
+        /* A caller's cap: reserve.lua names it for the message's caller. */
+        if (rs->caps[i].per_key)
+            snprintf(a.num[a.n], sizeof(a.num[0]), "k%lld", (long long)rs->caps[i].window_ms);
+        else
+            limits_cap_field(rs->caps[i].window_ms, a.num[a.n], sizeof(a.num[0]));
         args_str(&a, a.num[a.n]);
         args_int(&a, rs->caps[i].window_ms);
         args_int(&a, rs->caps[i].max_minor);

@@ -17,15 +17,20 @@
 
 #define LIMITS_IP_KEY_MAX 64
 #define LIMITS_ID_MAX 33
-#define LIMITS_KEYS_MAX 16  /* Redis keys of one issue, the undo key aside */
+/* Redis keys of one issue, the undo key aside: the phone's and up to 9
+ * other rule keys, the cost, the pumping guard's, the shares, the stream,
+ * the holds and the message. */
+#define LIMITS_KEYS_MAX 17
 #define LIMITS_SCOPE_LEN 12 /* characters of a verification's field in the phone's hash */
 #define LIMITS_KEY_LEN 300
 /* How long a script's undo record (and a tombstone) lives in Redis: long
  * enough for the instance that answered 503 to abandon the request once
  * Redis answers again, short enough to cost no memory worth counting. */
 #define LIMITS_UNDO_TTL_MS 30000
-/* The cap windows a reservation was counted in, as text: window_ms of
- * each, comma-separated ("3600000,86400000"); at most 8 caps. */
+/* The cap windows a reservation was counted in, as text (limits_caps_text):
+ * window_ms of each global cap, comma-separated ("3600000,86400000"), then,
+ * when per-caller caps counted it, ";" CALLER ":" WINDOWS with no digit in
+ * either; at most 8 caps in all. */
 #define LIMITS_CAPS_TEXT 192
 /* How long an accepted message may stay held before any instance drops it
  * (issue.lua, "Holds"): the accepting instance's ledger commit must land
@@ -202,6 +207,20 @@ void limits_stats(struct limits *l, struct limits_stats *out);
 /* The Redis field of a cost cap: named by its window, not its position in
  * the file, so reordering caps changes nothing. Pure, for tests. */
 void limits_cap_field(int64_t window_ms, char *out, size_t cap);
+
+/* The Redis field (in otp:cost) of a per-caller cap ("key": "api_key"):
+ * "k<window_ms>:<api_key>", so reordering caps changes nothing. Pure. */
+void limits_cap_key_field(int64_t window_ms, const char *api_key, char *out, size_t cap);
+
+/* The cap windows text of a reservation taken on caps by api_key, into out
+ * (LIMITS_CAPS_TEXT): the global windows as digits, comma-separated (the
+ * old text, which still means exactly that); then, when any cap is per
+ * caller, ";", the caller's name with each byte as two letters a-p (high
+ * nibble, low nibble), ":", and each per-caller window_ms with each digit d
+ * as the letter 'a' + d, comma-separated. "3600000;gbgcgd:igeaaaaa" is a
+ * global hour and abc's own day. No digit after the ';': a parser of the
+ * old text reads the global windows alone. Pure, for tests. */
+void limits_caps_text(const struct cfg_cap *caps, size_t n_caps, const char *api_key, char *out, size_t cap);
 
 /* The key of a client IP: IPv4 whole, IPv4-mapped IPv6 as IPv4, other IPv6
  * as its /64 ("2001:db8:1:2::/64"). OTP_EINVAL when ip is malformed. */

@@ -18,8 +18,11 @@
 --
 -- KEYS[1] the global cost hash; KEYS[2] the message hash
 -- ARGV: price, reserved_ms (Redis time of reservation 1), windows (the
---       window_ms of each cap reservation 1 was counted in, comma-separated;
---       the field of a cap is c<window_ms>), idx, the reservation to give
+--       cap windows text of reservation 1, limits_caps_text: the window_ms
+--       of each global cap it was counted in, comma-separated, field
+--       c<window_ms>; then, when a caller's own caps counted it, ';', the
+--       caller (two letters a-p per byte), ':' and its windows (a letter a-j
+--       per digit), field k<window_ms>:<caller>), idx, the reservation to give
 --       back (0: the latest, for a message restored and never tried)
 -- Returns {status, anomalies}: status 1 given back, 0 already given back
 -- (nothing done), -1 idx is not the message's latest reservation (nothing
@@ -42,9 +45,22 @@ if m[3] then price, at, windows = tonumber(m[3]), tonumber(m[4]), m[5] or window
 redis.call('HSET', KEYS[2], 'f', idx)
 redis.call('PEXPIRE', KEYS[2], DAY_MS)
 
+-- A cap windows text (limits_caps_text) is the global windows (digits,
+-- the whole of an old text), then, after a ';', the caller (two letters a-p
+-- per byte), ':' and its own windows (a letter a-j per digit).
+local caller, kwindows = nil, ''
+do
+  local g, who, kw = string.match(windows, '^([^;]*);(%l*):([%l,]*)$')
+  if g then
+    windows, kwindows = g, kw
+    caller = string.gsub(who, '(%l)(%l)', function(h, l)
+      return string.char((string.byte(h) - 97) * 16 + string.byte(l) - 97)
+    end)
+  end
+end
+
 local anomalies = 0
-for w in string.gmatch(windows, '%d+') do
-  local field, window = 'c' .. w, tonumber(w)
+local function give(field, window)
   local widx = math.floor(at / window) -- the window the reservation was counted in
   local v = redis.call('HGET', KEYS[1], field)
   if v then
@@ -58,5 +74,13 @@ for w in string.gmatch(windows, '%d+') do
       end
     end
   end
+end
+
+for w in string.gmatch(windows, '%d+') do
+  give('c' .. w, tonumber(w))
+end
+for kw in string.gmatch(kwindows, '%l+') do
+  local w = string.gsub(kw, '%l', function(c) return string.char(string.byte(c) - 49) end)
+  give('k' .. w .. ':' .. caller, tonumber(w))
 end
 return {1, anomalies}

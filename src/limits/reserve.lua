@@ -8,8 +8,9 @@
 -- Reservations of a message are numbered: 1 is the one issue.lua took;
 -- KEYS[2], the message's money hash otp:msg:ID, holds r (the latest
 -- reservation, 1 when absent), its price p, Redis time t and k, the cap
--- windows it was counted in (comma-separated window_ms; refund.lua gives
--- back only to those), f (the latest one given back by refund.lua, 0 when
+-- windows it was counted in (the cap windows text of limits_caps_text:
+-- global window_ms comma-separated, then the caller's own after a ';' with
+-- no digits; refund.lua gives back only to those), f (the latest one given back by refund.lua, 0 when
 -- absent) and u (the highest one used on the wire, 0 when absent). It
 -- lives a day.
 --
@@ -25,7 +26,10 @@
 --
 -- KEYS[1] the global cost hash; KEYS[2] the message hash
 -- ARGV: need, price, issue_ms (Redis time of reservation 1), mode, ncaps,
---       then 3 per cap: field, window_ms, max
+--       then 3 per cap: field, window_ms, max. A field k<window_ms> is a
+--       per-caller cap: its sum is k<window_ms>:<caller>, the caller being
+--       the message's api key (a in the message hash), so a retry's later
+--       reservations count against that caller's budget too.
 -- Returns {ok, idx, at_ms, retry_ms, cap}: ok 1 with the reservation held
 -- (idx, taken at at_ms), or 0 when cap number `cap` (0-based) has no room
 -- until retry_ms from now.
@@ -37,7 +41,7 @@ local DAY_MS = 86400000
 
 local function fmt(n) return string.format('%.0f', n) end
 
-local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't', 'u')
+local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't', 'u', 'a')
 local r, f, u = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[4] or 0)
 if mode == 2 and need <= u then need = u + 1 end
 if r >= need and f < r then
@@ -48,10 +52,13 @@ if r >= need and f < r then
   return {1, r, tonumber(m[3] or issue_ms), 0, -1}
 end
 
-local writes, windows = {}, {}
+local caller = m[5] or ''
+local writes, windows, kwindows = {}, {}, {}
 for c = 0, ncaps - 1 do
   local a = 6 + c * 3
   local field, window, max = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local per_key = string.sub(field, 1, 1) == 'k'
+  if per_key then field = field .. ':' .. caller end
   local idx = math.floor(now / window)
   local sum = 0
   local v = redis.call('HGET', KEYS[1], field)
@@ -63,7 +70,20 @@ for c = 0, ncaps - 1 do
     return {0, r, 0, (idx + 1) * window - now, c}
   end
   writes[#writes + 1] = {field, fmt(idx) .. ':' .. fmt(sum + price), (idx + 1) * window - now}
-  windows[#windows + 1] = ARGV[a + 1]
+  if per_key then
+    -- A letter per digit: an older parser of this text (gmatch '%d+') sees
+    -- only the global windows (limits_caps_text).
+    kwindows[#kwindows + 1] = string.gsub(ARGV[a + 1], '%d', function(d) return string.char(string.byte(d) + 49) end)
+  else
+    windows[#windows + 1] = ARGV[a + 1]
+  end
+end
+local text = table.concat(windows, ',')
+if #kwindows > 0 then
+  text = text .. ';' .. string.gsub(caller, '.', function(ch)
+    local b = string.byte(ch)
+    return string.char(97 + math.floor(b / 16), 97 + b % 16)
+  end) .. ':' .. table.concat(kwindows, ',')
 end
 
 local keep = 0
@@ -73,7 +93,7 @@ for _, w in ipairs(writes) do
 end
 if keep > 0 and redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
 local idx = math.max(r + 1, need)
-redis.call('HSET', KEYS[2], 'r', idx, 'p', fmt(price), 't', fmt(now), 'k', table.concat(windows, ','))
+redis.call('HSET', KEYS[2], 'r', idx, 'p', fmt(price), 't', fmt(now), 'k', text)
 if mode == 1 then redis.call('HSET', KEYS[2], 'u', idx) end
 redis.call('PEXPIRE', KEYS[2], DAY_MS)
 return {1, idx, now, 0, -1}

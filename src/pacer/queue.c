@@ -58,16 +58,18 @@ static int64_t queue_int(const struct store_reply *r, size_t i)
 static enum otp_rc queue_run(struct queue *q, const char *op, const char *key2, const char *const *extra, int n_extra,
                              struct store_reply **rep, char *err)
 {
-    const char *args[4 + QUEUE_TOUCH_MAX + 8];
-    int n = 0, i;
+    const char *args[5 + QUEUE_TOUCH_MAX + 8];
+    int n = 0, i, nkeys = 2;
 
     args[n++] = STORE_QUEUE_KEY;
     args[n++] = key2;
+    if (strcmp(op, "end") == 0) /* an end also leaves its caller's share */
+        args[n++] = STORE_SHARE_KEY, nkeys = 3;
     args[n++] = op;
     args[n++] = q->consumer;
     for (i = 0; i < n_extra; i++)
         args[n++] = extra[i];
-    return store_eval(q->store, q->h_queue, 2, n, args, rep, err);
+    return store_eval(q->store, q->h_queue, nkeys, n, args, rep, err);
 }
 
 enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t takeover_ms, char *cursor,

@@ -15,7 +15,8 @@
 -- (attempts), a (the issuing API key), and the money fields of
 -- reserve.lua and refund.lua.
 --
--- KEYS[1] the stream; KEYS[2] the holds (claim) or the message's hash
+-- KEYS[1] the stream; KEYS[2] the holds (claim) or the message's hash;
+-- KEYS[3] (end only) the callers' shares otp:share (issue.lua, "Shares")
 -- ARGV[1] op, ARGV[2] this instance's consumer name
 --
 -- claim: ARGV want, takeover_ms, mode ('own': this consumer's pending
@@ -27,7 +28,8 @@
 -- touch: ARGV entry ids: resets their idle time while this consumer still
 --   owns them (so they are not taken over); returns the ones it lost.
 -- end: ARGV entry id, state (sent, failed, expired), detail, provider id:
---   the message ends; returns 1, or 0 when it had ended already.
+--   the message ends (and leaves its caller's share); returns 1, or 0 when
+--   it had ended already.
 -- retry: ARGV entry id, detail: back to 'queued' while this consumer owns
 --   it; returns 1, or 0 when it lost it (another instance took it over).
 -- depth: returns the fleet's queue (stream and holds).
@@ -103,6 +105,10 @@ if op == 'end' then
   local s = redis.call('HGET', KEYS[2], 's')
   redis.call('XACK', q, G, ARGV[3])
   redis.call('XDEL', q, ARGV[3])
+  -- Also when it had ended already (an abandon after its commit): ZREM of
+  -- a member gone is nothing, so the share is given back exactly once.
+  local sh = KEYS[3] and redis.call('HGET', KEYS[2], 'sh')
+  if sh then redis.call('ZREM', KEYS[3], sh) end
   if s and FINAL[s] then return 0 end
   redis.call('HSET', KEYS[2], 's', ARGV[4], 'd', ARGV[5])
   if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'pid', ARGV[6]) end

@@ -43,6 +43,10 @@ struct store_opts {
  * slot.lua, reserve.lua, refund.lua). */
 #define STORE_QUEUE_KEY "otp:q"
 #define STORE_HOLDS_KEY "otp:holds"
+/* Each caller's messages not yet ended (pacer.share_per_key): a sorted set
+ * of "<caller>\x1f<expiry, 13 digits>\x1f<mid>", all scored 0, so one
+ * caller's members are one lexical range (issue.lua, queue.lua). */
+#define STORE_SHARE_KEY "otp:share"
 #define STORE_SLOT_KEY "otp:slot"
 void store_msg_key(const char *id, char *out, size_t cap);
 
