@@ -215,6 +215,31 @@ class SwcScriptTest(AlgosTest):
         self.assertEqual(self.eval_issue("a", "r2", 100, 0), 1)
         self.assertEqual(self.state(), "%d:0:31" % (idx + 1))
 
+    def eval_verify(self, rid, limit, at_ms, state=None):
+        if state is not None:
+            self.redis.cmd("HSET", "otp:g", self.FIELD, state)
+        with open(os.path.join(ROOT, "src", "limits", "verify.lua")) as f:
+            src = f.read()
+        keys = ["otp:{%s}" % P, "otp:g", "otp:u:" + rid]
+        args = ["v", "x" * 16, 3, "", 0, 1, 0, 30000, "s" * 12, 1, at_ms,
+                6, 2, self.FIELD, limit, self.W, limit, "0"]
+        return self.redis.cmd("EVAL", src, len(keys), *(keys + [str(a) for a in args]))
+
+    def test_verify_weighs_the_previous_window(self):
+        # 80 in the window before, a quarter in: estimate 60.
+        quarter = self.IDX * self.W + self.W // 4
+        r = self.eval_verify("r1", 60, quarter, "%d:80:0" % (self.IDX - 1))
+        self.assertEqual(r[0], "limited", r)
+        self.assertEqual(r[6:], [0, 0, 1])  # 80 x (1 - e / W) < 60 from e = 15001 ms
+        self.assertEqual(self.state(), "%d:80:0" % (self.IDX - 1))
+        r = self.eval_verify("r2", 61, quarter)
+        self.assertEqual(r[0], "none", r)  # no code to guess at: the rule is taken all the same
+        self.assertEqual(r[6:], [1, 0, 2 * self.W - self.W // 4])
+        self.assertEqual(self.state(), "%d:1:80" % self.IDX)
+        r = self.eval_verify("r3", 61, quarter)
+        self.assertEqual(r[0], "limited", r)
+        self.assertEqual(r[6:], [0, 0, 1])  # 1 + 80 x (1 - e / W) < 61 from e = 15001 ms
+
     def test_mode_with_a_penalty_is_read_not_taken_as_shadow(self):
         # A penalty rides in the mode value; a shadow rule with one blocks nothing.
         quarter = self.IDX * self.W + self.W // 4
@@ -280,7 +305,8 @@ class ShadowAndTakesTest(AlgosTest):
                "mode": "shadow", "penalty": {"after": 1, "within": "1m", "block": "1m"}},
               {"name": "sl_phone", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1m",
                "penalty": {"after": 3, "within": "1m", "block": "5m"}},
-              {"name": "caller", "key": "api_key", "algorithm": "token_bucket", "limit": 100, "window": "1s",
+              # A token each 36 s: its state outlives the test (a faster bucket's key expires on its own).
+              {"name": "caller", "key": "api_key", "algorithm": "token_bucket", "limit": 100, "window": "1h",
                "burst": 100},
               {"name": "swc_ip", "key": "client_ip", "algorithm": "sliding_window_counter", "limit": 1000,
                "window": "1h", "penalty": {"after": 1, "within": "1m", "block": "1m"}}]
@@ -295,6 +321,9 @@ class ShadowAndTakesTest(AlgosTest):
         for _ in range(3):  # refused by the shadow rule each time, blocked never
             self.redis.cmd("HDEL", "otp:{%s}" % P2, self.field("sl_phone"))  # let the enforced rule pass
             self.accepted(self.otpd.issue(P2, client_ip="10.0.0.1"))
+        # Refused by the enforced rule too: its refusal counts, the shadow one's does not.
+        self.refused(self.otpd.issue(P2, client_ip="10.0.0.1"), 429, "rate_limited", "sl_phone")
+        self.assertEqual(self.hget("otp:{%s}" % P2, "!" + self.field("sl_phone")).split(":")[1:], ["1", "0"])
         self.assertIsNone(self.hget("otp:{%s}" % P2, "!" + f))
         self.assertEqual(self.hget("otp:{%s}" % P2, f).split(":")[1], "1")  # one take; the refusals took none
 
