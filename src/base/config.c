@@ -281,10 +281,12 @@ static int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const ch
     return 0;
 }
 
+#define CFG_30D_MS (30LL * 24 * 3600 * 1000)
+
 static const char *const key_names[] = {"phone",   "device",       "client_ip", "api_key",
                                         "global",  "purpose",      "phone_prefix", "region", NULL};
 static const char *const algo_names[] = {"sliding_log",  "fixed_window",    "token_bucket",
-                                         "resend_delay", "wrong_guess_cap", NULL};
+                                         "resend_delay", "wrong_guess_cap", "sliding_window_counter", NULL};
 
 const char *config_key_name(enum cfg_key k)
 {
@@ -798,10 +800,47 @@ static void cfg_pumping(struct cfg_ctx *x, struct config *c, json_t *root)
     g->shadow = mode == 1;
 }
 
+/* A rule's optional "penalty" {after, within, block}: every key but
+ * wrong_guess_cap's (its lock is its penalty). */
+static void cfg_penalty(struct cfg_ctx *x, json_t *r, const char *parent, struct cfg_rule *rule, int algo)
+{
+    static const char *const keys[] = {"after", "within", "block", NULL};
+    static const char *const durs[] = {"within", "block"};
+    json_t *o = json_object_get(r, "penalty");
+    int64_t *dur_ms[] = {&rule->penalty_within_ms, &rule->penalty_block_ms};
+    char p[96], q[128];
+    int ok = 1;
+    size_t i;
+
+    if (o == NULL)
+        return;
+    cfg_path(p, sizeof(p), parent, "penalty");
+    if (!json_is_object(o)) {
+        cfg_error(x, p, "must be an object {\"after\": N, \"within\": DURATION, \"block\": DURATION}");
+        return;
+    }
+    if (algo == CFG_ALGO_WRONG_GUESS_CAP) {
+        cfg_error(x, p, "does not apply to wrong_guess_cap (its lock is its penalty)");
+        return;
+    }
+    cfg_unknown(x, o, p, keys);
+    ok &= cfg_int(x, o, p, "after", 1, 1, 1000000, &rule->penalty_after);
+    for (i = 0; i < 2; i++) {
+        if (!cfg_dur(x, o, p, durs[i], 1, dur_ms[i])) {
+            ok = 0;
+        } else if (*dur_ms[i] < 1000 || *dur_ms[i] > CFG_30D_MS) {
+            cfg_error(x, cfg_path(q, sizeof(q), p, durs[i]), "must be from 1s to 30d");
+            ok = 0;
+        }
+    }
+    if (!ok)
+        rule->penalty_after = 0;
+}
+
 static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)
 {
     static const char *const keys[] = {"name", "key",           "algorithm",   "limit", "window", "burst",
-                                       "delay", "mode", "if_store_down", "local_limit", "on",    NULL};
+                                       "delay", "mode", "if_store_down", "local_limit", "on",    "penalty", NULL};
     static const char *const ons[] = {"issue", "verify", "both", NULL};
     static const char *const modes[] = {"enforce", "shadow", NULL};
     static const char *const down[] = {"fail_closed", "local_fallback", NULL};
@@ -841,8 +880,15 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
         if (json_object_get(r, "limit") || json_object_get(r, "window") || json_object_get(r, "burst"))
             cfg_error(x, p, "resend_delay takes delay only, not limit, window or burst");
     } else if (algo >= 0) {
-        cfg_int(x, r, p, "limit", 1, 1, algo == CFG_ALGO_SLIDING_LOG ? 1000 : 1000000000, &rule->limit);
-        cfg_dur(x, r, p, "window", 1, &rule->window_ms);
+        cfg_int(x, r, p, "limit", 1, 1,
+                algo == CFG_ALGO_SLIDING_LOG ? 1000 : algo == CFG_ALGO_SLIDING_WINDOW_COUNTER ? 1000000 : 1000000000,
+                &rule->limit);
+        /* The counter's script weighs counts in exact integer ms (limit x
+         * window stays below 2^53); longer quotas are fixed_window's. */
+        if (cfg_dur(x, r, p, "window", 1, &rule->window_ms) && algo == CFG_ALGO_SLIDING_WINDOW_COUNTER &&
+            rule->window_ms > CFG_30D_MS)
+            cfg_error(x, cfg_path(q, sizeof(q), p, "window"),
+                      "must be at most 30d for sliding_window_counter (use fixed_window for longer quotas)");
         if (json_object_get(r, "delay"))
             cfg_error(x, cfg_path(q, sizeof(q), p, "delay"), "applies to resend_delay only");
         rule->burst = rule->limit;
@@ -868,6 +914,7 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
     } else if (json_object_get(r, "local_limit")) {
         cfg_error(x, cfg_path(q, sizeof(q), p, "local_limit"), "applies with if_store_down: local_fallback only");
     }
+    cfg_penalty(x, r, p, rule, algo);
     c->n_rules++;
 }
 

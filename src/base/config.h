@@ -36,6 +36,7 @@ enum cfg_algo {
     CFG_ALGO_TOKEN_BUCKET,
     CFG_ALGO_RESEND_DELAY,
     CFG_ALGO_WRONG_GUESS_CAP,
+    CFG_ALGO_SLIDING_WINDOW_COUNTER, /* two Unix-aligned counters, the previous one weighted */
 };
 
 enum cfg_provider { CFG_PROVIDER_FILE, CFG_PROVIDER_WEBHOOK, CFG_PROVIDER_KANNEL, CFG_PROVIDER_TWILIO };
@@ -62,6 +63,12 @@ struct cfg_rule {
     int64_t window_ms; /* window, or the delay for resend_delay */
     int64_t burst;     /* token_bucket only: events at once; defaults to limit */
     int shadow;        /* 1: count and log would-be refusals, block nothing */
+    /* penalty: a key refused by this (enforced) rule penalty_after times
+     * within penalty_within_ms is refused outright for penalty_block_ms.
+     * penalty_after is 0 when the rule has none. */
+    int64_t penalty_after;     /* 1 to 10^6 */
+    int64_t penalty_within_ms; /* 1 s to 30 d */
+    int64_t penalty_block_ms;  /* 1 s to 30 d */
     int local_fallback;     /* 1: when Redis is down, enforce local_limit here */
     int64_t local_limit;    /* this instance's share of limit, per window */
 };

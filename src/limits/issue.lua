@@ -49,7 +49,9 @@
 --       price (-1: none), nrules, ncaps, cost key index (0: none),
 --       undo_ttl_ms, scope (the verification's field), at_ms (0: Redis's
 --       clock; else the replay clock, see above), then 7 per rule:
---       kind, key index, field, limit, window_ms, burst, shadow
+--       kind, key index, field, limit, window_ms, burst, mode
+--       (mode: '0' enforced, '1' shadow, or with a penalty
+--       '<0|1>:<after>:<within_ms>:<block_ms>'; see "Penalties")
 --       then 3 per cap: field (named by the cap's window: c<window_ms>; a
 --       per-caller cap's also by the caller: k<window_ms>:<api key>),
 --       window_ms, max
@@ -69,7 +71,22 @@
 -- returns up to ARGV[2] lapsed holds; 'k' (KEYS: an undo key) returns the
 -- KEYS its issue ran with (JSON), or false when its record is gone.
 -- kinds: 1 sliding_log, 2 fixed_window, 3 token_bucket, 4 resend_delay,
---        5 wrong_guess_cap (a log of wrong-guess times, written by verify)
+--        5 wrong_guess_cap (a log of wrong-guess times, written by verify),
+--        6 sliding_window_counter ("idx:cur:prev": the counts of window idx,
+--          aligned to Unix time, and of the one before; estimate = cur +
+--          prev x (1 - elapsed fraction of window idx); allowed while the
+--          estimate is below limit)
+--
+-- Penalties. A rule with a penalty (enforced; a shadow rule's refusals are
+-- never counted, so it blocks nothing) counts its refusals in the same
+-- key, field '!' .. the rule's field (so a renamed rule starts afresh), as
+-- "start:count:until": the refusals since start, counted while they fall
+-- within within_ms of the first, and the end of a block (0: none). The
+-- refusal that makes the count reach after starts a block of block_ms:
+-- until then the rule refuses the key outright, whatever its own state,
+-- with the block's end as its reset. Refusals during a block are not
+-- counted and never extend it. That count is the only write a refused
+-- request makes.
 -- Returns {allowed (1 yes, 0 refused, -1 abandoned before it ran), now_ms,
 --          vid, expires_in_ms, is_new (on a refusal for the queue: 1 when
 --          the caller's share refused it, 0 the fleet's capacity), cost_retry_ms,
@@ -157,6 +174,45 @@ local function share_end(msg)
   for i = 1, #KEYS do if KEYS[i] == 'otp:share' then sk = KEYS[i] end end
   local sh = sk and redis.call('HGET', msg, 'sh')
   if sh then redis.call('ZREM', sk, sh) end
+end
+
+-- A rule's mode: shadow (true/false), and its penalty {after, within_ms,
+-- block_ms} or nil.
+local function mode_of(s)
+  local sh, pa, pw, pb = string.match(s, '^([01]):(%d+):(%d+):(%d+)$')
+  if not sh then return s == '1', nil end
+  return sh == '1', {tonumber(pa), tonumber(pw), tonumber(pb)}
+end
+
+-- A penalty field: start, count, until (see "Penalties").
+local function pen_read(v)
+  local st, c, u = string.match(v or '', '^(%d+):(%d+):(%d+)$')
+  return tonumber(st) or 0, tonumber(c) or 0, tonumber(u) or 0
+end
+
+-- "idx:cur:prev" sliding-window-counter state: the counts of window idx
+-- and of the window before it.
+local function swc_read(v, idx)
+  local i, c, p = string.match(v or '', '^(%d+):(%d+):(%d+)$')
+  i = tonumber(i)
+  if i == idx then return tonumber(c), tonumber(p) end
+  if i == idx - 1 then return 0, tonumber(c) end
+  return 0, 0
+end
+
+-- How long until the estimate cur + prev x (window - elapsed) / window
+-- drops below limit; 0 when it already is. In integer ms (limit x window
+-- < 2^53: config.c bounds both), never early: the first ms at which the
+-- comparison holds.
+local function swc_wait(cur, prev, elapsed, limit, window)
+  if cur * window + prev * (window - elapsed) < limit * window then return 0 end
+  if cur >= limit then
+    -- Full on its own: in the next window it weighs as the previous one.
+    return window - elapsed + math.floor(window * (cur - limit) / cur) + 1
+  end
+  -- The previous window's weight falls until the estimate is below limit,
+  -- at the latest at the boundary, where only cur (< limit) is left.
+  return math.min(math.floor(window * (cur + prev - limit) / prev) + 1, window) - elapsed
 end
 
 -- "idx:count" fixed-window state; returns the count for window idx.
@@ -288,6 +344,10 @@ if ARGV[1] == 'a' then
       new = fmt(math.max(now, tonumber(v) - w[4]))
     elseif kind == 4 and v == w[5] then
       new = w[4]
+    elseif kind == 6 then
+      -- Like fixed_window: only while its window is still the current one.
+      local i, c, p = string.match(v or '', '^(%d+):(%d+):(%d+)$')
+      if tonumber(i) == w[4] and tonumber(c) > 0 then new = fmt(w[4]) .. ':' .. (tonumber(c) - 1) .. ':' .. p end
     end
     if new == '' then redis.call('HDEL', key, field)
     elseif new then redis.call('HSET', key, field, new) end
@@ -341,6 +401,7 @@ local undo = {}
 local keep = {}
 local refused = false
 local next_ms = 0
+local pens = {} -- penalty counts to write if the request is refused: {key index, field, value, ttl_ms}
 
 local function want(k, ms)
   if not keep[k] or keep[k] < ms then keep[k] = ms end
@@ -390,10 +451,15 @@ for r = 0, nrules - 1 do
   local a = 13 + r * 7
   local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
   local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local shadow = ARGV[a + 6] == '1'
+  local shadow, pen = mode_of(ARGV[a + 6])
+  if shadow then pen = nil end -- shadow refusals are never counted: it blocks nothing
   local v = redis.call('HGET', KEYS[k], field)
   local ok, remaining, reset, new, hold, nxt, u = true, 0, 0, nil, 0, 0, nil
-  if kind == 1 or kind == 5 then
+  local pstart, pcount, puntil = pen_read(pen and redis.call('HGET', KEYS[k], '!' .. field))
+  if pen and puntil > now then
+    -- Blocked: refused outright, not counted, the block not extended.
+    ok, reset = false, puntil - now
+  elseif kind == 1 or kind == 5 then
     local log = live_log(v, window)
     if #log >= limit then
       ok, reset = false, tonumber(log[#log - limit + 1]) + window - now
@@ -436,6 +502,30 @@ for r = 0, nrules - 1 do
       new, hold, reset, nxt = fmt(now + window), window, window, window
       u = {v or '', fmt(now + window)}
     end
+  elseif kind == 6 then
+    local idx = math.floor(now / window)
+    local cur, prev = swc_read(v, idx)
+    local elapsed = now - idx * window
+    local wait = swc_wait(cur, prev, elapsed, limit, window)
+    if wait > 0 then
+      ok, reset = false, wait
+    else
+      -- Every count taken so far weighs until the end of the next window.
+      new, hold, u = fmt(idx) .. ':' .. (cur + 1) .. ':' .. prev, (idx + 2) * window - now, idx
+      remaining = math.max(0, math.floor((limit * window - (cur + 1) * window - prev * (window - elapsed)) / window))
+      reset, nxt = hold, swc_wait(cur + 1, prev, elapsed, limit, window)
+    end
+  end
+  if not ok and pen and puntil <= now then
+    if pstart + pen[2] <= now then pstart, pcount = now, 0 end
+    pcount = pcount + 1
+    if pcount >= pen[1] then
+      pstart, pcount, puntil = 0, 0, now + pen[3]
+      if pen[3] > reset then reset = pen[3] end
+      pens[#pens + 1] = {k, '!' .. field, '0:0:' .. fmt(puntil), pen[3]}
+    else
+      pens[#pens + 1] = {k, '!' .. field, fmt(pstart) .. ':' .. pcount .. ':0', pstart + pen[2] - now}
+    end
   end
   if not ok and not shadow then refused = true end
   if ok and new then
@@ -475,7 +565,13 @@ if price >= 0 and costkey > 0 then
   end
 end
 for _, x in ipairs(ptail) do out[#out + 1] = x end
-if refused then return out end
+if refused then
+  for _, p in ipairs(pens) do
+    redis.call('HSET', KEYS[p[1]], p[2], p[3])
+    if redis.call('PTTL', KEYS[p[1]]) < p[4] then redis.call('PEXPIRE', KEYS[p[1]], p[4]) end
+  end
+  return out
+end
 
 -- The fleet's queue: messages in the stream (queued, claimed or in flight)
 -- and held ones. Checked last, so a refusal by a rule says which rule.

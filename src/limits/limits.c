@@ -88,7 +88,7 @@ struct limits {
 /* Argument strings of one script call, with room for the numbers. */
 struct limits_args {
     const char *v[LIMITS_ARGS_MAX];
-    char num[LIMITS_ARGS_MAX][24];
+    char num[LIMITS_ARGS_MAX][32]; /* numbers, and a rule's mode (args_mode) */
     int n;
 };
 
@@ -102,6 +102,21 @@ static void args_int(struct limits_args *a, int64_t x)
     snprintf(a->num[a->n], sizeof(a->num[0]), "%lld", (long long)x);
     a->v[a->n] = a->num[a->n];
     a->n++;
+}
+
+/* A rule's mode, the last of its 7 values in both scripts: "1" shadow, "0"
+ * enforced, or with a penalty "<shadow>:<after>:<within_ms>:<block_ms>"
+ * (at most 31 characters). One value, so the rule stride stays 7. */
+static void args_mode(struct limits_args *a, const struct cfg_rule *r)
+{
+    if (r->penalty_after > 0) {
+        snprintf(a->num[a->n], sizeof(a->num[0]), "%d:%lld:%lld:%lld", r->shadow ? 1 : 0,
+                 (long long)r->penalty_after, (long long)r->penalty_within_ms, (long long)r->penalty_block_ms);
+        a->v[a->n] = a->num[a->n];
+        a->n++;
+    } else {
+        args_str(a, r->shadow ? "1" : "0");
+    }
 }
 
 static void rules_free(struct limits_rules *r)
@@ -991,7 +1006,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         args_int(a, r->limit);
         args_int(a, r->window_ms);
         args_int(a, r->burst);
-        args_str(a, r->shadow ? "1" : "0");
+        args_mode(a, r);
     }
     for (i = 0; i < rs->n_caps && i < 8; i++) {
         if (rs->caps[i].per_key) {
@@ -1188,7 +1203,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         args_int(&a, r->limit);
         args_int(&a, r->window_ms);
         args_int(&a, r->burst);
-        args_str(&a, r->shadow ? "1" : "0");
+        args_mode(&a, r);
     }
     pump_args(&a, &rs->pumping, pump_at, 1); /* last: verify.lua reads them from the end */
     rc = store_eval_idem(l->store, l->h_verify, u->nkeys, a.n, a.v, &rep, &maybe_ran, err);

@@ -25,9 +25,11 @@
 -- Once otpd has read the reply it deletes the record (issue.lua's op 'c').
 --
 -- Rules with "on": "verify" or "both" (counter kinds only: sliding_log,
--- fixed_window, token_bucket) are checked first, all or nothing: an
--- enforced refusal is 'limited' and changes nothing, else every one of
--- them is taken (and recorded for an abandon), whatever the guess.
+-- fixed_window, token_bucket, sliding_window_counter) are checked first,
+-- all or nothing: an enforced refusal is 'limited' and changes nothing but
+-- the refusing rules' penalty counts (see issue.lua, "Penalties"), else
+-- every one of them is taken (and recorded for an abandon), whatever the
+-- guess.
 --
 -- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2..#KEYS-1] the keys of the
 -- verify rules; KEYS[#KEYS] the undo key
@@ -37,7 +39,7 @@
 --       field in the phone's hash; see issue.lua for its value), nrules,
 --       at_ms (0: Redis's clock; else the replay clock, as in issue.lua),
 --       then 7 per rule as in issue.lua: kind, key index, field, limit,
---       window_ms, burst, shadow
+--       window_ms, burst, mode (as in issue.lua: shadow and penalty)
 --       then, LAST (read from the end), the pumping guard's 3: the word
 --       'pump' (none passed: the guard is off), its key index among
 --       KEYS[2..#KEYS-1] (0: off) and window_ms. A success
@@ -62,6 +64,33 @@ local TOMB = 'x'
 local scope = ARGV[9]
 
 local function fmt(n) return string.format('%.0f', n) end
+
+-- A rule's mode, a penalty field, a sliding-window-counter's state and its
+-- wait: as in issue.lua.
+local function mode_of(s)
+  local sh, pa, pw, pb = string.match(s, '^([01]):(%d+):(%d+):(%d+)$')
+  if not sh then return s == '1', nil end
+  return sh == '1', {tonumber(pa), tonumber(pw), tonumber(pb)}
+end
+
+local function pen_read(v)
+  local st, c, u = string.match(v or '', '^(%d+):(%d+):(%d+)$')
+  return tonumber(st) or 0, tonumber(c) or 0, tonumber(u) or 0
+end
+
+local function swc_read(v, idx)
+  local i, c, p = string.match(v or '', '^(%d+):(%d+):(%d+)$')
+  i = tonumber(i)
+  if i == idx then return tonumber(c), tonumber(p) end
+  if i == idx - 1 then return 0, tonumber(c) end
+  return 0, 0
+end
+
+local function swc_wait(cur, prev, elapsed, limit, window)
+  if cur * window + prev * (window - elapsed) < limit * window then return 0 end
+  if cur >= limit then return window - elapsed + math.floor(window * (cur - limit) / cur) + 1 end
+  return math.min(math.floor(window * (cur + prev - limit) / prev) + 1, window) - elapsed
+end
 
 -- "idx:count" fixed-window state; returns the count for window idx.
 local function window_count(v, idx)
@@ -133,6 +162,9 @@ if ARGV[1] == 'a' then
     elseif kind == 3 and v and tonumber(w[5]) > now then
       -- Only while this take still holds the bucket back (as in issue.lua).
       new = fmt(math.max(now, tonumber(v) - w[4]))
+    elseif kind == 6 then
+      local i, c, p = string.match(v or '', '^(%d+):(%d+):(%d+)$')
+      if tonumber(i) == w[4] and tonumber(c) > 0 then new = fmt(w[4]) .. ':' .. (tonumber(c) - 1) .. ':' .. p end
     end
     if new == '' then redis.call('HDEL', k, field)
     elseif new then redis.call('HSET', k, field, new) end
@@ -158,14 +190,19 @@ local shadow = ARGV[7] == '1'
 local log, retry = {}, 0
 
 local nrules = tonumber(ARGV[10]) or 0
-local rout, takes, refused = {}, {}, false
+local rout, takes, refused, pens = {}, {}, false, {}
 for r = 0, nrules - 1 do
   local a = 12 + r * 7
   local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
   local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local shadow_r, pen = mode_of(ARGV[a + 6])
+  if shadow_r then pen = nil end -- shadow refusals are never counted
   local v = redis.call('HGET', KEYS[k], field)
   local ok, remaining, reset, new, hold, u = true, 0, 0, nil, 0, nil
-  if kind == 1 then
+  local pstart, pcount, puntil = pen_read(pen and redis.call('HGET', KEYS[k], '!' .. field))
+  if pen and puntil > now then
+    ok, reset = false, puntil - now
+  elseif kind == 1 then
     local entries = {}
     for ts in string.gmatch(v or '', '%d+') do
       if tonumber(ts) > now - window then entries[#entries + 1] = ts end
@@ -196,8 +233,31 @@ for r = 0, nrules - 1 do
       new, hold, u = fmt(tat + step), tat + step - now, step
       remaining, reset = math.floor((now - allow_at) / step), tat + step - now
     end
+  elseif kind == 6 then
+    local idx = math.floor(now / window)
+    local cur, prev = swc_read(v, idx)
+    local elapsed = now - idx * window
+    local wait = swc_wait(cur, prev, elapsed, limit, window)
+    if wait > 0 then
+      ok, reset = false, wait
+    else
+      new, hold, u = fmt(idx) .. ':' .. (cur + 1) .. ':' .. prev, (idx + 2) * window - now, idx
+      remaining = math.max(0, math.floor((limit * window - (cur + 1) * window - prev * (window - elapsed)) / window))
+      reset = hold
+    end
   end
-  if not ok and ARGV[a + 6] ~= '1' then refused = true end
+  if not ok and pen and puntil <= now then
+    if pstart + pen[2] <= now then pstart, pcount = now, 0 end
+    pcount = pcount + 1
+    if pcount >= pen[1] then
+      puntil = now + pen[3]
+      if pen[3] > reset then reset = pen[3] end
+      pens[#pens + 1] = {k, '!' .. field, '0:0:' .. fmt(puntil), pen[3]}
+    else
+      pens[#pens + 1] = {k, '!' .. field, fmt(pstart) .. ':' .. pcount .. ':0', pstart + pen[2] - now}
+    end
+  end
+  if not ok and not shadow_r then refused = true end
   if ok and new then takes[#takes + 1] = {k, field, kind, u, new, hold} end
   rout[#rout + 1] = ok and 1 or 0
   rout[#rout + 1] = remaining
@@ -210,6 +270,12 @@ local function reply_of(r)
   return r
 end
 
+-- Penalty counts come only from enforced refusals: a refused verify
+-- writes them, and nothing else.
+for _, p in ipairs(pens) do
+  redis.call('HSET', KEYS[p[1]], p[2], p[3])
+  if redis.call('PTTL', KEYS[p[1]]) < p[4] then redis.call('PEXPIRE', KEYS[p[1]], p[4]) end
+end
 if refused then return reply_of({'limited', '', 0, 0, 0, 0}) end
 local undo_t = {}
 for _, w in ipairs(takes) do
