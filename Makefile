@@ -50,13 +50,14 @@ LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c
+ADMIN_SRC    := src/admin/admin.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
 HTTP_SRC     := src/http/http.c
-LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(PACER_SRC) $(OTP_SRC) \
+LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
-                src/pacer/queue.lua src/pacer/slot.lua
+                src/pacer/queue.lua src/pacer/slot.lua src/admin/admin.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule test_timestamp
@@ -84,8 +85,12 @@ src/limits/%.lua.h: src/limits/%.lua
 src/pacer/%.lua.h: src/pacer/%.lua
 	@{ echo "static const char pacer_$*_lua[] ="; \
 	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
+src/admin/%.lua.h: src/admin/%.lua
+	@{ echo "static const char admin_$*_lua[] ="; \
+	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
 $(B)/src/limits/limits.o: $(LUA_H)
 $(B)/src/pacer/queue.o: $(LUA_H)
+$(B)/src/admin/admin.o: $(LUA_H)
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -190,6 +195,7 @@ build/fuzz/obj/%.o: %.cc
 	clang++ $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(FUZZ_CFLAGS)) -std=c++17 \
 	  -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 build/fuzz/obj/src/limits/limits.o: $(LUA_H)
+build/fuzz/obj/src/admin/admin.o: $(LUA_H)
 build/fuzz/obj/src/ledger/ledger.o: src/ledger/schema.h
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -fsanitize-link-c++-runtime $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
@@ -205,7 +211,7 @@ mutate:
 # (bin/ relinks to it through the mode stamp; the next plain `make` relinks back). Counts start from zero each
 # run. Prints the table even when a test fails, then fails. `make coverage-report` prints it again from the
 # counts; per-file detail with the missing lines: build/cov/coverage.txt.
-COV_MODULES := base http otp limits pacer provider store ledger
+COV_MODULES := base http otp limits admin pacer provider store ledger
 coverage:
 	@command -v gcovr >/dev/null || { echo "coverage needs gcovr (make deps)"; exit 1; }
 	@mkdir -p build/cov && find build/cov -name '*.gcda' -delete

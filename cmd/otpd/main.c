@@ -8,7 +8,13 @@
  * the store's pool, each ledger write through the ledger's writer thread).
  * The main thread waits for signals and, once a second, runs the abandons
  * of requests answered 503 (limits_flush) and drops the fleet's lapsed
- * holds (limits_holds): Redis calls with the store's timeout. The pacer
+ * holds (limits_holds): Redis calls with the store's timeout. On the same
+ * tick it refreshes the admin rows (admin_refresh: one small script call,
+ * the rows themselves only when their change counter moved) and hands
+ * the live overrides to the limits, so an admin change or expiry reaches
+ * this instance within about a second, two at most; the admin's mu guards
+ * its snapshot (workers take a reference to match blocks) and is never
+ * held across a Redis or ledger call. The pacer
  * runs two threads: the queue thread makes every Redis call of the send
  * queue (claims, takeovers, cost reservations and refunds, slots, ends),
  * and the sender owns the wire (curl multi) and waits on nothing but its
@@ -28,6 +34,7 @@
 #include <sysexits.h>
 #include <time.h>
 
+#include "../../src/admin/admin.h"
 #include "../../src/base/config.h"
 #include "../../src/base/log.h"
 #include "../../src/http/http.h"
@@ -57,6 +64,7 @@ struct otpd {
     struct store *pacer_store; /* the pacer's own pool and breaker: its polling never trips the API's */
     struct limits *limits;
     struct limits_money *money;
+    struct admin *admin;
     struct ledger *ledger;
     struct provider *provider;
     struct pacer *pacer;
@@ -71,6 +79,7 @@ static void otpd_free(struct otpd *d)
     pacer_free(d->pacer);
     otp_free(d->otp);
     provider_free(d->provider);
+    admin_free(d->admin);
     ledger_close(d->ledger);
     limits_money_free(d->money);
     limits_free(d->limits);
@@ -140,6 +149,40 @@ static void otpd_harden(void)
 }
 
 /* Builds and starts everything; returns 0, or logs and returns -1. */
+/* The housekeeping tick's admin part: the rows' snapshot, and the live
+ * overrides into the limits when they changed. */
+static void otpd_admin_tick(struct otpd *d)
+{
+    struct admin_override *ov = NULL;
+    struct limits_override *lo = NULL;
+    char err[OTP_ERR_LEN] = "";
+    int changed = 0, kind;
+    long n, i;
+
+    if (admin_refresh(d->admin, &changed, err) != OTP_OK)
+        log_msg(LOG_WARN, "cannot refresh the admin rows (the last ones stay): %s", err);
+    if (!changed)
+        return;
+    if ((n = admin_overrides(d->admin, &ov)) < 0 || (lo = calloc((size_t)n + 1, sizeof(*lo))) == NULL) {
+        log_msg(LOG_ERROR, "out of memory: the overrides in force are the last ones");
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        snprintf(lo[i].rule, sizeof(lo[i].rule), "%s", ov[i].rule);
+        for (kind = 0; kind < CFG_KEY_COUNT; kind++)
+            snprintf(lo[i].values[kind], sizeof(lo[i].values[kind]), "%s", ov[i].values[kind]);
+        lo[i].limit = ov[i].limit;
+        lo[i].burst = ov[i].burst;
+    }
+    if (limits_overrides_set(d->limits, lo, (size_t)n) != OTP_OK)
+        log_msg(LOG_ERROR, "out of memory: the overrides in force are the last ones");
+    else
+        log_msg(LOG_INFO, "%ld admin overrides in force", n);
+out:
+    free(lo);
+    free(ov);
+}
+
 static int otpd_start(struct otpd *d)
 {
     const struct config *c = d->cfg;
@@ -169,7 +212,11 @@ static int otpd_start(struct otpd *d)
         (ledger_set_retention(d->ledger, c->ledger_retention_ms), 0) || (d->provider = provider_new(c, err)) == NULL ||
         (d->pacer = pacer_new(c, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
-    deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger};
+    if ((d->admin = admin_new(d->store, d->ledger, c)) == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger, .admin = d->admin};
     if ((d->otp = otp_new(&deps)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
@@ -195,6 +242,8 @@ static void otpd_reload(struct otpd *d, const char *path)
         free(errors);
         return;
     }
+    if (admin_reload(d->admin, c) != OTP_OK)
+        log_msg(LOG_ERROR, "reload: out of memory; admin bodies are checked against the old rules");
     if (limits_reload(d->limits, c) == OTP_OK)
         log_msg(LOG_INFO, "reloaded %zu limit rules and %zu cost caps from %s", c->n_rules, c->n_caps, path);
     else
@@ -269,6 +318,7 @@ int main(int argc, char **argv)
             limits_flush(d.limits);
             if (limits_holds(d.limits, &dropped, err) != OTP_OK)
                 log_msg(LOG_WARN, "cannot look for lapsed holds: %s", err);
+            otpd_admin_tick(&d);
             continue;
         }
         if (sig == SIGHUP) {

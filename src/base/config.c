@@ -486,10 +486,10 @@ static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
 
 static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    static const char *const keys[] = {"name", "key_env", NULL};
+    static const char *const keys[] = {"name", "key_env", "role", NULL};
     json_t *arr = cfg_member(x, root, "", "api_keys", 1), *k;
     size_t i, j;
-    char p[64];
+    char p[64], role[16];
 
     if (arr == NULL)
         return;
@@ -513,6 +513,12 @@ static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
         cfg_unknown(x, k, p, keys);
         cfg_str(x, k, p, "name", 1, a->name, sizeof(a->name));
         a->key = cfg_env(x, k, p, "key_env", 1, 16);
+        if (cfg_str(x, k, p, "role", 0, role, sizeof(role))) {
+            if (strcmp(role, "admin") == 0)
+                a->admin = 1;
+            else
+                cfg_error(x, p, "role must be \"admin\" (or absent, for a caller)");
+        }
         for (j = 0; j + 1 < c->n_api_keys; j++)
             if (a->name[0] && strcmp(c->api_keys[j].name, a->name) == 0)
                 cfg_error(x, p, "name \"%s\" is used twice", a->name);

@@ -46,6 +46,7 @@ enum cfg_sending { CFG_SENDING_RESEND, CFG_SENDING_FAIL };
 struct cfg_api_key {
     char name[CFG_NAME_MAX];
     char *key; /* the secret value, from the environment */
+    int admin; /* api_keys[].role "admin": only the /v1/admin routes; else only the OTP routes */
 };
 
 struct cfg_rule {

@@ -21,6 +21,7 @@
 #include "../base/clock.h"
 #include "../base/log.h"
 #include "../base/phone.h"
+#include "../base/timestamp.h"
 #include "../base/unittest.h"
 
 enum http_route {
@@ -33,6 +34,11 @@ enum http_route {
     ROUTE_METRICS,
     ROUTE_DLR_KANNEL,
     ROUTE_DLR_TWILIO,
+    ROUTE_ADMIN_OVERRIDES, /* GET list, POST add */
+    ROUTE_ADMIN_OVERRIDE,  /* DELETE /{id} */
+    ROUTE_ADMIN_BLOCKS,
+    ROUTE_ADMIN_BLOCK,
+    ROUTE_ADMIN_UNLOCK,
     ROUTE_NONE, /* 404 */
 };
 
@@ -64,6 +70,7 @@ struct http {
 struct http_req {
     enum http_route route;
     const char *allow; /* set when the method is wrong: 405 with Allow */
+    int post;          /* the method is POST */
     int too_big;
     size_t len;
     char body[HTTP_BODY_MAX + 1];
@@ -265,8 +272,9 @@ static unsigned http_status_of(enum otp_rc rc)
 }
 
 /* Compares a presented key with each configured one in constant time;
- * returns the matching key's name or NULL. */
-static const char *http_auth(struct http *h, struct MHD_Connection *con)
+ * returns the matching key's name or NULL, and in *admin its role (1 for
+ * "admin"). */
+static const char *http_auth(struct http *h, struct MHD_Connection *con, int *admin)
 {
     const char *hdr = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *name = NULL, *key;
@@ -282,8 +290,10 @@ static const char *http_auth(struct http *h, struct MHD_Connection *con)
         unsigned char diff = n != m;
         for (j = 0; j < m; j++)
             diff |= (unsigned char)(want[j] ^ key[j % n]);
-        if (diff == 0)
+        if (diff == 0) {
             name = h->cfg->api_keys[i].name;
+            *admin = h->cfg->api_keys[i].admin;
+        }
     }
     return name;
 }
@@ -797,10 +807,21 @@ static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, stru
     return http_problem(con, row->http_status, row->error, row->detail, NULL, NULL);
 }
 
+/* 1 when method is one of allow's ("GET, HEAD, POST"). */
+static int http_method_in(const char *allow, const char *method)
+{
+    size_t n = strlen(method);
+    const char *p;
+
+    for (p = allow; (p = strstr(p, method)) != NULL; p += n)
+        if ((p == allow || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 /* Picks the route for url and method; sets rq->allow for a wrong method. */
 static void http_route(struct http_req *rq, const char *url, const char *method)
 {
-    int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
     struct {
         const char *path;
         int prefix;
@@ -812,18 +833,25 @@ static void http_route(struct http_req *rq, const char *url, const char *method)
         {"/metrics", 0, ROUTE_METRICS, "GET, HEAD"},  {"/v1/dlr/kannel", 0, ROUTE_DLR_KANNEL, "GET, HEAD"},
         {"/v1/dlr/twilio", 0, ROUTE_DLR_TWILIO, "POST"}, {"/v1/otp/cancel", 0, ROUTE_CANCEL, "POST"},
         {"/v1/otp/", 1, ROUTE_STATUS, "GET, HEAD"},
+        {"/v1/admin/overrides", 0, ROUTE_ADMIN_OVERRIDES, "GET, HEAD, POST"},
+        {"/v1/admin/overrides/", 1, ROUTE_ADMIN_OVERRIDE, "DELETE"},
+        {"/v1/admin/blocks", 0, ROUTE_ADMIN_BLOCKS, "GET, HEAD, POST"},
+        {"/v1/admin/blocks/", 1, ROUTE_ADMIN_BLOCK, "DELETE"},
+        {"/v1/admin/unlock", 0, ROUTE_ADMIN_UNLOCK, "POST"},
     };
     size_t i;
 
     rq->route = ROUTE_NONE;
     for (i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         int match = table[i].prefix ? strncmp(url, table[i].path, strlen(table[i].path)) == 0 &&
-                                          url[strlen(table[i].path)] != '\0' && !strchr(url + 8, '/')
+                                          url[strlen(table[i].path)] != '\0' &&
+                                          !strchr(url + strlen(table[i].path), '/')
                                     : strcmp(url, table[i].path) == 0;
         if (!match)
             continue;
         rq->route = table[i].route;
-        if (strcmp(table[i].allow, "POST") == 0 ? !post : !get)
+        rq->post = strcmp(method, "POST") == 0;
+        if (!http_method_in(table[i].allow, method))
             rq->allow = table[i].allow;
         return;
     }
@@ -878,9 +906,90 @@ static void http_deadline(struct http *h, struct MHD_Connection *con, int64_t de
     pthread_mutex_unlock(&h->mu);
 }
 
-static int http_route_posts(enum http_route r)
+static int http_route_posts(const struct http_req *rq)
 {
-    return r == ROUTE_ISSUE || r == ROUTE_VERIFY || r == ROUTE_DLR_TWILIO || r == ROUTE_CANCEL;
+    enum http_route r = rq->route;
+
+    return r == ROUTE_ISSUE || r == ROUTE_VERIFY || r == ROUTE_DLR_TWILIO || r == ROUTE_CANCEL ||
+           (rq->post && (r == ROUTE_ADMIN_OVERRIDES || r == ROUTE_ADMIN_BLOCKS || r == ROUTE_ADMIN_UNLOCK));
+}
+
+static int http_route_admin(enum http_route r)
+{
+    return r == ROUTE_ADMIN_OVERRIDES || r == ROUTE_ADMIN_OVERRIDE || r == ROUTE_ADMIN_BLOCKS ||
+           r == ROUTE_ADMIN_BLOCK || r == ROUTE_ADMIN_UNLOCK;
+}
+
+/* A store failure of an admin call: 503; nothing changed (or, for a
+ * change whose answer was lost, GET tells). */
+static enum MHD_Result http_admin_down(struct MHD_Connection *con)
+{
+    struct otp_answer a = {0};
+
+    a.rc = OTP_ESTORE;
+    a.retry_after_s = 1;
+    return http_problem(con, 503, "store_unavailable", "the store is unavailable", &a, NULL);
+}
+
+/*
+ * The /v1/admin routes (DESIGN.md, "Admin bodies"), for admin keys only.
+ * POST adds (201 {id, expires_at}), GET lists ({"items": [...]}), DELETE
+ * /{id} removes (204, or 404 when no such live row), POST unlock clears
+ * wrong-guess locks (200 {"unlocked": n}). Times are RFC 3339 UTC.
+ */
+static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *url,
+                                  const char *who)
+{
+    struct admin *adm = otp_admin(h->otp);
+    enum admin_kind kind = rq->route == ROUTE_ADMIN_OVERRIDES || rq->route == ROUTE_ADMIN_OVERRIDE
+                               ? ADMIN_OVERRIDE
+                               : ADMIN_BLOCK;
+    char detail[OTP_ERR_LEN] = "", id[ADMIN_ID_LEN + 1], ts[TIMESTAMP_LEN], *text = NULL;
+    int64_t expires_ms = 0;
+    enum otp_rc rc;
+    int n = 0;
+
+    if (rq->route == ROUTE_ADMIN_UNLOCK) {
+        rc = admin_unlock(adm, who, rq->body, rq->len, &n, detail, sizeof(detail));
+        if (rc == OTP_OK)
+            return http_json(con, 200, json_pack("{s:i}", "unlocked", n), NULL);
+    } else if (rq->route == ROUTE_ADMIN_OVERRIDE || rq->route == ROUTE_ADMIN_BLOCK) {
+        const char *rid = strrchr(url, '/') + 1;
+        size_t i;
+        for (i = 0; rid[i] && ((rid[i] >= '0' && rid[i] <= '9') || (rid[i] >= 'a' && rid[i] <= 'f')); i++)
+            ;
+        if (i != ADMIN_ID_LEN || rid[i] != '\0')
+            return http_problem(con, 404, "not_found", "no such live row", NULL, NULL);
+        rc = admin_remove(adm, kind, who, rid, detail);
+        if (rc == OTP_OK) {
+            struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+            enum MHD_Result ok;
+            if (r == NULL)
+                return MHD_NO;
+            MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+            ok = MHD_queue_response(con, 204, r);
+            MHD_destroy_response(r);
+            return ok;
+        }
+        if (rc == OTP_ENOTFOUND)
+            return http_problem(con, 404, "not_found", "no such live row", NULL, NULL);
+    } else if (!rq->post) {
+        if ((rc = admin_list(adm, kind, &text, detail)) == OTP_OK)
+            return http_reply(con, 200, "application/json", text, NULL, NULL);
+    } else {
+        rc = admin_add(adm, kind, who, rq->body, rq->len, id, &expires_ms, detail, sizeof(detail));
+        if (rc == OTP_OK) {
+            timestamp_format(expires_ms, ts, sizeof(ts));
+            return http_json(con, 201, json_pack("{s:s, s:s}", "id", id, "expires_at", ts), NULL);
+        }
+        if (rc == OTP_EFULL)
+            return http_problem(con, 409, "too_many_rows", detail, NULL, NULL);
+    }
+    if (rc == OTP_EINVAL)
+        return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
+    if (rc == OTP_ESTORE)
+        return http_admin_down(con);
+    return http_problem(con, 500, "internal_error", "out of memory", NULL, NULL);
 }
 
 static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
@@ -890,6 +999,7 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
     struct http *h = cls;
     struct http_req *rq = *con_cls;
     const char *api_key;
+    int admin = 0;
 
     (void)version;
     if (rq == NULL) {
@@ -905,7 +1015,7 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
         if (http_framing_repeated(con))
             return http_problem(con, 400, "invalid_request", "Content-Length and Content-Type may each come once",
                                 NULL, NULL);
-        if (http_route_posts(rq->route)) {
+        if (http_route_posts(rq)) {
             if (cl != NULL && strtoll(cl, NULL, 10) > HTTP_BODY_MAX)
                 return http_problem(con, 413, "payload_too_large", "the body is larger than 4 KiB", NULL, NULL);
             if (rq->route != ROUTE_DLR_TWILIO && !http_is_json(con))
@@ -940,8 +1050,17 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
     default:
         break;
     }
-    if ((api_key = http_auth(h, con)) == NULL)
+    if ((api_key = http_auth(h, con, &admin)) == NULL)
         return http_problem(con, 401, "unauthorized", "a valid Authorization: Bearer key is required", NULL, NULL);
+    /* Roles: an admin key manages rows and never asks for codes; a caller
+     * never touches the rows. */
+    if (admin != http_route_admin(rq->route))
+        return http_problem(con, 403, "forbidden",
+                            admin ? "an admin key may not use the OTP routes"
+                                  : "only an admin key (api_keys[].role \"admin\") may use /v1/admin",
+                            NULL, NULL);
+    if (admin)
+        return http_admin(h, con, rq, url, api_key);
     if (rq->route == ROUTE_STATUS)
         return http_status(h, con, url, api_key);
     if (rq->route == ROUTE_CANCEL)

@@ -29,7 +29,7 @@
  * commit: a stalled disk slows callers down instead of growing memory. */
 #define LEDGER_QUEUE_MAX 65536
 
-enum ledger_kind { LK_REQUEST, LK_VER_NEW, LK_VER_UPDATE, LK_MSG_NEW, LK_MSG_STATE, LK_SEND, LK_COUNT };
+enum ledger_kind { LK_REQUEST, LK_VER_NEW, LK_VER_UPDATE, LK_MSG_NEW, LK_MSG_STATE, LK_SEND, LK_ADMIN, LK_COUNT };
 
 /* Each kind runs one or two statements, bound by parameter number. */
 static const char *const ledger_sql[LK_COUNT][2] = {
@@ -58,6 +58,9 @@ static const char *const ledger_sql[LK_COUNT][2] = {
     [LK_SEND] = {"INSERT INTO sends (ts_ms, message_id, attempt, provider, http_status, latency_ms, outcome, "
                  "provider_id, error, cost_minor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                  NULL},
+    [LK_ADMIN] = {"INSERT INTO admin_actions (ts_ms, admin, action, kind, row_id, body, note, expires_ms, result) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                  NULL},
 };
 
 /* One bound value: text (NULL allowed) or integer. */
@@ -421,13 +424,14 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
  * still queued or sending stay whatever their age. */
 static void ledger_prune(struct ledger *l, int64_t cutoff_ms)
 {
-    char sql[640];
+    char sql[768];
     char *msg = NULL;
 
     snprintf(sql, sizeof(sql),
              "BEGIN IMMEDIATE; DELETE FROM requests WHERE ts_ms < %1$lld; DELETE FROM sends WHERE ts_ms < %1$lld; "
              "DELETE FROM message_events WHERE ts_ms < %1$lld; DELETE FROM messages WHERE updated_ms < %1$lld "
-             "AND state NOT IN ('queued', 'sending'); DELETE FROM verifications WHERE expires_ms < %1$lld; COMMIT",
+             "AND state NOT IN ('queued', 'sending'); DELETE FROM verifications WHERE expires_ms < %1$lld; "
+             "DELETE FROM admin_actions WHERE ts_ms < %1$lld; COMMIT",
              (long long)cutoff_ms);
     if (sqlite3_exec(l->wdb, sql, NULL, NULL, &msg) != SQLITE_OK) {
         sqlite3_exec(l->wdb, "ROLLBACK", NULL, NULL, NULL);
@@ -781,6 +785,28 @@ enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s)
         op_int(op, s->cost_minor);
     }
     return ledger_submit_paced(l, op);
+}
+
+enum otp_rc ledger_admin(struct ledger *l, const struct ledger_admin *r)
+{
+    struct ledger_op *op = op_new(LK_ADMIN);
+
+    if (op != NULL) {
+        op_int(op, r->ts_ms);
+        op_text(op, r->admin);
+        op_text(op, r->action);
+        op_text(op, r->kind);
+        op_text(op, r->row_id);
+        op_text(op, r->body);
+        op_text(op, r->note);
+        if (r->expires_ms > 0)
+            op_int(op, r->expires_ms);
+        else
+            op_text(op, NULL);
+        op_int(op, r->result);
+    }
+    /* Rare, and the answer says it was done: wait until it is durable. */
+    return ledger_submit(l, &op, 1, 1, 1);
 }
 
 int ledger_healthy(struct ledger *l)

@@ -112,6 +112,23 @@ enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s);
 enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int64_t verification_expires_ms,
                           const struct ledger_request *r);
 
+/* One admin action (DESIGN.md, "Limits"): who did what to which row. */
+struct ledger_admin {
+    int64_t ts_ms;
+    const char *admin;  /* the admin key's name, never the key */
+    const char *action; /* "add", "remove" or "unlock" */
+    const char *kind;   /* "override", "block" or "lock" */
+    const char *row_id; /* NULL for unlock */
+    const char *body;   /* JSON; NULL when none */
+    const char *note;
+    int64_t expires_ms; /* 0: none */
+    int64_t result;     /* unlock: fields cleared */
+};
+
+/* Records r and waits for its commit: OTP_OK once durable, else OTP_EIO
+ * (or OTP_ENOMEM). */
+enum otp_rc ledger_admin(struct ledger *l, const struct ledger_admin *r);
+
 /* 0 while the last transaction failed (disk full, I/O error), else 1. */
 int ledger_healthy(struct ledger *l);
 

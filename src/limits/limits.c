@@ -38,6 +38,13 @@ enum { IR_RULE_OK, IR_RULE_REMAINING, IR_RULE_RESET, IR_PER_RULE };
 /* verify.lua's reply. */
 enum verify_reply { VR_STATUS, VR_VID, VR_ATTEMPTS_LEFT, VR_WINDOW_LEFT, VR_SHADOW_LOCK, VR_WRONG, VR_COUNT };
 
+/* An override as matched: "<rule>\x1e<key>\x1e<field>", the state it
+ * applies to (limits_rule_key), and its numbers. */
+struct limits_ov {
+    char *match;
+    int64_t limit, burst;
+};
+
 /* The rules in force; immutable once built. */
 struct limits_rules {
     int refs; /* guarded by limits.mu */
@@ -47,6 +54,8 @@ struct limits_rules {
     size_t n_prices;
     struct cfg_cap *caps;
     size_t n_caps;
+    struct limits_ov *ov; /* sorted by match */
+    size_t n_ov;
 };
 
 struct limits {
@@ -55,6 +64,8 @@ struct limits {
     int64_t capacity; /* pacer.capacity: the fleet's queue */
     pthread_mutex_t mu;
     struct limits_rules *cur;
+    struct limits_override *ov_raw; /* the overrides as set, under mu: matched again on reload */
+    size_t n_ov_raw;
     pthread_mutex_t pmu; /* guards the abandon queue and stats; never held across a Redis call */
     struct limits_undo *pending[LIMITS_PENDING_MAX];
     size_t n_pending;
@@ -82,8 +93,13 @@ static void args_int(struct limits_args *a, int64_t x)
 
 static void rules_free(struct limits_rules *r)
 {
+    size_t i;
+
     if (r == NULL)
         return;
+    for (i = 0; i < r->n_ov; i++)
+        free(r->ov[i].match);
+    free(r->ov);
     free(r->rules);
     free(r->prices);
     free(r->caps);
@@ -130,6 +146,114 @@ static struct limits_rules *rules_new(const struct config *c)
     return r;
 }
 
+static void rules_put(struct limits *l, struct limits_rules *r);
+
+static int ov_cmp(const void *x, const void *y)
+{
+    return strcmp(((const struct limits_ov *)x)->match, ((const struct limits_ov *)y)->match);
+}
+
+/* "<rule>\x1e<key>\x1e<field>" into out (LIMITS_KEY_LEN * 2 + CFG_NAME_MAX). */
+static void ov_match(const char *rule, const char *key, const char *field, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s\x1e%s\x1e%s", rule, key, field);
+}
+
+/* Matches the overrides raw[0..n-1] to r's rules: each becomes the state
+ * it applies to. An override whose rule is gone (a reload) is skipped.
+ * -1 when out of memory. */
+static int ov_index(struct limits_rules *r, const struct limits_override *raw, size_t n)
+{
+    char key[LIMITS_KEY_LEN], field[LIMITS_KEY_LEN], m[2 * LIMITS_KEY_LEN + CFG_NAME_MAX], ip[LIMITS_IP_KEY_MAX];
+    size_t i, j;
+
+    if ((r->ov = calloc(n + 1, sizeof(*r->ov))) == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        const struct limits_override *o = &raw[i];
+        struct limits_request rq = {0};
+        for (j = 0; j < r->n_rules && strcmp(r->rules[j].name, o->rule) != 0; j++)
+            ;
+        if (j == r->n_rules)
+            continue;
+        /* The request whose values the override names. */
+        rq.phone = o->values[CFG_KEY_PHONE][0] ? o->values[CFG_KEY_PHONE] : o->values[CFG_KEY_PHONE_PREFIX];
+        rq.device_id = o->values[CFG_KEY_DEVICE];
+        rq.ip_key = limits_ip_key(o->values[CFG_KEY_CLIENT_IP], ip, sizeof(ip)) == OTP_OK ? ip : NULL;
+        rq.api_key = o->values[CFG_KEY_API_KEY];
+        rq.purpose = o->values[CFG_KEY_PURPOSE];
+        snprintf(rq.region, sizeof(rq.region), "%s", o->values[CFG_KEY_REGION]);
+        if (!limits_rule_key(&r->rules[j], &rq, key, sizeof(key), field, sizeof(field)))
+            continue;
+        ov_match(o->rule, key, field, m, sizeof(m));
+        if ((r->ov[r->n_ov].match = strdup(m)) == NULL)
+            return -1;
+        r->ov[r->n_ov].limit = o->limit;
+        r->ov[r->n_ov].burst = o->burst;
+        r->n_ov++;
+    }
+    qsort(r->ov, r->n_ov, sizeof(*r->ov), ov_cmp);
+    return 0;
+}
+
+/* Rule r as it applies to the state at key/field: itself, or a copy in
+ * tmp with an override's limit and burst. */
+static const struct cfg_rule *rule_eff(const struct limits_rules *rs, const struct cfg_rule *r, const char *key,
+                                       const char *field, struct cfg_rule *tmp)
+{
+    char m[2 * LIMITS_KEY_LEN + CFG_NAME_MAX];
+    struct limits_ov want, *hit;
+
+    if (rs->n_ov == 0)
+        return r;
+    ov_match(r->name, key, field, m, sizeof(m));
+    want.match = m;
+    if ((hit = bsearch(&want, rs->ov, rs->n_ov, sizeof(*rs->ov), ov_cmp)) == NULL)
+        return r;
+    *tmp = *r;
+    tmp->limit = hit->limit;
+    if (hit->burst > 0)
+        tmp->burst = hit->burst;
+    else if (r->limit > 0) /* 5x the limit, 5x the burst */
+        tmp->burst = r->burst * hit->limit / r->limit > 0 ? r->burst * hit->limit / r->limit : 1;
+    return tmp;
+}
+
+enum otp_rc limits_overrides_set(struct limits *l, const struct limits_override *ov, size_t n)
+{
+    struct limits_override *raw = dup_array(ov, n, sizeof(*ov)), *old_raw;
+    struct limits_rules *r = calloc(1, sizeof(*r)), *old;
+
+    if (raw == NULL || r == NULL) {
+        free(raw);
+        free(r);
+        return OTP_ENOMEM;
+    }
+    r->refs = 1;
+    pthread_mutex_lock(&l->mu);
+    old = l->cur;
+    r->rules = dup_array(old->rules, old->n_rules, sizeof(*old->rules));
+    r->prices = dup_array(old->prices, old->n_prices, sizeof(*old->prices));
+    r->caps = dup_array(old->caps, old->n_caps, sizeof(*old->caps));
+    r->n_rules = old->n_rules;
+    r->n_prices = old->n_prices;
+    r->n_caps = old->n_caps;
+    if (!r->rules || !r->prices || !r->caps || ov_index(r, raw, n) < 0) {
+        pthread_mutex_unlock(&l->mu);
+        rules_free(r);
+        free(raw);
+        return OTP_ENOMEM;
+    }
+    l->cur = r;
+    old_raw = l->ov_raw;
+    l->ov_raw = raw;
+    l->n_ov_raw = n;
+    pthread_mutex_unlock(&l->mu);
+    free(old_raw);
+    rules_put(l, old);
+    return OTP_OK;
+}
+
 static struct limits_rules *rules_get(struct limits *l)
 {
     struct limits_rules *r;
@@ -174,6 +298,7 @@ void limits_free(struct limits *l)
     if (l == NULL)
         return;
     rules_free(l->cur);
+    free(l->ov_raw);
     while (l->n_pending > 0)
         free(l->pending[--l->n_pending]);
     pthread_mutex_destroy(&l->mu);
@@ -188,6 +313,11 @@ enum otp_rc limits_reload(struct limits *l, const struct config *c)
     if (r == NULL)
         return OTP_ENOMEM;
     pthread_mutex_lock(&l->mu);
+    if (ov_index(r, l->ov_raw, l->n_ov_raw) < 0) {
+        pthread_mutex_unlock(&l->mu);
+        rules_free(r);
+        return OTP_ENOMEM;
+    }
     old = l->cur;
     l->cur = r;
     pthread_mutex_unlock(&l->mu);
@@ -640,6 +770,7 @@ UNITTEST void issue_read(const struct cfg_rule *const *used, size_t n_used, cons
 enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out, char *err)
 {
     const struct cfg_rule *used[32];
+    struct cfg_rule eff[32]; /* used rules with an override */
     int key_of[32];  /* 1-based KEYS index of each used rule */
     int cost_key = 0; /* KEYS index of the cost caps; 0: none */
     struct limits_rules *rs;
@@ -663,6 +794,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         const struct cfg_rule *r = &rs->rules[i];
         if (r->on == CFG_ON_VERIFY || !limits_rule_key(r, rq, key, sizeof(key), fields[n_used], LIMITS_KEY_LEN))
             continue;
+        r = rule_eff(rs, r, key, fields[n_used], &eff[n_used]);
         for (k = 0; k < nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == nkeys) {
@@ -820,6 +952,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
 {
     struct limits_rules *rs;
     const struct cfg_rule *wrong = NULL, *used[32];
+    struct cfg_rule eff[33]; /* used rules with an override, and the wrong-guess rule's */
     int key_of[32];
     struct limits_args a = {0};
     struct limits_undo *u = calloc(1, sizeof(*u));
@@ -842,6 +975,8 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
      * own count and lock. */
     if (wrong != NULL && !limits_rule_key(wrong, rq, wkey, sizeof(wkey), wfield, sizeof(wfield)))
         wrong = NULL;
+    if (wrong != NULL)
+        wrong = rule_eff(rs, wrong, wkey, wfield, &eff[32]);
     if (u == NULL || fields == NULL) {
         snprintf(err, OTP_ERR_LEN, "limits: out of memory");
         goto out;
@@ -853,6 +988,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         const struct cfg_rule *r = &rs->rules[i];
         if (r->on == CFG_ON_ISSUE || !limits_rule_key(r, rq, key, sizeof(key), fields[n_used], LIMITS_KEY_LEN))
             continue;
+        r = rule_eff(rs, r, key, fields[n_used], &eff[n_used]);
         for (k = 0; k < u->nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == u->nkeys) {

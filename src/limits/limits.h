@@ -110,6 +110,24 @@ void limits_free(struct limits *l);
 /* Replaces the rules with c's; requests in flight finish on the old ones. */
 enum otp_rc limits_reload(struct limits *l, const struct config *c);
 
+/* An admin override (DESIGN.md, "Limits"): another limit (and burst) for
+ * rule for one value of its key. values holds each kind of the rule's key
+ * as the admin body gave it, checked: the canonical phone, "+" and the
+ * prefix's digits for phone_prefix, an address for client_ip (keyed here
+ * as limits_ip_key keys a request's), "" for the others. */
+#define LIMITS_VALUE_MAX 129
+struct limits_override {
+    char rule[CFG_NAME_MAX];
+    char values[CFG_KEY_COUNT][LIMITS_VALUE_MAX];
+    int64_t limit;
+    int64_t burst; /* 0: the rule's burst, scaled with the limit (token_bucket only) */
+};
+
+/* Replaces the overrides in force with ov[0..n-1] (copied); requests in
+ * flight finish on the old ones. Kept across limits_reload, and matched
+ * against the new rules then. OTP_ENOMEM leaves the old ones. */
+enum otp_rc limits_overrides_set(struct limits *l, const struct limits_override *ov, size_t n);
+
 /* Runs the issue script. Returns OTP_OK with the decision in *out (which
  * may be a refusal), or OTP_ESTORE with detail in err: fail closed. A
  * timeout is retried once on a fresh connection (the request id makes the

@@ -26,8 +26,8 @@
 static const char *const decisions[] = {"accepted",    "verified",     "invalid_request", "rate_limited",
                                         "locked",      "cost_cap",     "queue_full",      "store_unavailable",
                                         "invalid_code", "no_active_code", "ledger_unavailable", "number_type",
-                                        NULL};
-#define OTP_DECISIONS 12
+                                        "blocked", NULL};
+#define OTP_DECISIONS 13
 
 struct otp {
     struct otp_deps d;
@@ -73,6 +73,12 @@ struct idem *otp_idem(struct otp *o)
 {
     return o->idem;
 }
+
+struct admin *otp_admin(struct otp *o)
+{
+    return o->d.admin;
+}
+
 
 static void count(struct otp *o, uint64_t *table, const char *decision)
 {
@@ -141,6 +147,21 @@ static void store_down(struct otp *o, struct otp_answer *out, const char *op, co
     log_msg(LOG_WARN, "%s refused, store unavailable: %s", op, err);
     answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
     out->retry_after_s = retry_s(store_breaker_left_ms(o->d.store));
+}
+
+/* 1 when an admin block matches rq; then the refusal (403 blocked) is in
+ * out and which kind of block in rule (CFG_NAME_MAX bytes). No Redis call:
+ * a blocked request takes nothing. */
+static int blocked(struct otp *o, const struct otp_req *rq, struct otp_answer *out, char *rule)
+{
+    struct admin_subject s = {rq->phone, rq->region, rq->device_id, rq->client_ip, rq->api_key};
+    char what[16];
+
+    if (o->d.admin == NULL || !admin_blocked(o->d.admin, &s, what, sizeof(what)))
+        return 0;
+    snprintf(rule, CFG_NAME_MAX, "block:%s", what);
+    answer(out, OTP_EBLOCKED, "blocked", "an operator's block (%s) matches this request", what);
+    return 1;
 }
 
 /* 1 when rq's number type is one phone.types serves; else 0 with the
@@ -298,6 +319,10 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
         return;
     }
+    if (blocked(o, rq, out, out->reason)) {
+        status = 403;
+        goto refused;
+    }
     code_new_id(vid);
     code_derive(o->d.keys, vid, c->otp_length, code);
     code_hash(o->d.keys, rq->phone, code, vhash);
@@ -413,6 +438,13 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     }
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
         answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
+        goto done;
+    }
+    /* Verify too: a blocked bot network must not go on guessing the codes
+     * it already has, and a block that let verifies through would still
+     * spend Redis round trips on it. */
+    if (blocked(o, rq, out, out->reason)) {
+        status = 403;
         goto done;
     }
     /* A malformed guess is recorded but never counts as an attempt. */
@@ -754,6 +786,22 @@ char *otp_metrics(struct otp *o)
             put(&t, "%s", money);
         if (report_metrics(o->report, money, sizeof(money)) > 0)
             put(&t, "%s", money);
+    }
+    if (o->d.admin != NULL) {
+        struct admin_stats as;
+        admin_stats(o->d.admin, &as);
+        put(&t, "# HELP otpd_blocked_total Requests refused by an admin block, by what the block matched.\n"
+                "# TYPE otpd_blocked_total counter\n");
+        for (i = 0; i < ADMIN_M_COUNT; i++)
+            put(&t, "otpd_blocked_total{match=\"%s\"} %llu\n", admin_match_name((enum admin_match)i),
+                (unsigned long long)as.blocked[i]);
+        put(&t, "# HELP otpd_admin_rows Live admin rows in this instance's snapshot, by kind.\n"
+                "# TYPE otpd_admin_rows gauge\notpd_admin_rows{kind=\"override\"} %llu\n"
+                "otpd_admin_rows{kind=\"block\"} %llu\n"
+                "# HELP otpd_admin_refresh_failures_total Snapshot refreshes that could not read Redis.\n"
+                "# TYPE otpd_admin_refresh_failures_total counter\notpd_admin_refresh_failures_total %llu\n",
+            (unsigned long long)as.overrides, (unsigned long long)as.blocks,
+            (unsigned long long)as.refresh_failures);
     }
     return t.s;
 }

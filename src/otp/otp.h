@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../base/config.h"
+#include "../admin/admin.h"
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
 #include "../limits/limits.h"
@@ -30,6 +31,7 @@ struct otp_deps {
     struct limits *limits;
     struct pacer *pacer;
     struct ledger *ledger;
+    struct admin *admin; /* blocks, matched before any Redis call */
 };
 
 /* The caller and the end user of one issue or verify. */
@@ -59,6 +61,9 @@ struct otp_answer {
     struct limits_header header;
     char detail[160];          /* for people; no code, no secret */
 };
+
+/* The admin rows (the HTTP layer's /v1/admin routes), owned by the caller. */
+struct admin *otp_admin(struct otp *o);
 
 /* Registers the idempotency scripts with d->store, so call it before the
  * store is shared between threads. NULL when out of memory. */
