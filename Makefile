@@ -111,7 +111,9 @@ $(B)/cmd/otpd/main.o: CFLAGS += -include $(B)/version.h
 $(BIN)/otpd: $(B)/cmd/otpd/main.o $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
-$(BIN)/otpctl: $(B)/cmd/otpctl/main.o $(B)/cmd/otpctl/ledger.o $(LIB) $(MODE)
+OTPCTL_SRC   := cmd/otpctl/main.c cmd/otpctl/ledger.c cmd/otpctl/simulate.c cmd/otpctl/simredis.c \
+                cmd/otpctl/tally.c
+$(BIN)/otpctl: $(OTPCTL_SRC:%.c=$(B)/%.o) $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
 $(BIN)/fake_provider: $(B)/tests/fake_provider/fake_provider.o $(MODE)
@@ -175,7 +177,7 @@ lint:
 	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.cc' '*.h') || \
 	  { echo "banned call found"; exit 1; }
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-	  --suppress=missingIncludeSystem -I src $(LIB_SRC) $(CXX_SRC) cmd/otpd/main.c cmd/otpctl/main.c cmd/otpctl/ledger.c
+	  --suppress=missingIncludeSystem -I src $(LIB_SRC) $(CXX_SRC) cmd/otpd/main.c $(OTPCTL_SRC)
 
 # libFuzzer (clang) over the parsers: build/fuzz/fuzz_T for each T of FUZZ_TARGETS, from tests/fuzz/fuzz_T.c
 # and the library built with OTPD_TESTING (UNITTEST functions visible) and ASan+UBSan. tests/fuzz/run.sh

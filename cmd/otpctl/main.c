@@ -21,6 +21,7 @@ static void usage(void)
                     "       otpctl audit -c FILE [-t requests|messages|sends|verifications|message_events]\n"
                     "                    [-n ROWS] [-p PHONE]\n");
     otpctl_ledger_usage(stderr);
+    otpctl_simulate_usage(stderr);
 }
 
 static void print_row(void *ctx, int ncols, const char *const *names, const char *const *values)
@@ -106,5 +107,8 @@ int main(int argc, char **argv)
     /* ledger needs no config and no secret: it reads the files it is given. */
     if (strcmp(argv[1], "ledger") == 0)
         return otpctl_ledger(argc - 2, argv + 2);
+    /* simulate reads a ledger and a config's rules, and no secret. */
+    if (strcmp(argv[1], "simulate") == 0)
+        return otpctl_simulate(argc - 2, argv + 2);
     return otpctl_config_command(argc, argv);
 }

@@ -11,4 +11,9 @@
 int otpctl_ledger(int argc, char **argv);
 void otpctl_ledger_usage(FILE *f);
 
+/* otpctl simulate: argv holds the arguments after "simulate". Returns a
+ * sysexits code. */
+int otpctl_simulate(int argc, char **argv);
+void otpctl_simulate_usage(FILE *f);
+
 #endif

@@ -21,6 +21,14 @@
  * any one of them fail (config_set_alloc). free() releases them all. */
 static void *(*cfg_alloc_fn)(size_t) = malloc;
 
+/* 0: loads leave every secret NULL (config_set_secrets). */
+static int cfg_read_secrets = 1;
+
+void config_set_secrets(int read)
+{
+    cfg_read_secrets = read;
+}
+
 void config_set_alloc(void *(*fn)(size_t))
 {
     cfg_alloc_fn = fn ? fn : malloc;
@@ -239,7 +247,7 @@ static char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const c
     const char *v;
     char *copy;
 
-    if (!cfg_str(x, obj, parent, key, required, name, sizeof(name)))
+    if (!cfg_str(x, obj, parent, key, required, name, sizeof(name)) || !cfg_read_secrets)
         return NULL;
     cfg_path(p, sizeof(p), parent, key);
     v = cfg_getenv(name);

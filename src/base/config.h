@@ -169,6 +169,12 @@ int config_scrub_env(void);
  * thread-safe; set it before loading. */
 void config_set_alloc(void *(*fn)(size_t));
 
+/* read 0: later loads check that each secret's variable is named but read
+ * no value, leaving secret, api_keys[].key, redis_password and the
+ * provider's credentials NULL. For tools that replay rules and need no
+ * secret (otpctl simulate); otpd never calls it. Not thread-safe. */
+void config_set_secrets(int read);
+
 /* The price of one SMS to phone: the longest matching prefix, else "*",
  * else -1 when no price applies (no cost block). */
 int64_t config_price(const struct config *c, const char *phone);
