@@ -234,6 +234,8 @@ static int adm_parse(int argc, char **argv, struct adm_args *a)
     if (c == ADM_NCMDS) {
         if (i + 1 < argc && (strcmp(argv[i + 1], "-h") == 0 || strcmp(argv[i + 1], "--help") == 0))
             return -1;
+        if (!otpctl_admin_is(argv[i]) || argv[i][0] == '-')
+            return adm_usage_error("unknown command %s (block, override or unlock)", argv[i]);
         return adm_usage_error("%s: add, list or rm is needed", argv[i]);
     }
     a->cmd = &adm_cmds[c];

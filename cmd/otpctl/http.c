@@ -131,8 +131,9 @@ bad_port:
 
 int otpctl_http_is_loopback(const struct otpctl_http_url *u)
 {
-    return strcasecmp(u->host, "localhost") == 0 || strncmp(u->host, "127.", 4) == 0 ||
-           strcmp(u->host, "::1") == 0;
+    /* 127.0.0.0/8 written as an address: digits and dots only (127.example.com is a name). */
+    return strcasecmp(u->host, "localhost") == 0 || strcmp(u->host, "::1") == 0 ||
+           (strncmp(u->host, "127.", 4) == 0 && u->host[strspn(u->host, "0123456789.")] == '\0');
 }
 
 void otpctl_http_answer_free(struct otpctl_http_answer *a)
