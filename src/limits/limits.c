@@ -202,7 +202,7 @@ static const struct cfg_rule *rule_eff(const struct limits_rules *rs, const stru
                                        const char *field, struct cfg_rule *tmp)
 {
     char m[2 * LIMITS_KEY_LEN + CFG_NAME_MAX];
-    struct limits_ov want, *hit;
+    struct limits_ov want = {0}, *hit;
 
     if (rs->n_ov == 0)
         return r;
