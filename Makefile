@@ -113,7 +113,7 @@ $(BIN)/otpd: $(B)/cmd/otpd/main.o $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
 OTPCTL_SRC   := cmd/otpctl/main.c cmd/otpctl/ledger.c cmd/otpctl/simulate.c cmd/otpctl/simredis.c \
-                cmd/otpctl/tally.c
+                cmd/otpctl/tally.c cmd/otpctl/admin.c cmd/otpctl/http.c
 $(BIN)/otpctl: $(OTPCTL_SRC:%.c=$(B)/%.o) $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 

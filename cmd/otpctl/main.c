@@ -22,6 +22,7 @@ static void usage(void)
                     "                    [-n ROWS] [-p PHONE]\n");
     otpctl_ledger_usage(stderr);
     otpctl_simulate_usage(stderr);
+    otpctl_admin_usage(stderr);
 }
 
 static void print_row(void *ctx, int ncols, const char *const *names, const char *const *values)
@@ -110,5 +111,8 @@ int main(int argc, char **argv)
     /* simulate reads a ledger and a config's rules, and no secret. */
     if (strcmp(argv[1], "simulate") == 0)
         return otpctl_simulate(argc - 2, argv + 2);
+    /* override, block, unlock: otpd's admin API, with the key from OTPCTL_KEY. */
+    if (otpctl_admin_is(argv[1]))
+        return otpctl_admin(argc - 1, argv + 1);
     return otpctl_config_command(argc, argv);
 }

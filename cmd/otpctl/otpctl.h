@@ -16,4 +16,11 @@ void otpctl_ledger_usage(FILE *f);
 int otpctl_simulate(int argc, char **argv);
 void otpctl_simulate_usage(FILE *f);
 
+/* otpctl override|block|unlock (admin.c): argv holds the arguments after
+ * "otpctl" (global flags such as -s URL first). Returns a sysexits code.
+ * otpctl_admin_is: 1 when word starts such a command line. */
+int otpctl_admin(int argc, char **argv);
+int otpctl_admin_is(const char *word);
+void otpctl_admin_usage(FILE *f);
+
 #endif
