@@ -62,8 +62,9 @@ static const char sim_drop_lua[] = "redis.call('ZREM', KEYS[1], ARGV[1])\n"
                                    "return 1\n";
 
 /* Why a request was refused when no rule of the config did. */
-enum sim_other { SO_COST_CAP, SO_NUMBER_TYPE, SO_OTHER, SO_N };
-static const char *const sim_other_names[SO_N] = {"cost_cap", "number_type", "other"};
+enum sim_other { SO_COST_CAP, SO_NUMBER_TYPE, SO_COUNTRY, SO_PUMPING, SO_OTHER, SO_N };
+static const char *const sim_other_names[SO_N] = {"cost_cap", "number_type", "country_blocked",
+                                                  "suspected_pumping", "other"};
 
 /* What one rule (or other reason) refused. */
 struct sim_bucket {
@@ -275,6 +276,10 @@ static enum otp_rc sim_issue(struct sim *s, struct limits_request *lr, struct si
         out->decision = "locked";
         out->rule = sim_rule_index(s->cfg, li.reason);
         break;
+    case OTP_EPUMPING:
+        out->decision = "suspected_pumping";
+        out->other = SO_PUMPING;
+        break;
     default:
         out->decision = "rate_limited";
         out->rule = sim_rule_index(s->cfg, li.reason);
@@ -345,7 +350,7 @@ static int sim_request(struct sim *s, const struct history_event *ev, char *err)
     struct phone_info pi;
     char ip_key[LIMITS_IP_KEY_MAX], scope[CODE_SCOPE_LEN + 1], vhash[CODE_HASH_LEN + 1], key[512];
     char change[80];
-    int issue, served;
+    int issue, served, country;
     int64_t i, count = ev->count > 0 ? ev->count : 1;
 
     /* Malformed requests never reached the rules, in otpd or here. */
@@ -373,15 +378,17 @@ static int sim_request(struct sim *s, const struct history_event *ev, char *err)
     lr.ttl_ms = s->cfg->otp_ttl_ms;
     lr.max_attempts = s->cfg->otp_max_attempts;
     lr.at_ms = ev->ts_ms > 0 ? ev->ts_ms : 1;
-    /* phone.types is checked before any rule, as otp.c does.
-     * TODO(issue 11, fraud): countries allow/deny, with the fraud helper's
-     * pure check, once it is on main. */
+    /* phone.types, then countries, are checked before any rule, as otp.c
+     * does (on issue; a verify is never refused by them). */
     served = (unsigned)pi.type < PHONE_TYPE_COUNT && (s->cfg->phone_types & PHONE_TYPE_BIT(pi.type)) != 0;
+    country = served && issue && limits_country(s->limits, lr.region) == FRAUD_DENY;
     for (i = 0; i < count; i++) {
         struct sim_outcome o = {"number_type", -1, SO_NUMBER_TYPE, ""};
+        if (country)
+            o = (struct sim_outcome){"country_blocked", -1, SO_COUNTRY, ""};
         struct sim_bucket *b = NULL;
         enum otp_rc rc = OTP_OK;
-        if (served)
+        if (served && !country)
             rc = issue ? sim_issue(s, &lr, &o, err) : sim_verify(s, &lr, strcmp(ev->state, "verified") == 0, &o, err);
         if (rc != OTP_OK)
             return EX_UNAVAILABLE;
@@ -456,6 +463,11 @@ static int sim_start(struct sim *s, struct simredis *r)
         o.breaker_failures = 1000000; /* the wait below polls; a breaker would only slow it */
         o.breaker_open_ms = 1;
         o.quiet = 1; /* it runs without persistence on purpose */
+        /* Nothing is sent in a replay, so no message ever ends: a queue
+         * share would fill with messages a real fleet sends in seconds.
+         * The queue is never full here (the drop after each accepted
+         * issue), and so no caller's share of it is either. */
+        s->cfg->pacer_share_per_key = 1;
         if ((s->store = store_new(&o)) == NULL || (s->limits = limits_new(s->store, s->cfg)) == NULL) {
             fputs("otpctl simulate: out of memory\n", stderr);
             return EX_OSERR;

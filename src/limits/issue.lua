@@ -345,9 +345,13 @@ if ARGV[1] == 'a' then
     elseif kind == 4 and v == w[5] then
       new = w[4]
     elseif kind == 6 then
-      -- Like fixed_window: only while its window is still the current one.
+      -- Its own window's count while that is the current one, or the
+      -- previous count once the next window began; later, it weighs nothing.
       local i, c, p = string.match(v or '', '^(%d+):(%d+):(%d+)$')
-      if tonumber(i) == w[4] and tonumber(c) > 0 then new = fmt(w[4]) .. ':' .. (tonumber(c) - 1) .. ':' .. p end
+      if tonumber(i) == w[4] and tonumber(c) > 0 then new = fmt(w[4]) .. ':' .. (tonumber(c) - 1) .. ':' .. p
+      -- Rolled into the next window by a later take: it weighs there as
+      -- part of the previous count.
+      elseif tonumber(i) == w[4] + 1 and tonumber(p) > 0 then new = i .. ':' .. c .. ':' .. (tonumber(p) - 1) end
     end
     if new == '' then redis.call('HDEL', key, field)
     elseif new then redis.call('HSET', key, field, new) end

@@ -186,6 +186,17 @@ static int ov_cmp(const void *x, const void *y)
     return strcmp(((const struct limits_ov *)x)->match, ((const struct limits_ov *)y)->match);
 }
 
+/* The overrides' order: by match, then by limit, so that of two live
+ * overrides of one rule and key the lower limit is found first: an
+ * emergency tightening is never lost to a partner's raise. */
+static int ov_order(const void *x, const void *y)
+{
+    const struct limits_ov *a = x, *b = y;
+    int c = ov_cmp(a, b);
+
+    return c != 0 ? c : (a->limit > b->limit) - (a->limit < b->limit);
+}
+
 /* "<rule>\x1e<key>\x1e<field>" into out (LIMITS_KEY_LEN * 2 + CFG_NAME_MAX). */
 static void ov_match(const char *rule, const char *key, const char *field, char *out, size_t cap)
 {
@@ -225,7 +236,7 @@ static int ov_index(struct limits_rules *r, const struct limits_override *raw, s
         r->ov[r->n_ov].burst = o->burst;
         r->n_ov++;
     }
-    qsort(r->ov, r->n_ov, sizeof(*r->ov), ov_cmp);
+    qsort(r->ov, r->n_ov, sizeof(*r->ov), ov_order);
     return 0;
 }
 
@@ -243,6 +254,8 @@ static const struct cfg_rule *rule_eff(const struct limits_rules *rs, const stru
     want.match = m;
     if ((hit = bsearch(&want, rs->ov, rs->n_ov, sizeof(*rs->ov), ov_cmp)) == NULL)
         return r;
+    while (hit > rs->ov && ov_cmp(hit - 1, &want) == 0)
+        hit--; /* the lowest limit of the rule and key (ov_order) */
     *tmp = *r;
     tmp->limit = hit->limit;
     if (hit->burst > 0)

@@ -164,7 +164,10 @@ if ARGV[1] == 'a' then
       new = fmt(math.max(now, tonumber(v) - w[4]))
     elseif kind == 6 then
       local i, c, p = string.match(v or '', '^(%d+):(%d+):(%d+)$')
-      if tonumber(i) == w[4] and tonumber(c) > 0 then new = fmt(w[4]) .. ':' .. (tonumber(c) - 1) .. ':' .. p end
+      if tonumber(i) == w[4] and tonumber(c) > 0 then new = fmt(w[4]) .. ':' .. (tonumber(c) - 1) .. ':' .. p
+      -- Rolled into the next window by a later take: it weighs there as
+      -- part of the previous count.
+      elseif tonumber(i) == w[4] + 1 and tonumber(p) > 0 then new = i .. ':' .. c .. ':' .. (tonumber(p) - 1) end
     end
     if new == '' then redis.call('HDEL', k, field)
     elseif new then redis.call('HSET', k, field, new) end

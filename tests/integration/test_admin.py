@@ -143,6 +143,19 @@ class FleetTest(AdminTest):
             self.assertEqual(self.otpd.issue(p, auth=OTHER_KEY)[0], 202)
         self.assertEqual(self.otpd.issue(phones[13], auth=OTHER_KEY)[0], 429)
 
+    def test_two_overrides_of_one_key_the_lower_limit_wins(self):
+        # A partner's raise and an emergency tightening of the same rule and
+        # key: the tightening applies whichever row sorts first (review of #11).
+        phones = ["+9198123401%02d" % i for i in range(6)]
+        self.add("overrides", {"rule": "caller", "key": {"api_key": "login-web"}, "limit": 10, "expires_in": "1h"})
+        self.add("overrides", {"rule": "caller", "key": {"api_key": "login-web"}, "limit": 1, "expires_in": "1h"})
+        wait_until(lambda: (lambda m: 'otpd_admin_rows{kind="override"} 2' in m)(self.otpd.call("GET", "/metrics")[2]),
+                   timeout=SEEN_S, what="both overrides on A")
+        self.assertEqual(self.otpd.issue(phones[0])[0], 202)
+        st, h, out = self.otpd.issue(phones[1])
+        self.assertEqual((st, out["reason"]), (429, "caller"))
+        self.assertIn("q=1", h["ratelimit-policy"])
+
     def test_override_expires(self):
         self.start_b()
         for p in (P1, P2):

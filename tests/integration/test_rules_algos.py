@@ -210,10 +210,21 @@ class SwcScriptTest(AlgosTest):
         self.assertEqual(self.state(), "%d:31:80" % idx)
         self.assertEqual(self.eval_issue("a", "r1", 100, 0), 0)  # never twice
         self.assertEqual(self.state(), "%d:31:80" % idx)
-        # Once the window has moved on, its count is the previous one: kept.
-        self.redis.cmd("HSET", "otp:g", self.FIELD, "%d:0:31" % (idx + 1))
+        # Once a later take rolled the state into the next window, its count
+        # is the previous one there, where it still weighs: given back from it
+        # (a 503 never costs quota).
+        self.redis.cmd("HSET", "otp:g", self.FIELD, "%d:1:31" % (idx + 1))
         self.assertEqual(self.eval_issue("a", "r2", 100, 0), 1)
-        self.assertEqual(self.state(), "%d:0:31" % (idx + 1))
+        self.assertEqual(self.state(), "%d:1:30" % (idx + 1))
+
+    def test_abandon_two_windows_later_gives_nothing(self):
+        # Two windows on, the take weighs nothing: nothing to give back.
+        at = self.rtime_ms()
+        idx = at // self.W
+        self.assertEqual(self.eval_issue("i", "r1", 100, at, "%d:0:0" % idx)[0], 1)
+        self.redis.cmd("HSET", "otp:g", self.FIELD, "%d:5:7" % (idx + 2))
+        self.assertEqual(self.eval_issue("a", "r1", 100, 0), 1)
+        self.assertEqual(self.state(), "%d:5:7" % (idx + 2))
 
     def eval_verify(self, rid, limit, at_ms, state=None):
         if state is not None:

@@ -227,6 +227,21 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(out["simulated"]["decisions"],
                          {"accepted": 6, "rate_limited": 9, "invalid_code": 1, "verified": 1})
 
+    def test_queue_share_is_never_full_either(self):
+        # No message ends in a replay: a caller's share of the queue would
+        # fill with messages a real fleet sends in seconds (review of #11).
+        pacer = dict(self.otpd.config["pacer"], capacity=10, share_per_key=0.2)
+        out = self.simulate_json(self.write_config("share.json", STRICT, pacer=pacer))
+        self.assertEqual(out["simulated"]["decisions"],
+                         {"accepted": 6, "rate_limited": 9, "invalid_code": 1, "verified": 1})
+
+    def test_countries_deny_refuses_before_the_rules(self):
+        # P and R are GB numbers (+44...): their 14 issues are denied before any rule; Q (+91) is served.
+        out = self.simulate_json(self.write_config("deny.json", STRICT, countries={"deny": ["GB"]}))
+        self.assertEqual(out["simulated"]["decisions"].get("country_blocked"), 14, out["simulated"])
+        self.assertEqual(out["other"]["country_blocked"]["refused"], 14)
+        self.assertEqual(out["rules"]["phone_10m"]["refused"], 0)
+
     def test_rules_run_on_each_rows_time(self):
         # A copy of the ledger in which P's issues came 4 minutes apart: 3 per
         # 10 minutes never refuses them. On the replay's own clock it would.
