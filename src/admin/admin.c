@@ -22,6 +22,7 @@
 #include "../base/phone.h"
 #include "../base/timestamp.h"
 #include "../base/unittest.h"
+#include "../limits/fraud.h"
 #include "admin.lua.h"
 
 #define ADMIN_OV_KEY "otp:adm:o"
@@ -305,13 +306,14 @@ static int text_ok(const char *s, size_t max)
     return n >= 1 && n <= max;
 }
 
-/* 1 when s is 1 to max printable ASCII bytes. */
+/* 1 when s is 1 to max printable ASCII bytes (space included, as a
+ * request's device_id and purpose may hold one). */
 static int ascii_ok(const char *s, size_t max)
 {
     size_t n = 0;
 
     for (; s[n]; n++)
-        if ((unsigned char)s[n] < 0x21 || (unsigned char)s[n] > 0x7e)
+        if ((unsigned char)s[n] < 0x20 || (unsigned char)s[n] > 0x7e)
             return 0;
     return n >= 1 && n <= max;
 }
@@ -443,6 +445,17 @@ static int match_value(enum admin_match m, const char *v, char *out, struct admi
         if (admin_net_parse(v, net) != OTP_OK) {
             snprintf(detail, cap, "client_ip must be an IPv4 or IPv6 address or CIDR range");
             return 0;
+        }
+        /* One IPv6 address stands for its /64, as the limits key it
+         * (limits_ip_key): its holder has the whole /64, and would step to
+         * the next address. A narrower range is written as one. */
+        if (net->family == 6 && strchr(v, '/') == NULL) {
+            char wide[INET6_ADDRSTRLEN + 4];
+            snprintf(wide, sizeof(wide), "%s/64", v);
+            if (admin_net_parse(wide, net) != OTP_OK) {
+                snprintf(detail, cap, "client_ip must be an IPv4 or IPv6 address or CIDR range");
+                return 0;
+            }
         }
         net_text(net, out, ADMIN_VALUE_MAX);
         return 1;
@@ -627,10 +640,9 @@ static json_t *override_row(struct admin *a, json_t *j, struct admin_override *o
         goto bad;
     }
     v = json_object_get(j, "limit");
-    if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-        json_integer_value(v) > (r.algo == CFG_ALGO_SLIDING_LOG ? 1000 : 1000000000)) {
-        snprintf(detail, cap, "limit must be an integer from 1 to %d for rule %s",
-                 r.algo == CFG_ALGO_SLIDING_LOG ? 1000 : 1000000000, r.name);
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > config_limit_max(r.algo)) {
+        snprintf(detail, cap, "limit must be an integer from 1 to %lld for rule %s (%s)",
+                 (long long)config_limit_max(r.algo), r.name, config_algo_name(r.algo));
         goto bad;
     }
     ov->limit = json_integer_value(v);
@@ -752,7 +764,8 @@ enum otp_rc admin_add(struct admin *a, enum admin_kind kind, const char *who, co
     *expires_ms = rep->ints[1];
     record(a, &(struct ledger_admin){clock_wall_ms(), who, "add", kind_name(kind), id, text,
                                     json_string_value(json_object_get(row, "note")), *expires_ms, 0});
-    log_msg(LOG_INFO, "admin: %s added %s %s: %s", who, kind_name(kind), id, text);
+    /* The row (phones and all) is the ledger's; the log names it only. */
+    log_msg(LOG_INFO, "admin: %s added %s %s (expires %lld)", who, kind_name(kind), id, (long long)*expires_ms);
     rc = OTP_OK;
 out:
     store_reply_free(rep);
@@ -868,7 +881,7 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
     struct phone_info pi;
     enum phone_err perr;
     const char **args = NULL, *s, *api_key = "", *note = NULL;
-    char key[PHONE_MAX + 8], (*pos)[8] = NULL, (*rf)[sizeof(((struct cfg_rule *)0)->field)] = NULL, err[OTP_ERR_LEN] = "", value[ADMIN_VALUE_MAX], *text = NULL;
+    char key[PHONE_MAX + 8], masked[PHONE_MAX], (*pos)[8] = NULL, (*rf)[sizeof(((struct cfg_rule *)0)->field)] = NULL, err[OTP_ERR_LEN] = "", value[ADMIN_VALUE_MAX], *text = NULL;
     json_t *j, *v;
     size_t i, nr;
     int na = 0;
@@ -951,7 +964,8 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
     json_object_set_new(j, "unlocked", json_integer(*n));
     text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     record(a, &(struct ledger_admin){clock_wall_ms(), who, "unlock", "lock", NULL, text, note, 0, *n});
-    log_msg(LOG_INFO, "admin: %s unlocked %s%s%s: %d cleared", who, pi.e164, api_key[0] ? " for " : "", api_key,
+    fraud_mask(pi.e164, masked, sizeof(masked));
+    log_msg(LOG_INFO, "admin: %s unlocked %s%s%s: %d cleared", who, masked, api_key[0] ? " for " : "", api_key,
             *n);
 out:
     free(args);

@@ -880,9 +880,7 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
         if (json_object_get(r, "limit") || json_object_get(r, "window") || json_object_get(r, "burst"))
             cfg_error(x, p, "resend_delay takes delay only, not limit, window or burst");
     } else if (algo >= 0) {
-        cfg_int(x, r, p, "limit", 1, 1,
-                algo == CFG_ALGO_SLIDING_LOG ? 1000 : algo == CFG_ALGO_SLIDING_WINDOW_COUNTER ? 1000000 : 1000000000,
-                &rule->limit);
+        cfg_int(x, r, p, "limit", 1, 1, config_limit_max((enum cfg_algo)algo), &rule->limit);
         /* The counter's script weighs counts in exact integer ms (limit x
          * window stays below 2^53); longer quotas are fixed_window's. */
         if (cfg_dur(x, r, p, "window", 1, &rule->window_ms) && algo == CFG_ALGO_SLIDING_WINDOW_COUNTER &&
@@ -1323,4 +1321,9 @@ int64_t config_price(const struct config *c, const char *phone)
         }
     }
     return best;
+}
+
+int64_t config_limit_max(enum cfg_algo a)
+{
+    return a == CFG_ALGO_SLIDING_LOG ? 1000 : a == CFG_ALGO_SLIDING_WINDOW_COUNTER ? 1000000 : 1000000000;
 }

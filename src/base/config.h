@@ -217,4 +217,9 @@ int64_t config_price(const struct config *c, const char *phone);
 const char *config_key_name(enum cfg_key k);
 const char *config_algo_name(enum cfg_algo a);
 
+/* The largest limit a rule of algorithm a may take: a sliding log is
+ * bounded by its memory, the counter by its exact integer arithmetic.
+ * Config and admin overrides share it. */
+int64_t config_limit_max(enum cfg_algo a);
+
 #endif

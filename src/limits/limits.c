@@ -220,6 +220,13 @@ static int ov_index(struct limits_rules *r, const struct limits_override *raw, s
             ;
         if (j == r->n_rules)
             continue;
+        if (o->limit > config_limit_max(r->rules[j].algo)) {
+            /* Admitted under another algorithm before a reload: a sliding
+             * log's memory is bounded by its limit. */
+            log_msg(LOG_WARN, "limits: an override of %s (limit %lld) is above what %s takes; ignored", o->rule,
+                    (long long)o->limit, config_algo_name(r->rules[j].algo));
+            continue;
+        }
         /* The request whose values the override names. */
         rq.phone = o->values[CFG_KEY_PHONE][0] ? o->values[CFG_KEY_PHONE] : o->values[CFG_KEY_PHONE_PREFIX];
         rq.device_id = o->values[CFG_KEY_DEVICE];
@@ -970,7 +977,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         for (k = 0; k < nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == nkeys) {
-            if (nkeys == LIMITS_KEYS_MAX - 7)
+            if (nkeys == LIMITS_KEYS_MAX - 7) /* 11 rule keys */
                 continue; /* config_load bounds rules' keys; never here */
             snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", key);
         }

@@ -17,10 +17,11 @@
 
 #define LIMITS_IP_KEY_MAX 64
 #define LIMITS_ID_MAX 33
-/* Redis keys of one issue, the undo key aside: the phone's and up to 9
- * other rule keys, the cost, the pumping guard's, the shares, the stream,
- * the holds and the message. */
-#define LIMITS_KEYS_MAX 17
+/* Redis keys of one issue, the undo key aside: the phone's and up to 10
+ * other rule keys (the 7 kinds but phone_prefix, and 4 phone_prefix
+ * lengths: config.c bounds them), the cost, the pumping guard's, the
+ * shares, the stream, the holds and the message. */
+#define LIMITS_KEYS_MAX 18
 #define LIMITS_SCOPE_LEN 12 /* characters of a verification's field in the phone's hash */
 #define LIMITS_KEY_LEN 300
 /* How long a script's undo record (and a tombstone) lives in Redis: long

@@ -44,6 +44,8 @@ struct otp {
      * Labels come only from the config's list (fraud_country). */
     char monitor_region[CFG_REGIONS_MAX][CFG_REGION_LEN];
     uint64_t monitor_count[CFG_REGIONS_MAX];
+    uint64_t monitor_logged_ns[CFG_REGIONS_MAX]; /* when a line last named the region */
+    uint64_t monitor_logged[CFG_REGIONS_MAX];    /* its count then */
     /* The pumping guard, under mu: holds started; in shadow mode, holds
      * that would have started and requests a hold would have refused. */
     uint64_t pump_holds, pump_shadow_holds, pump_shadow_refusals;
@@ -196,20 +198,34 @@ static int country_served(struct otp *o, const struct otp_req *rq, struct otp_an
         answer(out, OTP_ECOUNTRY, "country_blocked", "this service does not send codes to %s numbers",
                rq->region[0] ? rq->region : "non-geographic (no region)");
         return 0;
-    case FRAUD_MONITOR:
-        fraud_mask(rq->phone, masked, sizeof(masked));
-        log_msg(LOG_INFO, "countries: monitored region=%s caller=%s phone=%s", rq->region, rq->api_key, masked);
+    case FRAUD_MONITOR: {
+        /* Counted always; logged at most once a second per region, with
+         * how many came since its last line, so a flood is not a log flood. */
+        uint64_t now_ns = clock_mono_ns(), since = 0;
+        int log_it = 0;
         pthread_mutex_lock(&o->mu);
         for (i = 0; i < CFG_REGIONS_MAX; i++) {
             if (o->monitor_region[i][0] == '\0')
                 snprintf(o->monitor_region[i], sizeof(o->monitor_region[i]), "%s", rq->region);
             if (strcmp(o->monitor_region[i], rq->region) == 0) {
                 o->monitor_count[i]++;
+                if (o->monitor_logged_ns[i] == 0 || now_ns - o->monitor_logged_ns[i] >= 1000000000ULL) {
+                    log_it = 1;
+                    since = o->monitor_count[i] - o->monitor_logged[i];
+                    o->monitor_logged_ns[i] = now_ns;
+                    o->monitor_logged[i] = o->monitor_count[i];
+                }
                 break;
             }
         }
         pthread_mutex_unlock(&o->mu);
+        if (log_it) {
+            fraud_mask(rq->phone, masked, sizeof(masked));
+            log_msg(LOG_INFO, "countries: monitored region=%s caller=%s phone=%s requests=%llu", rq->region,
+                    rq->api_key, masked, (unsigned long long)since);
+        }
         return 1;
+    }
     case FRAUD_SERVE:
         break;
     }

@@ -586,10 +586,10 @@ class OtpdTest(unittest.TestCase):
                           what="%d messages at the provider" % n)
 
     def issue_and_code(self, phone, **fields):
-        before = len(self.fake.messages())
         st, h, body = self.otpd.issue(phone, **fields)
         self.assertEqual(st, 202, body)
-        msgs = self.wait_messages(before + 1)
-        mine = [m for m in msgs if m["id"] == body["id"]]
+        # Its own message: an earlier issue's may arrive first.
+        mine = wait_until(lambda: [m for m in self.fake.messages() if m["id"] == body["id"]] or None, 10,
+                          what="message %s at the provider" % body["id"])
         self.assertEqual(len(mine), 1)
         return body, code_of(mine[0]["text"])

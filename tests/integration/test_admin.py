@@ -196,6 +196,11 @@ class BlockKindsTest(AdminTest):
              dict(phone=P2, client_ip="2001:db8:abce::5")),
             ({"client_ip": "2001:db8::1:0:0:1/127"}, dict(phone=P2, client_ip="2001:db8::1:0:0:0"),
              dict(phone=P2, client_ip="2001:db8::1:0:0:2")),
+            # One IPv6 address blocks its /64, as the limits key it: the next address is no escape.
+            ({"client_ip": "2001:db8:5:6::1"}, dict(phone=P2, client_ip="2001:db8:5:6:ffff::9"),
+             dict(phone=P2, client_ip="2001:db8:5:7::1")),
+            # A device_id may hold a space, as requests take it.
+            ({"device": "my phone"}, dict(phone=P2, device_id="my phone"), dict(phone=P2, device_id="my-phone")),
             ({"api_key": "login-app"}, dict(phone=P2, auth=OTHER_KEY), dict(phone=P2)),
         ]
         ids = []
@@ -220,7 +225,7 @@ class BlockKindsTest(AdminTest):
         self.assertIn("block:client_ip", {r["rule"] for r in rows})
         self.assertTrue(all(r["http_status"] == 403 for r in rows))
         m = self.otpd.call("GET", "/metrics")[2]
-        self.assertIn('otpd_blocked_total{match="client_ip"} 5', m)
+        self.assertIn('otpd_blocked_total{match="client_ip"} 6', m)
         self.assertIn('otpd_admin_rows{kind="block"} %d' % len(cases), m)
         # Nothing was taken from the caller rule: its 2 are still there.
         for i in ids:

@@ -109,9 +109,11 @@ class CountriesDenyMonitorTest(FraudTest):
         # Labels only from the config's list: no US, no GB.
         self.assertEqual(re.findall(r'otpd_country_monitored_total\{region="(\w+)"\}', text), ["IN"])
         self.assertEqual(text.count("# TYPE otpd_country_monitored_total counter"), 1)
+        # At most a line a second per region (a flood is no log flood), each
+        # counting the requests since the last: 3 requests within a second or two.
         lines = [l for l in self.otpd.log().splitlines() if "countries: monitored" in l]
-        self.assertEqual(len(lines), 3, lines)
-        self.assertIn("region=IN caller=login-web phone=+9198******99", lines[0])
+        self.assertTrue(1 <= len(lines) <= 3, lines)
+        self.assertIn("region=IN caller=login-web phone=+9198******99 requests=1", lines[0])
         for l in lines:
             self.assertNotIn(IN_MOBILE, l)
             self.assertNotIn("+919812345600", l)
