@@ -407,3 +407,21 @@ class LedgerRefundTest(LimitsTest):
         msgs = self.wait_messages(3)
         self.assertEqual(sorted(m["to"] for m in msgs), sorted([P, P2, P3]))
         self.assertEqual([r["price_minor"] for r in self.otpd.rows("SELECT price_minor FROM messages")], [20] * 3)
+
+
+class ElevenRuleKeysTest(LimitsTest):
+    """Every key kind and four phone_prefix lengths: 11 Redis keys of rules in one issue, the most the config
+    allows. The last rule's key (the fourth prefix length) must still be checked, never skipped for want of room
+    (review of #11: with 10 it was dropped silently)."""
+    limits = ([{"name": k, "key": k, "algorithm": "sliding_log", "limit": 5, "window": "1h"}
+               for k in ("phone", "device", "client_ip", "api_key", "global", "purpose", "region")] +
+              [{"name": "p%d" % n, "key": "phone_prefix:%d" % n, "algorithm": "sliding_log", "limit": 5,
+                "window": "1h"} for n in (3, 4, 5)] +
+              [{"name": "p6", "key": "phone_prefix:6", "algorithm": "sliding_log", "limit": 1, "window": "1h"}])
+
+    def test_the_eleventh_key_is_checked(self):
+        fields = dict(device_id="d1", client_ip="192.0.2.1", purpose="login")
+        st, _, body = self.otpd.issue(P, **fields)
+        self.assertEqual(st, 202, body)
+        st, _, body = self.otpd.issue(P, **fields)
+        self.assertEqual((st, body.get("reason")), (429, "p6"), body)
