@@ -78,7 +78,10 @@ class PacingTest(PacerTest):
         self.wait_messages(n, timeout=20)
         ts = arrivals(self.fake)
         rate = (n - 1) / (ts[-1] - ts[0])
-        self.assertLess(abs(rate - 20) / 20, 0.03, "achieved %.2f/s with a 300 ms provider" % rate)
+        # Never faster than the rate; slower only by slots missed on a loaded machine (a CI run with other work
+        # on its 2 cores saw 19.1/s). One call at a time would give 300 ms apart: 3.3/s.
+        self.assertLessEqual(rate, 20 * 1.03, "achieved %.2f/s with a 300 ms provider" % rate)
+        self.assertGreaterEqual(rate, 20 * 0.9, "achieved %.2f/s with a 300 ms provider" % rate)
         self.assertGreaterEqual(tightest(ts, 20), 0.97, "21 arrivals within %.3f s" % tightest(ts, 20))
 
 
