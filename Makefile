@@ -57,6 +57,7 @@ HTTP_SRC     := src/http/http.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
+                src/limits/headroom.lua \
                 src/pacer/queue.lua src/pacer/slot.lua src/admin/admin.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 

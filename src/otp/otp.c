@@ -60,6 +60,13 @@ struct otp {
     /* The pumping guard, under mu: holds started; in shadow mode, holds
      * that would have started and requests a hold would have refused. */
     uint64_t pump_holds, pump_shadow_holds, pump_shadow_refusals;
+    /* The cost caps whose headroom /metrics reads: the global ones, then
+     * each per-caller cap for each caller key of the config (a bounded
+     * set, so no label comes from a request). Set at start, read only. */
+    struct limits_cap_ask caps[LIMITS_HEADROOM_MAX];
+    char cap_window[LIMITS_HEADROOM_MAX][24];       /* "1h", for the label */
+    const char *cap_caller[LIMITS_HEADROOM_MAX];    /* NULL for a global cap */
+    size_t n_caps;
 };
 
 /* The refusal labels known from the start, each shown with 0: the
@@ -72,6 +79,49 @@ static void refusals_seed(struct otp *o)
         snprintf(o->refusal_name[o->n_refusal++], CFG_NAME_MAX, "%s", o->d.cfg->rules[i].name);
     for (i = 0; i < OTP_FIXED_REASONS; i++)
         snprintf(o->refusal_name[o->n_refusal++], CFG_NAME_MAX, "%s", fixed_reasons[i]);
+}
+
+/* A window as a label: "1d", "1h", "10m", "30s", or "<n>ms". */
+static void window_label(int64_t ms, char *out, size_t cap)
+{
+    static const struct {
+        int64_t ms;
+        char unit;
+    } units[] = {{86400000, 'd'}, {3600000, 'h'}, {60000, 'm'}, {1000, 's'}};
+    size_t i;
+
+    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (ms % units[i].ms == 0) {
+            snprintf(out, cap, "%lld%c", (long long)(ms / units[i].ms), units[i].unit);
+            return;
+        }
+    snprintf(out, cap, "%lldms", (long long)ms);
+}
+
+/* The caps /metrics shows the headroom of (see struct otp's caps). */
+static void caps_seed(struct otp *o)
+{
+    const struct config *c = o->d.cfg;
+    size_t i, k;
+
+    for (i = 0; i < c->n_caps; i++) {
+        const struct cfg_cap *cp = &c->caps[i];
+        for (k = 0; k < (cp->per_key ? c->n_api_keys : 1) && o->n_caps < LIMITS_HEADROOM_MAX; k++) {
+            struct limits_cap_ask *a = &o->caps[o->n_caps];
+            if (cp->per_key && c->api_keys[k].admin)
+                continue; /* an admin key never issues */
+            if (cp->per_key) {
+                limits_cap_key_field(cp->window_ms, c->api_keys[k].name, a->field, sizeof(a->field));
+                o->cap_caller[o->n_caps] = c->api_keys[k].name;
+            } else {
+                limits_cap_field(cp->window_ms, a->field, sizeof(a->field));
+            }
+            a->window_ms = cp->window_ms;
+            a->max_minor = cp->max_minor;
+            window_label(cp->window_ms, o->cap_window[o->n_caps], sizeof(o->cap_window[0]));
+            o->n_caps++;
+        }
+    }
 }
 
 struct otp *otp_new(const struct otp_deps *d)
@@ -89,6 +139,7 @@ struct otp *otp_new(const struct otp_deps *d)
     }
     pthread_mutex_init(&o->mu, NULL);
     refusals_seed(o);
+    caps_seed(o);
     return o;
 }
 
@@ -806,6 +857,38 @@ static void put(struct text *t, const char *fmt, ...)
     }
 }
 
+/* The cost caps' max and headroom (one Redis call; on a failure the
+ * headroom is left out, never shown stale or as 0). */
+static void cap_metrics(struct otp *o, struct text *t)
+{
+    const char *cur = o->d.cfg->currency[0] ? o->d.cfg->currency : "none";
+    int64_t left[LIMITS_HEADROOM_MAX];
+    char err[OTP_ERR_LEN] = "";
+    int ok = limits_cap_headroom(o->d.limits, o->caps, o->n_caps, left, err) == OTP_OK;
+    size_t i;
+    int global;
+
+    if (!ok)
+        log_msg(LOG_WARN, "metrics: cost cap headroom unread: %s", err);
+    for (global = 1; global >= 0; global--) {
+        const char *name = global ? "otpd_cost_cap" : "otpd_cost_cap_caller";
+        put(t, "# HELP %s_max_minor %s cost cap's budget per window (cost.caps[].max).\n"
+               "# TYPE %s_max_minor gauge\n", name, global ? "A global" : "A per-caller", name);
+        for (i = 0; i < o->n_caps; i++)
+            if ((o->cap_caller[i] == NULL) == global)
+                put(t, "%s_max_minor{currency=\"%s\",window=\"%s\"%s%s%s} %lld\n", name, cur, o->cap_window[i],
+                    global ? "" : ",api_key=\"", global ? "" : o->cap_caller[i], global ? "" : "\"",
+                    (long long)o->caps[i].max_minor);
+        put(t, "# HELP %s_headroom_minor What the cap's current window has left (the fleet's, from Redis).\n"
+               "# TYPE %s_headroom_minor gauge\n", name, name);
+        for (i = 0; ok && i < o->n_caps; i++)
+            if ((o->cap_caller[i] == NULL) == global)
+                put(t, "%s_headroom_minor{currency=\"%s\",window=\"%s\"%s%s%s} %lld\n", name, cur,
+                    o->cap_window[i], global ? "" : ",api_key=\"", global ? "" : o->cap_caller[i],
+                    global ? "" : "\"", (long long)left[i]);
+    }
+}
+
 char *otp_metrics(struct otp *o)
 {
     struct text t = {0};
@@ -924,6 +1007,7 @@ char *otp_metrics(struct otp *o)
             "# HELP otpd_ledger_failures_total Ledger writes or commits that failed.\n"
             "# TYPE otpd_ledger_failures_total counter\notpd_ledger_failures_total %llu\n",
         (unsigned long long)ls.commits, (unsigned long long)ls.rows, (unsigned long long)ls.failures);
+    cap_metrics(o, &t);
     {
         char money[4096];
         if (pacer_metrics(o->d.pacer, money, sizeof(money)) > 0)
