@@ -41,7 +41,7 @@ PREFIX  ?= /usr/local
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
 BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.c \
-                src/base/config.c src/base/timestamp.c
+                src/base/config.c src/base/timestamp.c src/base/metrics.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -57,11 +57,12 @@ HTTP_SRC     := src/http/http.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
+                src/limits/headroom.lua \
                 src/pacer/queue.lua src/pacer/slot.lua src/admin/admin.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule test_timestamp \
-                test_fraud
+                test_fraud test_rc
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)

@@ -216,7 +216,8 @@ static int otpd_start(struct otpd *d)
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger, .admin = d->admin};
+    deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger, .admin = d->admin,
+                             .version = OTPD_VERSION};
     if ((d->otp = otp_new(&deps)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;

@@ -31,4 +31,65 @@ enum otp_rc {
 /* Returns a static lower-case name such as "store_unavailable". */
 const char *otp_rc_str(enum otp_rc rc);
 
+/*
+ * The one vocabulary of answers (DESIGN.md, "HTTP contract"): every
+ * decision otp makes and every problem the HTTP layer answers itself is one
+ * of these, and its HTTP status, `error` code, title and metric label come
+ * from its row in rc.c's table, and from nowhere else.
+ */
+enum otp_outcome {
+    OUT_ACCEPTED = 0,          /* 202: an issue queued its message */
+    OUT_VERIFIED,              /* 200 */
+    OUT_CANCELLED,             /* 200 */
+    OUT_INVALID_REQUEST,       /* 400 */
+    OUT_INVALID_PHONE,         /* 400 */
+    OUT_UNAUTHORIZED,          /* 401 */
+    OUT_FORBIDDEN,             /* 403: the key's role may not use the route */
+    OUT_INVALID_SIGNATURE,     /* 403: a delivery report's signature */
+    OUT_NUMBER_TYPE,           /* 403 */
+    OUT_BLOCKED,               /* 403 */
+    OUT_COUNTRY_BLOCKED,       /* 403 */
+    OUT_NOT_FOUND,             /* 404: no such route, message or admin row */
+    OUT_NO_ACTIVE_CODE,        /* 404 */
+    OUT_METHOD_NOT_ALLOWED,    /* 405 */
+    OUT_IDEM_IN_USE,           /* 409 */
+    OUT_TOO_MANY_ROWS,         /* 409: admin rows at their cap */
+    OUT_REPORT_EXPIRED,        /* 410: a delivery report's URL */
+    OUT_PAYLOAD_TOO_LARGE,     /* 413 */
+    OUT_UNSUPPORTED_MEDIA,     /* 415 */
+    OUT_INVALID_CODE,          /* 422 */
+    OUT_IDEM_REUSED,           /* 422 */
+    OUT_RATE_LIMITED,          /* 429 */
+    OUT_LOCKED,                /* 429 */
+    OUT_SUSPECTED_PUMPING,     /* 429 */
+    OUT_INTERNAL,              /* 500: out of memory */
+    OUT_QUEUE_FULL,            /* 503 */
+    OUT_STORE_UNAVAILABLE,     /* 503 */
+    OUT_COST_CAP,              /* 503 */
+    OUT_LEDGER_UNAVAILABLE,    /* 503 */
+    OUT_COUNT
+};
+
+/* Which answers can give an outcome (struct otp_outcome_row.ops): a metric
+ * declares only the pairs that can occur. */
+#define OUT_OP_ISSUE 1u
+#define OUT_OP_VERIFY 2u
+#define OUT_OP_CANCEL 4u
+#define OUT_OP_HTTP 8u /* answered by the HTTP layer before any decision */
+#define OUT_OP_REPORT 16u /* a delivery report's refusal (counted by report.c) */
+
+struct otp_outcome_row {
+    enum otp_outcome outcome;
+    enum otp_rc rc;    /* the status code the modules pass around */
+    int http_status;   /* 200 to 599 */
+    const char *error; /* the contract's machine code; the ledger's decision; the metric label */
+    const char *title; /* RFC 9457 title: one per problem type */
+    unsigned ops;      /* OUT_OP_* */
+};
+
+/* The row of outcome o (a static table); the OUT_INTERNAL row for a value
+ * outside the enum. */
+const struct otp_outcome_row *otp_outcome_row(enum otp_outcome o);
+
+
 #endif

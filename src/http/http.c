@@ -60,6 +60,8 @@ struct http {
     pthread_t reaper;
     int reaper_started, stop;
     uint64_t closed_slow;
+    /* Problems this layer answered itself, by outcome (atomic adds). */
+    uint64_t problems[OUT_COUNT];
     /* The listening socket once quiesced: closed only after MHD_stop_daemon,
      * since MHD's threads may still use it (closing it first made MHD's stop
      * fail to take it out of epoll, and abort). */
@@ -75,26 +77,6 @@ struct http_req {
     size_t len;
     char body[HTTP_BODY_MAX + 1];
 };
-
-static const char *http_title(int status)
-{
-    switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    }
-    return "Error";
-}
 
 /* One answer before it is sent: what an Idempotency-Key stores and
  * replays. Header values are built here from numbers and rule names, so
@@ -212,7 +194,7 @@ UNITTEST void http_utf8_cut(char *s)
 
 /* The text of an RFC 9457 problem with our stable code in "error";
  * malloc'd, NULL when out of memory. */
-static char *http_problem_text(unsigned status, const char *error, const char *detail,
+static char *http_problem_text(unsigned status, const char *error, const char *title, const char *detail,
                                const struct otp_answer *a)
 {
     json_t *j = json_object();
@@ -223,7 +205,7 @@ static char *http_problem_text(unsigned status, const char *error, const char *d
     detail = cut;
     snprintf(type, sizeof(type), "urn:otpd:problem:%s", error);
     json_object_set_new(j, "type", json_string(type));
-    json_object_set_new(j, "title", json_string(http_title((int)status)));
+    json_object_set_new(j, "title", json_string(title));
     json_object_set_new(j, "status", json_integer(status));
     json_object_set_new(j, "detail", json_string(detail));
     json_object_set_new(j, "error", json_string(error));
@@ -238,37 +220,62 @@ static char *http_problem_text(unsigned status, const char *error, const char *d
     return body;
 }
 
-static enum MHD_Result http_problem(struct MHD_Connection *con, unsigned status, const char *error,
+/* Counts a problem this layer answers itself (h NULL: an answer otp
+ * decided, which otp counts). */
+static void http_count(struct http *h, enum otp_outcome o)
+{
+    if (h != NULL && (unsigned)o < OUT_COUNT)
+        __atomic_fetch_add(&h->problems[o], 1, __ATOMIC_RELAXED);
+}
+
+/* Sends outcome o as a problem: its status, code and title from the one
+ * table (rc.c). h counts it when the HTTP layer decided it (see http_count). */
+static enum MHD_Result http_problem(struct http *h, struct MHD_Connection *con, enum otp_outcome o,
                                     const char *detail, const struct otp_answer *a, const char *allow)
 {
-    return http_reply(con, status, "application/problem+json", http_problem_text(status, error, detail, a), a,
-                      allow);
+    const struct otp_outcome_row *row = otp_outcome_row(o);
+
+    http_count(h, o);
+    return http_reply(con, (unsigned)row->http_status, "application/problem+json",
+                      http_problem_text((unsigned)row->http_status, row->error, row->title, detail, a), a, allow);
 }
 
 /* out as a problem (for issue and verify, whose answers may be stored). */
-static void http_out_problem(struct http_out *out, unsigned status, const char *error, const char *detail,
+static void http_out_problem(struct http *h, struct http_out *out, enum otp_outcome o, const char *detail,
                              const struct otp_answer *a)
 {
-    http_out_set(out, status, "application/problem+json", http_problem_text(status, error, detail, a), a);
+    const struct otp_outcome_row *row = otp_outcome_row(o);
+
+    http_count(h, o);
+    http_out_set(out, (unsigned)row->http_status, "application/problem+json",
+                 http_problem_text((unsigned)row->http_status, row->error, row->title, detail, a), a);
 }
 
-/* The HTTP status of an otp answer's error. */
-static unsigned http_status_of(enum otp_rc rc)
+/* The Prometheus text of this layer's own problems, each outcome it can
+ * answer shown (0 until it happens); malloc'd, NULL when out of memory. */
+static char *http_metrics_text(struct http *h)
 {
-    switch (rc) {
-    case OTP_OK: return 200;
-    case OTP_EINVAL: return 400;
-    case OTP_ENOTFOUND: return 404;
-    case OTP_EBADCODE: return 422;
-    case OTP_ETYPE:
-    case OTP_EBLOCKED:
-    case OTP_ECOUNTRY:
-    case OTP_EFORBIDDEN: return 403;
-    case OTP_EPUMPING:
-    case OTP_ELIMITED:
-    case OTP_ELOCKED: return 429;
-    default: return 503;
+    char *text = NULL, *more;
+    int i;
+
+    if (asprintf(&text, "# HELP otpd_http_refusals_total Problems the HTTP layer answered itself, before any "
+                        "decision (authentication, routing, framing, bodies, Idempotency-Key, admin calls).\n"
+                        "# TYPE otpd_http_refusals_total counter\n") < 0)
+        return NULL;
+    for (i = 0; i < OUT_COUNT; i++) {
+        const struct otp_outcome_row *row = otp_outcome_row((enum otp_outcome)i);
+        if (!(row->ops & OUT_OP_HTTP))
+            continue;
+        if (asprintf(&more, "%sotpd_http_refusals_total{status=\"%d\",error=\"%s\"} %llu\n", text,
+                     row->http_status, row->error,
+                     (unsigned long long)__atomic_load_n(&h->problems[i], __ATOMIC_RELAXED)) < 0) {
+            free(text);
+            return NULL;
+        }
+        free(text);
+        text = more;
     }
+    return text;
 }
 
 /* Compares a presented key with each configured one in constant time;
@@ -369,32 +376,33 @@ static int http_purpose_ok(json_t *j)
     return purpose == NULL || http_printable(purpose, 32);
 }
 
-/* Checks the fields issue and verify share. Returns an error code or NULL.
+/* Checks the fields issue and verify share. Returns the refusal's outcome,
+ * or OUT_COUNT when they are fine.
  * The phone is parsed into *pi and replaced in j by its canonical form, so
  * that everything after this (the decision, the ledger, the provider, the
  * Idempotency-Key's hash of the body) sees one spelling of one number. */
-UNITTEST const char *http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap)
+UNITTEST enum otp_outcome http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap)
 {
     const char *phone = http_field(j, "phone"), *dev = http_field(j, "device_id");
     enum phone_err perr;
 
     if (phone == NULL) {
         snprintf(detail, cap, "phone is required");
-        return "invalid_request";
+        return OUT_INVALID_REQUEST;
     }
     if ((perr = phone_parse(phone, pi)) != PHONE_OK) {
         phone_why(perr, pi, detail, cap);
-        return "invalid_phone";
+        return OUT_INVALID_PHONE;
     }
     if (json_object_set_new(j, "phone", json_string(pi->e164)) != 0) {
         snprintf(detail, cap, "out of memory");
-        return "invalid_request";
+        return OUT_INVALID_REQUEST;
     }
     if (dev != NULL && !http_printable(dev, 128)) {
         snprintf(detail, cap, "device_id must be 1 to 128 printable ASCII bytes");
-        return "invalid_request";
+        return OUT_INVALID_REQUEST;
     }
-    return NULL;
+    return OUT_COUNT;
 }
 
 /* The stored form of an answer, for Idempotency-Key replays: a version line,
@@ -510,7 +518,7 @@ static int http_idem_begin(struct http *h, const char *key, const char *op, json
     if (rc != OTP_OK) {
         log_msg(LOG_WARN, "%s refused, store unavailable for its Idempotency-Key: %s", op, err);
         a.retry_after_s = retry_ms > 1000 ? (retry_ms + 999) / 1000 : 1;
-        http_out_problem(out, 503, "store_unavailable", "the rate-limit store is unavailable", &a);
+        http_out_problem(h, out, OUT_STORE_UNAVAILABLE, "the rate-limit store is unavailable", &a);
         return 0;
     }
     switch (st) {
@@ -521,16 +529,16 @@ static int http_idem_begin(struct http *h, const char *key, const char *op, json
         if (http_out_unpack(stored, out) < 0) {
             log_msg(LOG_ERROR, "%s: a stored Idempotency-Key answer cannot be read; refused", op);
             a.retry_after_s = 1;
-            http_out_problem(out, 503, "store_unavailable", "the stored answer cannot be read", &a);
+            http_out_problem(h, out, OUT_STORE_UNAVAILABLE, "the stored answer cannot be read", &a);
         }
         break;
     case IDEM_MISMATCH:
-        http_out_problem(out, 422, "idempotency_key_reused",
+        http_out_problem(h, out, OUT_IDEM_REUSED,
                          "this Idempotency-Key was used with another request", NULL);
         break;
     case IDEM_BUSY:
         a.retry_after_s = 1;
-        http_out_problem(out, 409, "idempotency_key_in_use",
+        http_out_problem(h, out, OUT_IDEM_IN_USE,
                          "a request with this Idempotency-Key is still being decided", &a);
         break;
     }
@@ -570,22 +578,23 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     struct otp_answer a;
     struct idem_claim cl;
     struct http_out out;
-    const char *error, *purpose, *key;
+    const char *purpose, *key;
+    enum otp_outcome bad;
     char detail[160];
     json_t *j;
 
     if (!http_idem_key(con, &key))
-        return http_problem(con, 400, "invalid_request", http_bad_idem_key, NULL, NULL);
+        return http_problem(h, con, OUT_INVALID_REQUEST, http_bad_idem_key, NULL, NULL);
     if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
-        return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
-    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
+        return http_problem(h, con, OUT_INVALID_REQUEST, detail, NULL, NULL);
+    if ((bad = http_check_common(j, &pi, detail, sizeof(detail))) != OUT_COUNT) {
         json_decref(j);
-        return http_problem(con, 400, error, detail, NULL, NULL);
+        return http_problem(h, con, bad, detail, NULL, NULL);
     }
     purpose = http_field(j, "purpose");
     if (purpose != NULL && !http_printable(purpose, 32)) {
         json_decref(j);
-        return http_problem(con, 400, "invalid_request", "purpose must be 1 to 32 printable ASCII bytes", NULL,
+        return http_problem(h, con, OUT_INVALID_REQUEST, "purpose must be 1 to 32 printable ASCII bytes", NULL,
                             NULL);
     }
     ir.api_key = api_key;
@@ -602,7 +611,7 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     otp_issue(h->otp, &ir, &a);
     json_decref(j);
     if (a.rc != OTP_OK)
-        http_out_problem(&out, http_status_of(a.rc), a.error, a.detail, &a);
+        http_out_problem(NULL, &out, a.outcome, a.detail, &a);
     else
         http_out_set(
             &out, 202, "application/json",
@@ -622,26 +631,27 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     struct otp_answer a;
     struct idem_claim cl;
     struct http_out out;
-    const char *error, *code, *key;
+    const char *code, *key;
+    enum otp_outcome bad;
     char detail[160];
     json_t *j;
 
     if (!http_idem_key(con, &key))
-        return http_problem(con, 400, "invalid_request", http_bad_idem_key, NULL, NULL);
+        return http_problem(h, con, OUT_INVALID_REQUEST, http_bad_idem_key, NULL, NULL);
     if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
-        return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
-    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
+        return http_problem(h, con, OUT_INVALID_REQUEST, detail, NULL, NULL);
+    if ((bad = http_check_common(j, &pi, detail, sizeof(detail))) != OUT_COUNT) {
         json_decref(j);
-        return http_problem(con, 400, error, detail, NULL, NULL);
+        return http_problem(h, con, bad, detail, NULL, NULL);
     }
     code = http_field(j, "code");
     if (code == NULL) {
         json_decref(j);
-        return http_problem(con, 400, "invalid_request", "code is required", NULL, NULL);
+        return http_problem(h, con, OUT_INVALID_REQUEST, "code is required", NULL, NULL);
     }
     if (!http_purpose_ok(j)) {
         json_decref(j);
-        return http_problem(con, 400, "invalid_request", http_bad_purpose, NULL, NULL);
+        return http_problem(h, con, OUT_INVALID_REQUEST, http_bad_purpose, NULL, NULL);
     }
     vr.purpose = http_field(j, "purpose");
     vr.api_key = api_key;
@@ -657,7 +667,7 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     otp_verify(h->otp, &vr, code, &a);
     json_decref(j);
     if (a.rc != OTP_OK)
-        http_out_problem(&out, http_status_of(a.rc), a.error, a.detail, &a);
+        http_out_problem(NULL, &out, a.outcome, a.detail, &a);
     else
         http_out_set(&out, 200, "application/json",
                      http_json_text(json_pack("{s:b, s:s}", "verified", 1, "verification_id", a.verification_id)),
@@ -674,19 +684,19 @@ static enum MHD_Result http_cancel(struct http *h, struct MHD_Connection *con, s
     struct otp_req cr = {0};
     struct phone_info pi;
     struct otp_answer a;
-    const char *error;
+    enum otp_outcome bad;
     char detail[160];
     json_t *j;
 
     if ((j = http_body(rq->body, rq->len, fields, detail, sizeof(detail))) == NULL)
-        return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
-    if ((error = http_check_common(j, &pi, detail, sizeof(detail))) != NULL) {
+        return http_problem(h, con, OUT_INVALID_REQUEST, detail, NULL, NULL);
+    if ((bad = http_check_common(j, &pi, detail, sizeof(detail))) != OUT_COUNT) {
         json_decref(j);
-        return http_problem(con, 400, error, detail, NULL, NULL);
+        return http_problem(h, con, bad, detail, NULL, NULL);
     }
     if (!http_purpose_ok(j)) {
         json_decref(j);
-        return http_problem(con, 400, "invalid_request", http_bad_purpose, NULL, NULL);
+        return http_problem(h, con, OUT_INVALID_REQUEST, http_bad_purpose, NULL, NULL);
     }
     cr.api_key = api_key;
     cr.phone = http_field(j, "phone");
@@ -696,7 +706,7 @@ static enum MHD_Result http_cancel(struct http *h, struct MHD_Connection *con, s
     otp_cancel(h->otp, &cr, &a);
     json_decref(j);
     if (a.rc != OTP_OK)
-        return http_problem(con, http_status_of(a.rc), a.error, a.detail, &a, NULL);
+        return http_problem(NULL, con, a.outcome, a.detail, &a, NULL);
     return http_json(con, 200, json_pack("{s:b, s:s}", "cancelled", 1, "verification_id", a.verification_id),
                      NULL);
 }
@@ -711,10 +721,22 @@ static enum MHD_Result http_status(struct http *h, struct MHD_Connection *con, c
     if (strlen(id) == CODE_ID_LEN && strspn(id, "0123456789abcdef") == CODE_ID_LEN)
         rc = otp_status(h->otp, api_key, id, state);
     if (rc == OTP_ESTORE)
-        return http_problem(con, 503, "store_unavailable", "the store did not answer; try again", NULL, NULL);
+        return http_problem(h, con, OUT_STORE_UNAVAILABLE, "the store did not answer; try again", NULL, NULL);
     if (rc != OTP_OK)
-        return http_problem(con, 404, "not_found", "no such message for this API key", NULL, NULL);
+        return http_problem(h, con, OUT_NOT_FOUND, "no such message for this API key", NULL, NULL);
     return http_json(con, 200, json_pack("{s:s, s:s}", "id", id, "status", state), NULL);
+}
+
+/* GET /metrics: otp's text, then this layer's. */
+static enum MHD_Result http_metrics(struct http *h, struct MHD_Connection *con)
+{
+    char *otp = otp_metrics(h->otp), *mine = http_metrics_text(h), *text = NULL;
+
+    if (otp != NULL && mine != NULL && asprintf(&text, "%s%s", otp, mine) < 0)
+        text = NULL;
+    free(otp);
+    free(mine);
+    return http_reply(con, 200, "text/plain; version=0.0.4", text, NULL, NULL);
 }
 
 static enum MHD_Result http_ready(struct http *h, struct MHD_Connection *con)
@@ -798,13 +820,14 @@ static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, stru
     }
     in.detail = detail;
     row = report_row(otp_delivery(h->otp, &in));
-    if (row->error == NULL)
+    if (row->outcome == OUT_COUNT)
         return http_json(con, 200, json_pack("{s:b}", "ok", 1), NULL);
-    if (row->http_status == 503) { /* not recorded: the provider retries a 5xx */
+    /* Counted by report.c's verdicts, not here. */
+    if (otp_outcome_row(row->outcome)->http_status == 503) { /* not recorded: the provider retries a 5xx */
         struct otp_answer a = {.rc = OTP_EIO, .retry_after_s = 1};
-        return http_problem(con, 503, row->error, row->detail, &a, NULL);
+        return http_problem(NULL, con, row->outcome, row->detail, &a, NULL);
     }
-    return http_problem(con, row->http_status, row->error, row->detail, NULL, NULL);
+    return http_problem(NULL, con, row->outcome, row->detail, NULL, NULL);
 }
 
 /* 1 when method is one of allow's ("GET, HEAD, POST"). */
@@ -922,13 +945,13 @@ static int http_route_admin(enum http_route r)
 
 /* A store failure of an admin call: 503; nothing changed (or, for a
  * change whose answer was lost, GET tells). */
-static enum MHD_Result http_admin_down(struct MHD_Connection *con)
+static enum MHD_Result http_admin_down(struct http *h, struct MHD_Connection *con)
 {
     struct otp_answer a = {0};
 
     a.rc = OTP_ESTORE;
     a.retry_after_s = 1;
-    return http_problem(con, 503, "store_unavailable", "the store is unavailable", &a, NULL);
+    return http_problem(h, con, OUT_STORE_UNAVAILABLE, "the store is unavailable", &a, NULL);
 }
 
 /*
@@ -959,7 +982,7 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
         for (i = 0; rid[i] && ((rid[i] >= '0' && rid[i] <= '9') || (rid[i] >= 'a' && rid[i] <= 'f')); i++)
             ;
         if (i != ADMIN_ID_LEN || rid[i] != '\0')
-            return http_problem(con, 404, "not_found", "no such live row", NULL, NULL);
+            return http_problem(h, con, OUT_NOT_FOUND, "no such live row", NULL, NULL);
         rc = admin_remove(adm, kind, who, rid, detail);
         if (rc == OTP_OK) {
             struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -972,7 +995,7 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
             return ok;
         }
         if (rc == OTP_ENOTFOUND)
-            return http_problem(con, 404, "not_found", "no such live row", NULL, NULL);
+            return http_problem(h, con, OUT_NOT_FOUND, "no such live row", NULL, NULL);
     } else if (!rq->post) {
         if ((rc = admin_list(adm, kind, &text, detail)) == OTP_OK)
             return http_reply(con, 200, "application/json", text, NULL, NULL);
@@ -983,13 +1006,13 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
             return http_json(con, 201, json_pack("{s:s, s:s}", "id", id, "expires_at", ts), NULL);
         }
         if (rc == OTP_EFULL)
-            return http_problem(con, 409, "too_many_rows", detail, NULL, NULL);
+            return http_problem(h, con, OUT_TOO_MANY_ROWS, detail, NULL, NULL);
     }
     if (rc == OTP_EINVAL)
-        return http_problem(con, 400, "invalid_request", detail, NULL, NULL);
+        return http_problem(h, con, OUT_INVALID_REQUEST, detail, NULL, NULL);
     if (rc == OTP_ESTORE)
-        return http_admin_down(con);
-    return http_problem(con, 500, "internal_error", "out of memory", NULL, NULL);
+        return http_admin_down(h, con);
+    return http_problem(h, con, OUT_INTERNAL, "out of memory", NULL, NULL);
 }
 
 static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
@@ -1009,17 +1032,17 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
         *con_cls = rq;
         http_route(rq, url, method);
         if (rq->route == ROUTE_NONE)
-            return http_problem(con, 404, "not_found", "no such route", NULL, NULL);
+            return http_problem(h, con, OUT_NOT_FOUND, "no such route", NULL, NULL);
         if (rq->allow)
-            return http_problem(con, 405, "method_not_allowed", "method not allowed here", NULL, rq->allow);
+            return http_problem(h, con, OUT_METHOD_NOT_ALLOWED, "method not allowed here", NULL, rq->allow);
         if (http_framing_repeated(con))
-            return http_problem(con, 400, "invalid_request", "Content-Length and Content-Type may each come once",
+            return http_problem(h, con, OUT_INVALID_REQUEST, "Content-Length and Content-Type may each come once",
                                 NULL, NULL);
         if (http_route_posts(rq)) {
             if (cl != NULL && strtoll(cl, NULL, 10) > HTTP_BODY_MAX)
-                return http_problem(con, 413, "payload_too_large", "the body is larger than 4 KiB", NULL, NULL);
+                return http_problem(h, con, OUT_PAYLOAD_TOO_LARGE, "the body is larger than 4 KiB", NULL, NULL);
             if (rq->route != ROUTE_DLR_TWILIO && !http_is_json(con))
-                return http_problem(con, 415, "unsupported_media_type", "the body must be application/json",
+                return http_problem(h, con, OUT_UNSUPPORTED_MEDIA, "the body must be application/json",
                                     NULL, NULL);
         }
         return MHD_YES;
@@ -1036,14 +1059,14 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
     }
     http_deadline(h, con, INT64_MAX);
     if (rq->too_big)
-        return http_problem(con, 413, "payload_too_large", "the body is larger than 4 KiB", NULL, NULL);
+        return http_problem(h, con, OUT_PAYLOAD_TOO_LARGE, "the body is larger than 4 KiB", NULL, NULL);
     switch (rq->route) {
     case ROUTE_HEALTH:
         return http_json(con, 200, json_pack("{s:s}", "status", "ok"), NULL);
     case ROUTE_READY:
         return http_ready(h, con);
     case ROUTE_METRICS:
-        return http_reply(con, 200, "text/plain; version=0.0.4", otp_metrics(h->otp), NULL, NULL);
+        return http_metrics(h, con);
     case ROUTE_DLR_KANNEL:
     case ROUTE_DLR_TWILIO:
         return http_dlr(h, con, rq);
@@ -1051,11 +1074,11 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
         break;
     }
     if ((api_key = http_auth(h, con, &admin)) == NULL)
-        return http_problem(con, 401, "unauthorized", "a valid Authorization: Bearer key is required", NULL, NULL);
+        return http_problem(h, con, OUT_UNAUTHORIZED, "a valid Authorization: Bearer key is required", NULL, NULL);
     /* Roles: an admin key manages rows and never asks for codes; a caller
      * never touches the rows. */
     if (admin != http_route_admin(rq->route))
-        return http_problem(con, 403, "forbidden",
+        return http_problem(h, con, OUT_FORBIDDEN,
                             admin ? "an admin key may not use the OTP routes"
                                   : "only an admin key (api_keys[].role \"admin\") may use /v1/admin",
                             NULL, NULL);

@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "../base/clock.h"
+#include "../base/metrics.h"
 #include "schema.h"
 
 #define LEDGER_ARGS 14
@@ -477,7 +478,7 @@ static void *ledger_writer(void *arg)
     pthread_mutex_lock(&l->mu);
     for (;;) {
         struct ledger_op *batch, *op, *last;
-        uint64_t n, bad_groups = 0;
+        uint64_t n, bad_groups = 0, t0_ns;
         int failed;
         /* Past seconds' counted rows, even while work never stops coming. */
         ledger_agg_flush_locked(l, clock_wall_ms() / 1000);
@@ -497,7 +498,9 @@ static void *ledger_writer(void *arg)
         last->next = NULL;
         pthread_mutex_unlock(&l->mu);
 
+        t0_ns = clock_mono_ns();
         failed = ledger_commit(l, batch, &bad_groups) < 0;
+        metrics_observe_us(METRICS_H_LEDGER_COMMIT, (clock_mono_ns() - t0_ns) / 1000);
 
         pthread_mutex_lock(&l->mu);
         l->stats.queue_depth -= n;

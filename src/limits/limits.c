@@ -14,6 +14,7 @@
 
 #include "../base/log.h"
 #include "../base/unittest.h"
+#include "headroom.lua.h"
 #include "issue.lua.h"
 #include "refund.lua.h"
 #include "reserve.lua.h"
@@ -72,7 +73,7 @@ struct limits_rules {
 
 struct limits {
     struct store *store;
-    int h_issue, h_verify;
+    int h_issue, h_verify, h_headroom;
     int64_t capacity; /* pacer.capacity: the fleet's queue */
     int64_t share;    /* pacer.share_per_key as messages; 0 when it is capacity (not tracked) */
     pthread_mutex_t mu;
@@ -350,6 +351,7 @@ struct limits *limits_new(struct store *s, const struct config *c)
         l->share = 0;
     l->h_issue = store_script(s, limits_issue_lua);
     l->h_verify = store_script(s, limits_verify_lua);
+    l->h_headroom = store_script(s, limits_headroom_lua);
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->pmu, NULL);
     return l;
@@ -560,6 +562,39 @@ static void append_name(char *list, size_t cap, const char *name)
     size_t n = strlen(list);
 
     snprintf(list + n, cap - n, "%s%s", n ? "," : "", name);
+}
+
+enum otp_rc limits_cap_headroom(struct limits *l, const struct limits_cap_ask *ask, size_t n, int64_t *left_minor,
+                                char *err)
+{
+    const char *args[1 + 3 * LIMITS_HEADROOM_MAX];
+    char nums[LIMITS_HEADROOM_MAX][2][24];
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+    size_t i;
+
+    if (n == 0)
+        return OTP_OK;
+    if (n > LIMITS_HEADROOM_MAX)
+        return OTP_EINVAL;
+    args[0] = "otp:cost";
+    for (i = 0; i < n; i++) {
+        snprintf(nums[i][0], sizeof(nums[i][0]), "%lld", (long long)ask[i].window_ms);
+        snprintf(nums[i][1], sizeof(nums[i][1]), "%lld", (long long)ask[i].max_minor);
+        args[1 + 3 * i] = ask[i].field;
+        args[2 + 3 * i] = nums[i][0];
+        args[3 + 3 * i] = nums[i][1];
+    }
+    if ((rc = store_eval(l->store, l->h_headroom, 1, (int)(1 + 3 * n), args, &rep, err)) != OTP_OK)
+        return rc;
+    if (rep->n != n) {
+        snprintf(err, OTP_ERR_LEN, "headroom.lua: %zu values for %zu caps", rep->n, n);
+        rc = OTP_ESTORE;
+    }
+    for (i = 0; rc == OTP_OK && i < n; i++)
+        left_minor[i] = rep->strs[i] ? 0 : rep->ints[i];
+    store_reply_free(rep);
+    return rc;
 }
 
 void limits_cap_field(int64_t window_ms, char *out, size_t cap)

@@ -205,6 +205,20 @@ struct limits_stats {
 };
 void limits_stats(struct limits *l, struct limits_stats *out);
 
+/* One cost cap whose headroom /metrics shows: its Redis field
+ * (limits_cap_field or limits_cap_key_field), window and max. */
+#define LIMITS_HEADROOM_MAX 128
+struct limits_cap_ask {
+    char field[CFG_NAME_MAX + 24];
+    int64_t window_ms, max_minor;
+};
+
+/* What each of the n caps in ask has left in its current window (Redis's
+ * clock), into left_minor[n]: one Redis call (headroom.lua). OTP_ESTORE
+ * when Redis did not answer; OTP_EINVAL past LIMITS_HEADROOM_MAX caps. */
+enum otp_rc limits_cap_headroom(struct limits *l, const struct limits_cap_ask *ask, size_t n, int64_t *left_minor,
+                                char *err);
+
 /* The Redis field of a cost cap: named by its window, not its position in
  * the file, so reordering caps changes nothing. Pure, for tests. */
 void limits_cap_field(int64_t window_ms, char *out, size_t cap);

@@ -15,6 +15,7 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "../base/metrics.h"
 #include "../pacer/schedule.h"
 
 #define OTP_SHADOW_RULES 32
@@ -22,18 +23,30 @@
 #define OTP_RELEASE_TRIES 3
 #define OTP_RELEASE_GAP_MS 100
 
-/* Decisions counted for /metrics, by the contract's code. */
-static const char *const decisions[] = {"accepted",    "verified",     "invalid_request", "rate_limited",
-                                        "locked",      "cost_cap",     "queue_full",      "store_unavailable",
-                                        "invalid_code", "no_active_code", "ledger_unavailable", "number_type",
-                                        "blocked", "country_blocked", "suspected_pumping", NULL};
-#define OTP_DECISIONS 15
+/* The operations whose decisions /metrics counts, with the outcome
+ * table's bit that says which outcomes each can give. */
+enum otp_op { OTP_OP_ISSUE, OTP_OP_VERIFY, OTP_OP_CANCEL, OTP_OPS };
+static const struct {
+    const char *name;
+    unsigned bit;
+} ops[OTP_OPS] = {{"issue", OUT_OP_ISSUE}, {"verify", OUT_OP_VERIFY}, {"cancel", OUT_OP_CANCEL}};
+
+/* Refusals by rule: the config's rule names (and any a reload of the rules
+ * brings, while there is room), then these fixed reasons for refusals that
+ * no rule makes. Bounded, so a label never comes from a request. */
+static const char *const fixed_reasons[] = {"cost_cap", "blocked", "country_blocked", "number_type",
+                                            "suspected_pumping", "queue_full", "share_per_key"};
+#define OTP_FIXED_REASONS (sizeof(fixed_reasons) / sizeof(fixed_reasons[0]))
+#define OTP_REFUSAL_LABELS (2 * OTP_SHADOW_RULES + OTP_FIXED_REASONS)
 
 struct otp {
     struct otp_deps d;
     pthread_mutex_t mu; /* guards the counters */
-    uint64_t issue[OTP_DECISIONS];
-    uint64_t verify[OTP_DECISIONS];
+    uint64_t decided[OTP_OPS][OUT_COUNT];
+    /* refusals by rule: names, then counts; n_refusal names in use */
+    char refusal_name[OTP_REFUSAL_LABELS][CFG_NAME_MAX];
+    uint64_t refusal_count[OTP_REFUSAL_LABELS];
+    size_t n_refusal;
     char shadow_name[OTP_SHADOW_RULES][CFG_NAME_MAX];
     uint64_t shadow_count[OTP_SHADOW_RULES];
     uint64_t ledger_errors;  /* ledger submissions that failed even after a retry */
@@ -49,7 +62,69 @@ struct otp {
     /* The pumping guard, under mu: holds started; in shadow mode, holds
      * that would have started and requests a hold would have refused. */
     uint64_t pump_holds, pump_shadow_holds, pump_shadow_refusals;
+    /* The cost caps whose headroom /metrics reads: the global ones, then
+     * each per-caller cap for each caller key of the config (a bounded
+     * set, so no label comes from a request). Set at start, read only. */
+    struct limits_cap_ask caps[LIMITS_HEADROOM_MAX];
+    char cap_window[LIMITS_HEADROOM_MAX][24];       /* "1h", for the label */
+    const char *cap_caller[LIMITS_HEADROOM_MAX];    /* NULL for a global cap */
+    size_t n_caps;
 };
+
+/* The refusal labels known from the start, each shown with 0: the
+ * config's rules, then the fixed reasons. */
+static void refusals_seed(struct otp *o)
+{
+    size_t i;
+
+    for (i = 0; i < o->d.cfg->n_rules && o->n_refusal < OTP_REFUSAL_LABELS - OTP_FIXED_REASONS; i++)
+        snprintf(o->refusal_name[o->n_refusal++], CFG_NAME_MAX, "%s", o->d.cfg->rules[i].name);
+    for (i = 0; i < OTP_FIXED_REASONS; i++)
+        snprintf(o->refusal_name[o->n_refusal++], CFG_NAME_MAX, "%s", fixed_reasons[i]);
+}
+
+/* A window as a label: "1d", "1h", "10m", "30s", or "<n>ms". */
+static void window_label(int64_t ms, char *out, size_t cap)
+{
+    static const struct {
+        int64_t ms;
+        char unit;
+    } units[] = {{86400000, 'd'}, {3600000, 'h'}, {60000, 'm'}, {1000, 's'}};
+    size_t i;
+
+    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (ms % units[i].ms == 0) {
+            snprintf(out, cap, "%lld%c", (long long)(ms / units[i].ms), units[i].unit);
+            return;
+        }
+    snprintf(out, cap, "%lldms", (long long)ms);
+}
+
+/* The caps /metrics shows the headroom of (see struct otp's caps). */
+static void caps_seed(struct otp *o)
+{
+    const struct config *c = o->d.cfg;
+    size_t i, k;
+
+    for (i = 0; i < c->n_caps; i++) {
+        const struct cfg_cap *cp = &c->caps[i];
+        for (k = 0; k < (cp->per_key ? c->n_api_keys : 1) && o->n_caps < LIMITS_HEADROOM_MAX; k++) {
+            struct limits_cap_ask *a = &o->caps[o->n_caps];
+            if (cp->per_key && c->api_keys[k].admin)
+                continue; /* an admin key never issues */
+            if (cp->per_key) {
+                limits_cap_key_field(cp->window_ms, c->api_keys[k].name, a->field, sizeof(a->field));
+                o->cap_caller[o->n_caps] = c->api_keys[k].name;
+            } else {
+                limits_cap_field(cp->window_ms, a->field, sizeof(a->field));
+            }
+            a->window_ms = cp->window_ms;
+            a->max_minor = cp->max_minor;
+            window_label(cp->window_ms, o->cap_window[o->n_caps], sizeof(o->cap_window[0]));
+            o->n_caps++;
+        }
+    }
+}
 
 struct otp *otp_new(const struct otp_deps *d)
 {
@@ -65,6 +140,8 @@ struct otp *otp_new(const struct otp_deps *d)
         return NULL;
     }
     pthread_mutex_init(&o->mu, NULL);
+    refusals_seed(o);
+    caps_seed(o);
     return o;
 }
 
@@ -89,17 +166,46 @@ struct admin *otp_admin(struct otp *o)
 }
 
 
-static void count(struct otp *o, uint64_t *table, const char *decision)
+/* The refusal label of an answer: the rule that refused, or the fixed
+ * reason of a refusal no rule makes; NULL for an answer that is no
+ * refusal by a rule or a guard (a store failure, a wrong code). */
+static const char *refusal_label(const struct otp_answer *a)
 {
-    int i;
+    switch (a->outcome) {
+    case OUT_RATE_LIMITED:
+    case OUT_LOCKED:
+        return a->reason[0] ? a->reason : NULL;
+    case OUT_QUEUE_FULL:
+        return a->reason[0] ? "share_per_key" : "queue_full";
+    case OUT_COST_CAP: return "cost_cap";
+    case OUT_BLOCKED: return "blocked";
+    case OUT_COUNTRY_BLOCKED: return "country_blocked";
+    case OUT_NUMBER_TYPE: return "number_type";
+    case OUT_SUSPECTED_PUMPING: return "suspected_pumping";
+    default: return NULL;
+    }
+}
 
-    for (i = 0; decisions[i]; i++)
-        if (strcmp(decisions[i], decision) == 0) {
-            pthread_mutex_lock(&o->mu);
-            table[i]++;
-            pthread_mutex_unlock(&o->mu);
-            return;
-        }
+/* Counts op's decision a: by outcome, and a refusal by its rule. A rule
+ * name not seen before (a reload of the rules) takes a free label while
+ * there is one; past that it is logged, not counted. */
+static void count(struct otp *o, enum otp_op op, const struct otp_answer *a)
+{
+    const char *rule = refusal_label(a);
+    size_t i;
+
+    pthread_mutex_lock(&o->mu);
+    if ((unsigned)a->outcome < OUT_COUNT)
+        o->decided[op][a->outcome]++;
+    if (rule != NULL) {
+        for (i = 0; i < o->n_refusal && strcmp(o->refusal_name[i], rule) != 0; i++)
+            ;
+        if (i == o->n_refusal && i < OTP_REFUSAL_LABELS)
+            snprintf(o->refusal_name[o->n_refusal++], CFG_NAME_MAX, "%s", rule);
+        if (i < o->n_refusal)
+            o->refusal_count[i]++;
+    }
+    pthread_mutex_unlock(&o->mu);
 }
 
 /* Counts and logs each shadow rule in a comma-separated list. */
@@ -135,15 +241,17 @@ static int64_t retry_s(int64_t ms)
     return ms > 1000 ? ceil_s(ms) : 1;
 }
 
-static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Sets out's outcome (and with it its status code, from the one table)
+ * and its detail. */
+static void answer(struct otp_answer *out, enum otp_outcome outcome, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, const char *fmt, ...)
+static void answer(struct otp_answer *out, enum otp_outcome outcome, const char *fmt, ...)
 {
     va_list ap;
 
-    out->rc = rc;
-    snprintf(out->error, sizeof(out->error), "%s", error);
+    out->outcome = outcome;
+    out->rc = otp_outcome_row(outcome)->rc;
     va_start(ap, fmt);
     vsnprintf(out->detail, sizeof(out->detail), fmt, ap);
     va_end(ap);
@@ -154,7 +262,7 @@ static void answer(struct otp_answer *out, enum otp_rc rc, const char *error, co
 static void store_down(struct otp *o, struct otp_answer *out, const char *op, const char *err)
 {
     log_msg(LOG_WARN, "%s refused, store unavailable: %s", op, err);
-    answer(out, OTP_ESTORE, "store_unavailable", "the rate-limit store is unavailable");
+    answer(out, OUT_STORE_UNAVAILABLE, "the rate-limit store is unavailable");
     out->retry_after_s = retry_s(store_breaker_left_ms(o->d.store));
 }
 
@@ -169,7 +277,7 @@ static int blocked(struct otp *o, const struct otp_req *rq, struct otp_answer *o
     if (o->d.admin == NULL || !admin_blocked(o->d.admin, &s, what, sizeof(what)))
         return 0;
     snprintf(rule, CFG_NAME_MAX, "block:%s", what);
-    answer(out, OTP_EBLOCKED, "blocked", "an operator's block (%s) matches this request", what);
+    answer(out, OUT_BLOCKED, "an operator's block (%s) matches this request", what);
     return 1;
 }
 
@@ -179,8 +287,7 @@ static int type_served(struct otp *o, const struct otp_req *rq, struct otp_answe
 {
     if ((unsigned)rq->type < PHONE_TYPE_COUNT && (o->d.cfg->phone_types & PHONE_TYPE_BIT(rq->type)) != 0)
         return 1;
-    answer(out, OTP_ETYPE, "number_type",
-           "phone is a %s number (%s); this service does not send codes to that type", phone_type_name(rq->type),
+    answer(out, OUT_NUMBER_TYPE, "phone is a %s number (%s); this service does not send codes to that type", phone_type_name(rq->type),
            rq->region[0] ? rq->region : "no region");
     return 0;
 }
@@ -195,7 +302,7 @@ static int country_served(struct otp *o, const struct otp_req *rq, struct otp_an
 
     switch (limits_country(o->d.limits, rq->region)) {
     case FRAUD_DENY:
-        answer(out, OTP_ECOUNTRY, "country_blocked", "this service does not send codes to %s numbers",
+        answer(out, OUT_COUNTRY_BLOCKED, "this service does not send codes to %s numbers",
                rq->region[0] ? rq->region : "non-geographic (no region)");
         return 0;
     case FRAUD_MONITOR: {
@@ -353,11 +460,12 @@ static enum otp_rc ledger_checked(struct otp *o, enum otp_rc rc, const char *wha
     return rc;
 }
 
-/* Records a decision without waiting for the commit. */
-static void record(struct otp *o, const struct otp_req *rq, const char *kind, const char *decision,
-                   const char *rule, const char *shadow, const char *vid, int status)
+/* Records the decision a without waiting for the commit. */
+static void record(struct otp *o, const struct otp_req *rq, const char *kind, const struct otp_answer *a,
+                   const char *shadow, const char *vid)
 {
-    struct ledger_request r = request_row(rq, kind, decision, rule, shadow, vid, NULL, status);
+    const struct otp_outcome_row *row = otp_outcome_row(a->outcome);
+    struct ledger_request r = request_row(rq, kind, row->error, a->reason, shadow, vid, NULL, row->http_status);
     enum otp_rc rc = ledger_request(o->d.ledger, &r);
 
     if (rc != OTP_OK)
@@ -399,26 +507,20 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     struct ledger_message lm;
     struct ledger_request row;
     int64_t now_ms, exp_ms;
-    int status = 202;
 
     memset(out, 0, sizeof(*out));
     memset(&li, 0, sizeof(li));
-    if (!type_served(o, rq, out)) {
-        status = 403;
+    if (!type_served(o, rq, out))
         goto refused;
-    }
-    if (!country_served(o, rq, out)) {
-        status = 403;
+    if (!country_served(o, rq, out))
         goto refused;
-    }
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
-        answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
+        answer(out, OUT_INVALID_REQUEST, "client_ip is not an IPv4 or IPv6 address");
+        count(o, OTP_OP_ISSUE, out); /* counted, not recorded: bad input writes no row */
         return;
     }
-    if (blocked(o, rq, out, out->reason)) {
-        status = 403;
+    if (blocked(o, rq, out, out->reason))
         goto refused;
-    }
     code_new_id(vid);
     code_derive(o->d.keys, vid, c->otp_length, code);
     code_hash(o->d.keys, rq->phone, code, vhash);
@@ -435,7 +537,6 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     lr.max_attempts = c->otp_max_attempts;
     if (limits_issue(o->d.limits, &lr, &li, err) != OTP_OK) {
         store_down(o, out, "issue", err);
-        status = 503;
         goto refused;
     }
     out->header = li.header;
@@ -446,24 +547,19 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         out->retry_after_s = retry_s(li.retry_ms);
         snprintf(out->reason, sizeof(out->reason), "%s", li.reason);
         if (li.rc == OTP_EFULL) {
-            answer(out, OTP_EFULL, "queue_full", "the send queue is full");
+            answer(out, OUT_QUEUE_FULL, "the send queue is full");
             out->retry_after_s = sched_full_retry_s(li.depth, c->pacer_rate);
-            status = 503;
         } else if (li.rc == OTP_ECOST) {
-            answer(out, OTP_ECOST, "cost_cap", "the SMS budget is spent for now");
-            status = 503;
+            answer(out, OUT_COST_CAP, "the SMS budget is spent for now");
         } else if (li.rc == OTP_ELOCKED) {
-            answer(out, OTP_ELOCKED, "locked", "too many wrong codes for this phone");
-            status = 429;
+            answer(out, OUT_LOCKED, "too many wrong codes for this phone");
         } else if (li.rc == OTP_EPUMPING) {
-            answer(out, OTP_EPUMPING, "suspected_pumping",
+            answer(out, OUT_SUSPECTED_PUMPING,
                    "codes to numbers starting %s are paused: too few of them are verified (suspected SMS pumping)",
                    li.pump_prefix);
             snprintf(out->reason, sizeof(out->reason), "pumping");
-            status = 429;
         } else {
-            answer(out, OTP_ELIMITED, "rate_limited", "limit %s reached", li.reason);
-            status = 429;
+            answer(out, OUT_RATE_LIMITED, "limit %s reached", li.reason);
         }
         goto refused;
     }
@@ -476,11 +572,12 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     exp_ms = li.now_ms + li.expires_in_ms;
     lm = (struct ledger_message){0, out->id, li.vid, rq->api_key, rq->phone, "queued", now_ms, exp_ms, 0,
                                  li.price_minor, li.now_ms, li.cost_caps};
-    row = request_row(rq, "issue", "accepted", NULL, li.shadow, li.vid, out->id, 202);
+    row = request_row(rq, "issue", otp_outcome_row(OUT_ACCEPTED)->error, NULL, li.shadow, li.vid, out->id,
+                      otp_outcome_row(OUT_ACCEPTED)->http_status);
     /* The verification, message and request rows commit together before the 202. */
     if (ledger_accept(o->d.ledger, &lm, exp_ms, &row) != OTP_OK) {
         log_msg(LOG_ERROR, "ledger commit failed; issue refused");
-        answer(out, OTP_EIO, "ledger_unavailable", "the audit ledger cannot commit");
+        answer(out, OUT_LEDGER_UNAVAILABLE, "the audit ledger cannot commit");
         goto undo;
     }
     if (release(o, &li.undo, err) != OTP_OK) {
@@ -491,15 +588,15 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         ledger_checked(o, ledger_message_state(o->d.ledger, out->id, "failed", "queued", NULL,
                                                "never released to the senders: answered 503", -1, clock_wall_ms()),
                        "release failure", out->id);
-        answer(out, OTP_ESTORE, "store_unavailable", "the store did not confirm the message");
+        answer(out, OUT_STORE_UNAVAILABLE, "the store did not confirm the message");
         goto undo;
     }
     pacer_wake(o->d.pacer);
-    out->rc = OTP_OK;
+    answer(out, OUT_ACCEPTED, "accepted");
     snprintf(out->verification_id, sizeof(out->verification_id), "%s", li.vid);
     out->expires_in_s = li.expires_in_ms / 1000;
     out->resend_after_s = ceil_s(li.resend_after_ms);
-    count(o, o->issue, "accepted");
+    count(o, OTP_OP_ISSUE, out);
     return;
 
 undo:
@@ -508,10 +605,9 @@ undo:
      * message's hold) goes back through its undo record. */
     limits_abandon(o->d.limits, &li.undo);
     out->retry_after_s = 1;
-    status = 503;
 refused:
-    record(o, rq, "issue", out->error, out->reason, li.shadow, NULL, status);
-    count(o, o->issue, out->error);
+    record(o, rq, "issue", out, li.shadow, NULL);
+    count(o, OTP_OP_ISSUE, out);
 }
 
 static int all_digits(const char *s, size_t n)
@@ -531,28 +627,23 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     char scope[CODE_SCOPE_LEN + 1];
     struct limits_request lr = {0};
     struct limits_verify lv;
-    int status = 400;
 
     memset(out, 0, sizeof(*out));
     memset(&lv, 0, sizeof(lv));
-    if (!type_served(o, rq, out)) {
-        status = 403;
+    if (!type_served(o, rq, out))
         goto done;
-    }
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
-        answer(out, OTP_EINVAL, "invalid_request", "client_ip is not an IPv4 or IPv6 address");
+        answer(out, OUT_INVALID_REQUEST, "client_ip is not an IPv4 or IPv6 address");
         goto done;
     }
     /* Verify too: a blocked bot network must not go on guessing the codes
      * it already has, and a block that let verifies through would still
      * spend Redis round trips on it. */
-    if (blocked(o, rq, out, out->reason)) {
-        status = 403;
+    if (blocked(o, rq, out, out->reason))
         goto done;
-    }
     /* A malformed guess is recorded but never counts as an attempt. */
     if (strlen(guess) != (size_t)c->otp_length || !all_digits(guess, (size_t)c->otp_length)) {
-        answer(out, OTP_EINVAL, "invalid_request", "code must be %d digits", c->otp_length);
+        answer(out, OUT_INVALID_REQUEST, "code must be %d digits", c->otp_length);
         goto done;
     }
     code_hash(o->d.keys, rq->phone, guess, hash);
@@ -562,7 +653,6 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     lr.rid = rid;
     if (limits_verify(o->d.limits, &lr, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
         store_down(o, out, "verify", err);
-        status = 503;
         goto done;
     }
     out->header = lv.header;
@@ -573,38 +663,33 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
         count_shadow(o, lv.shadow, "verify");
     switch (lv.rc) {
     case OTP_OK:
-        answer(out, OTP_OK, "verified", "verified");
+        answer(out, OUT_VERIFIED, "verified");
         snprintf(out->verification_id, sizeof(out->verification_id), "%s", lv.vid);
         verification_update(o, lv.vid, "verified", 0);
-        status = 200;
         break;
     case OTP_EBADCODE:
-        answer(out, OTP_EBADCODE, "invalid_code", "the code is wrong");
+        answer(out, OUT_INVALID_CODE, "the code is wrong");
         verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);
-        status = 422;
         break;
     case OTP_ELOCKED:
-        answer(out, OTP_ELOCKED, "locked", "too many wrong codes for this phone");
+        answer(out, OUT_LOCKED, "too many wrong codes for this phone");
         snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
         out->retry_after_s = retry_s(lv.retry_ms);
         if (lv.vid[0])
             verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);
-        status = 429;
         break;
     case OTP_ELIMITED:
-        answer(out, OTP_ELIMITED, "rate_limited", "limit %s reached", lv.reason);
+        answer(out, OUT_RATE_LIMITED, "limit %s reached", lv.reason);
         snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
         out->retry_after_s = retry_s(lv.retry_ms);
-        status = 429;
         break;
     default:
-        answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone");
-        status = 404;
+        answer(out, OUT_NO_ACTIVE_CODE, "no live code for this phone");
         break;
     }
 done:
-    record(o, rq, "verify", out->error, out->reason, lv.shadow_lock ? lv.reason : NULL, lv.vid, status);
-    count(o, o->verify, out->error);
+    record(o, rq, "verify", out, lv.shadow_lock ? lv.reason : NULL, lv.vid);
+    count(o, OTP_OP_VERIFY, out);
 }
 
 void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
@@ -621,18 +706,21 @@ void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     case OTP_OK:
         break;
     case OTP_ENOTFOUND:
-        answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone, caller and purpose");
+        answer(out, OUT_NO_ACTIVE_CODE, "no live code for this phone, caller and purpose");
+        count(o, OTP_OP_CANCEL, out);
         return;
     default:
         store_down(o, out, "cancel", err);
+        count(o, OTP_OP_CANCEL, out);
         return;
     }
     /* The verification is gone, so no code of it verifies any more; its
      * messages still queued end unsent and give their reservation back. */
     stopped = pacer_cancel(o->d.pacer, vid);
     log_msg(LOG_INFO, "verification %s cancelled by %s; %d queued messages stopped", vid, rq->api_key, stopped);
-    answer(out, OTP_OK, "cancelled", "cancelled");
+    answer(out, OUT_CANCELLED, "cancelled");
     snprintf(out->verification_id, sizeof(out->verification_id), "%s", vid);
+    count(o, OTP_OP_CANCEL, out);
 }
 
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state)
@@ -785,6 +873,38 @@ static void put(struct text *t, const char *fmt, ...)
     }
 }
 
+/* The cost caps' max and headroom (one Redis call; on a failure the
+ * headroom is left out, never shown stale or as 0). */
+static void cap_metrics(struct otp *o, struct text *t)
+{
+    const char *cur = o->d.cfg->currency[0] ? o->d.cfg->currency : "none";
+    int64_t left[LIMITS_HEADROOM_MAX];
+    char err[OTP_ERR_LEN] = "";
+    int ok = limits_cap_headroom(o->d.limits, o->caps, o->n_caps, left, err) == OTP_OK;
+    size_t i;
+    int global;
+
+    if (!ok)
+        log_msg(LOG_WARN, "metrics: cost cap headroom unread: %s", err);
+    for (global = 1; global >= 0; global--) {
+        const char *name = global ? "otpd_cost_cap" : "otpd_cost_cap_caller";
+        put(t, "# HELP %s_max_minor %s cost cap's budget per window (cost.caps[].max).\n"
+               "# TYPE %s_max_minor gauge\n", name, global ? "A global" : "A per-caller", name);
+        for (i = 0; i < o->n_caps; i++)
+            if ((o->cap_caller[i] == NULL) == global)
+                put(t, "%s_max_minor{currency=\"%s\",window=\"%s\"%s%s%s} %lld\n", name, cur, o->cap_window[i],
+                    global ? "" : ",api_key=\"", global ? "" : o->cap_caller[i], global ? "" : "\"",
+                    (long long)o->caps[i].max_minor);
+        put(t, "# HELP %s_headroom_minor What the cap's current window has left (the fleet's, from Redis).\n"
+               "# TYPE %s_headroom_minor gauge\n", name, name);
+        for (i = 0; ok && i < o->n_caps; i++)
+            if ((o->cap_caller[i] == NULL) == global)
+                put(t, "%s_headroom_minor{currency=\"%s\",window=\"%s\"%s%s%s} %lld\n", name, cur,
+                    o->cap_window[i], global ? "" : ",api_key=\"", global ? "" : o->cap_caller[i],
+                    global ? "" : "\"", (long long)left[i]);
+    }
+}
+
 char *otp_metrics(struct otp *o)
 {
     struct text t = {0};
@@ -794,7 +914,7 @@ char *otp_metrics(struct otp *o)
     struct pacer_stats ps;
     struct ledger_stats ls;
     struct limits_stats lst;
-    int i;
+    int i, op;
 
     store_stats(o->d.store, &ss);
     store_redis_conf(o->d.store, &rconf);
@@ -802,15 +922,22 @@ char *otp_metrics(struct otp *o)
     pacer_stats(o->d.pacer, &ps);
     ledger_stats(o->d.ledger, &ls);
     limits_stats(o->d.limits, &lst);
-    put(&t, "# HELP otpd_requests_total API decisions by operation and outcome.\n"
+    put(&t, "# HELP otpd_build_info The running build: its version (git describe).\n"
+            "# TYPE otpd_build_info gauge\notpd_build_info{version=\"%s\"} 1\n",
+        o->d.version ? o->d.version : "unknown");
+    put(&t, "# HELP otpd_requests_total API decisions by operation and outcome (each pair that can occur).\n"
             "# TYPE otpd_requests_total counter\n");
     pthread_mutex_lock(&o->mu);
-    for (i = 0; decisions[i]; i++) {
-        put(&t, "otpd_requests_total{op=\"issue\",decision=\"%s\"} %llu\n", decisions[i],
-            (unsigned long long)o->issue[i]);
-        put(&t, "otpd_requests_total{op=\"verify\",decision=\"%s\"} %llu\n", decisions[i],
-            (unsigned long long)o->verify[i]);
-    }
+    for (op = 0; op < OTP_OPS; op++)
+        for (i = 0; i < OUT_COUNT; i++)
+            if (otp_outcome_row((enum otp_outcome)i)->ops & ops[op].bit)
+                put(&t, "otpd_requests_total{op=\"%s\",decision=\"%s\"} %llu\n", ops[op].name,
+                    otp_outcome_row((enum otp_outcome)i)->error, (unsigned long long)o->decided[op][i]);
+    put(&t, "# HELP otpd_refusals_total Issues and verifies refused, by the rule (or the guard) that refused.\n"
+            "# TYPE otpd_refusals_total counter\n");
+    for (i = 0; i < (int)o->n_refusal; i++)
+        put(&t, "otpd_refusals_total{rule=\"%s\"} %llu\n", o->refusal_name[i],
+            (unsigned long long)o->refusal_count[i]);
     put(&t, "# HELP otpd_shadow_refusals_total Refusals a shadow rule would have made.\n"
             "# TYPE otpd_shadow_refusals_total counter\n");
     for (i = 0; i < OTP_SHADOW_RULES && o->shadow_name[i][0]; i++)
@@ -896,10 +1023,14 @@ char *otp_metrics(struct otp *o)
             "# HELP otpd_ledger_failures_total Ledger writes or commits that failed.\n"
             "# TYPE otpd_ledger_failures_total counter\notpd_ledger_failures_total %llu\n",
         (unsigned long long)ls.commits, (unsigned long long)ls.rows, (unsigned long long)ls.failures);
+    cap_metrics(o, &t);
     {
         char money[4096];
         if (pacer_metrics(o->d.pacer, money, sizeof(money)) > 0)
             put(&t, "%s", money);
+        char hist[8192];
+        if (metrics_hist_text(hist, sizeof(hist)) > 0)
+            put(&t, "%s", hist);
         if (report_metrics(o->report, money, sizeof(money)) > 0)
             put(&t, "%s", money);
     }

@@ -32,6 +32,7 @@ struct otp_deps {
     struct pacer *pacer;
     struct ledger *ledger;
     struct admin *admin; /* blocks, matched before any Redis call */
+    const char *version; /* the build's (otpd_build_info); NULL: "unknown" */
 };
 
 /* The caller and the end user of one issue or verify. */
@@ -49,8 +50,8 @@ struct otp_req {
 
 /* The answer to an issue or a verify. */
 struct otp_answer {
-    enum otp_rc rc;
-    char error[32];            /* the contract's machine code when rc != OTP_OK */
+    enum otp_outcome outcome;  /* its status, error code and title: otp_outcome_row */
+    enum otp_rc rc;            /* the outcome's status code (the row's rc) */
     char id[CODE_ID_LEN + 1];  /* issue: the message id */
     char verification_id[CODE_ID_LEN + 1]; /* issue (202), verify (200) and cancel (200) */
     int64_t expires_in_s;      /* issue */

@@ -31,13 +31,13 @@ struct report {
 };
 
 static const struct report_row report_rows[REPORT_VERDICTS] = {
-    [REPORT_RECORDED] = {200, NULL, "recorded", NULL},
-    [REPORT_IGNORED] = {200, NULL, "the message is final already", NULL},
-    [REPORT_PASSING] = {200, NULL, "an intermediate stage", NULL},
-    [REPORT_UNKNOWN] = {404, "not_found", "unknown message", "unknown"},
-    [REPORT_EXPIRED] = {410, "report_expired", "this report URL has expired", "expired"},
-    [REPORT_FORBIDDEN] = {403, "invalid_signature", "X-Twilio-Signature is missing or wrong", "signature"},
-    [REPORT_UNRECORDED] = {503, "store_unavailable", "the report could not be recorded", NULL},
+    [REPORT_RECORDED] = {OUT_COUNT, "recorded", NULL},
+    [REPORT_IGNORED] = {OUT_COUNT, "the message is final already", NULL},
+    [REPORT_PASSING] = {OUT_COUNT, "an intermediate stage", NULL},
+    [REPORT_UNKNOWN] = {OUT_NOT_FOUND, "unknown message", "unknown"},
+    [REPORT_EXPIRED] = {OUT_REPORT_EXPIRED, "this report URL has expired", "expired"},
+    [REPORT_FORBIDDEN] = {OUT_INVALID_SIGNATURE, "X-Twilio-Signature is missing or wrong", "signature"},
+    [REPORT_UNRECORDED] = {OUT_STORE_UNAVAILABLE, "the report could not be recorded", NULL},
 };
 
 /* The provider name a tag binds, by the config's provider type. */

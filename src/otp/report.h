@@ -38,8 +38,7 @@ enum report_verdict {
 
 /* The answer to a verdict. */
 struct report_row {
-    unsigned http_status;
-    const char *error;  /* the problem's code; NULL for a 200 */
+    enum otp_outcome outcome; /* its status, code and title (rc.c); OUT_COUNT for a 200 */
     const char *detail; /* for people */
     const char *label;  /* otpd_delivery_reports_refused_total's reason; NULL when not a refusal */
 };

@@ -35,6 +35,7 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "../base/metrics.h"
 #include "../otp/code.h"
 #include "queue.h"
 #include "schedule.h"
@@ -425,6 +426,8 @@ static void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
     }
     pacer_sending(pc, it);
     pacer_ledger_send(pc, &s);
+    if (r->wrote)
+        metrics_observe_us(METRICS_H_PROVIDER, r->latency_us > 0 ? (uint64_t)r->latency_us : 0);
     pthread_mutex_lock(&pc->mu);
     pc->stats.cause[res->cause < PROVIDER_C_COUNT ? res->cause : PROVIDER_C_BROKEN]++;
     if (!r->wrote && ci->cls == PROVIDER_ACCEPTED)

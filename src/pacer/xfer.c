@@ -265,7 +265,8 @@ static void xfer_end(struct xfer *x, struct xfer_call *k, CURLcode result)
         r.res.retry_after_ms = k->retry_after_ms;
     r.wrote = k->wrote;
     r.missed = k->missed && !k->wrote;
-    r.latency_ms = (int64_t)((clock_mono_ns() - k->start_ns) / SCHED_NS_PER_MS);
+    r.latency_us = (int64_t)((clock_mono_ns() - k->start_ns) / 1000);
+    r.latency_ms = r.latency_us / 1000;
     xfer_detach(x, k);
     x->hooks.done(x->hooks.ctx, k->item, &r);
     xfer_call_free(k);

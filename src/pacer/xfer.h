@@ -23,6 +23,7 @@ struct xfer_result {
     int missed;      /* 1: aborted before writing, too late for its slot */
     long status;     /* HTTP status, 0 for none */
     int64_t latency_ms;
+    int64_t latency_us; /* the same, finer; set for calls that reached curl */
     struct provider_result res; /* classified (provider.c's causes) */
 };
 

@@ -16,6 +16,7 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "../base/metrics.h"
 
 #define STORE_POOL_MAX 64
 #define STORE_SCRIPTS_MAX 16 /* 7 in use: issue, verify, refund, reserve, money refund, two of idem */
@@ -439,6 +440,14 @@ static redisReply *store_evalsha(struct store *s, redisContext *c, int h, int ar
 /* Fills argv (room for nargs + 3) for EVALSHA of script h: argv[1], the
  * script's SHA, is set by store_evalsha; nk holds the key count's text.
  * OTP_EINVAL when h or nargs is out of range. */
+/* A call that reached Redis (or tried to: a timeout counts, at its
+ * length), from the moment it asked for a connection; a call the breaker
+ * refused at once is not one. */
+static void store_observe(uint64_t t0_ns)
+{
+    metrics_observe_us(METRICS_H_REDIS, (clock_mono_ns() - t0_ns) / 1000);
+}
+
 static enum otp_rc store_eval_argv(const struct store *s, int h, int nkeys, int nargs, const char *const *args,
                                    const char **argv, char nk[16], char *err)
 {
@@ -460,6 +469,7 @@ enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char 
     char nk[16];
     redisContext *c;
     redisReply *r;
+    uint64_t t0 = clock_mono_ns();
     int ok;
 
     *out = NULL;
@@ -469,6 +479,7 @@ enum otp_rc store_eval(struct store *s, int h, int nkeys, int nargs, const char 
         return OTP_ESTORE;
     r = store_evalsha(s, c, h, nargs + 3, argv, err);
     ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    store_observe(t0);
     if (ok && (*out = store_copy(r)) == NULL)
         snprintf(err, OTP_ERR_LEN, "store: out of memory");
     if (r)
@@ -501,6 +512,7 @@ enum otp_rc store_eval_idem(struct store *s, int h, int nkeys, int nargs, const 
     char nk[16];
     redisContext *c;
     redisReply *r = NULL;
+    uint64_t t0 = clock_mono_ns();
     int ok, try;
 
     *out = NULL;
@@ -526,6 +538,7 @@ enum otp_rc store_eval_idem(struct store *s, int h, int nkeys, int nargs, const 
         }
     }
     ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    store_observe(t0);
     if (ok && (*out = store_copy(r)) == NULL)
         snprintf(err, OTP_ERR_LEN, "store: out of memory");
     if (r)
@@ -537,12 +550,14 @@ enum otp_rc store_eval_idem(struct store *s, int h, int nkeys, int nargs, const 
 enum otp_rc store_ping(struct store *s, char *err)
 {
     const char *argv[] = {"PING"};
+    uint64_t t0 = clock_mono_ns();
     redisContext *c = store_acquire(s, err);
     int ok;
 
     if (c == NULL)
         return OTP_ESTORE;
     ok = store_simple(c, 1, argv, err) == 0;
+    store_observe(t0);
     store_release(s, c, ok);
     return ok ? OTP_OK : OTP_ESTORE;
 }

@@ -22,7 +22,7 @@
 /* http.c's UNITTEST functions. */
 json_t *http_body(const char *body, size_t len, const char *const *fields, char *detail, size_t cap);
 int http_printable(const char *s, size_t max);
-const char *http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap);
+enum otp_outcome http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap);
 void http_form_decode(char *s);
 int http_form_get(const char *body, const char *name, char *out, size_t cap);
 void http_utf8_cut(char *s);
@@ -50,7 +50,8 @@ static int fuzz_json(const char *body, size_t len, int verify)
     const char *const *fields = verify ? verify_fields : issue_fields;
     char detail[160]; /* as in http.c */
     struct phone_info pi;
-    const char *key, *error, *s;
+    const char *key, *s;
+    enum otp_outcome bad;
     json_t *j, *v;
     int ok = 0;
 
@@ -74,9 +75,9 @@ static int fuzz_json(const char *body, size_t len, int verify)
         FUZZ_CHECK(*f != NULL);
         FUZZ_CHECK(json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v));
     }
-    error = http_check_common(j, &pi, detail, sizeof(detail));
-    if (error != NULL) {
-        FUZZ_CHECK(strcmp(error, "invalid_request") == 0 || strcmp(error, "invalid_phone") == 0);
+    bad = http_check_common(j, &pi, detail, sizeof(detail));
+    if (bad != OUT_COUNT) {
+        FUZZ_CHECK(bad == OUT_INVALID_REQUEST || bad == OUT_INVALID_PHONE);
         FUZZ_CHECK(detail[0] != '\0');
         goto out;
     }

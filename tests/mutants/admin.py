@@ -57,7 +57,7 @@ MUTANTS = [
          why="unlock with api_key clears every caller's lock on the phone"),
     dict(name="admin-block-not-on-verify",
          file="src/otp/otp.c",
-         old="    if (blocked(o, rq, out, out->reason)) {\n        status = 403;\n        goto done;\n    }",
+         old="    if (blocked(o, rq, out, out->reason))\n        goto done;\n",
          new="",
          test="test_admin.FleetTest.test_block_seen_everywhere_and_ends",
          why="blocks that let verifies through"),

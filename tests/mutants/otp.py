@@ -3,9 +3,9 @@ Each a small plausible bug, and the test that must catch it."""
 MUTANTS = [
     dict(name="otp-exhausted-one-guess-late",
          file="src/otp/otp.c",
-         old="""answer(out, OTP_EBADCODE, "invalid_code", "the code is wrong");
+         old="""answer(out, OUT_INVALID_CODE, "the code is wrong");
         verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);""",
-         new="""answer(out, OTP_EBADCODE, "invalid_code", "the code is wrong");
+         new="""answer(out, OUT_INVALID_CODE, "the code is wrong");
         verification_update(o, lv.vid, lv.attempts_left >= 0 ? "pending" : "exhausted", 1);""",
          test="test_api.IssueVerifyTest.test_max_attempts_kills_the_code",
          why="the last allowed wrong guess leaves the verification 'pending' in the ledger"),
@@ -24,10 +24,8 @@ MUTANTS = [
               "fills with nothing in it")),
     dict(name="otp-no-active-code-recorded-as-400",
          file="src/otp/otp.c",
-         old="""answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone");
-        status = 404;""",
-         new="""answer(out, OTP_ENOTFOUND, "no_active_code", "no live code for this phone");
-        status = 400;""",
+         old="rq, kind, row->error, a->reason, shadow, vid, NULL, row->http_status);",
+         new="rq, kind, row->error, a->reason, shadow, vid, NULL, a->rc == OTP_ENOTFOUND ? 400 : row->http_status);",
          test="test_api.IssueVerifyTest.test_issue_sms_wrong_right_reuse",
          why="the audit row of a verify with no live code says 400 while the caller got 404"),
 ]
