@@ -167,6 +167,36 @@ class RequestIdTest(LogTest):
         self.assertEqual(self.line_of("err-3")["outcome"], "payload_too_large")
 
 
+ADMIN_KEY = "key-ops-admin-0123456789ab"
+
+
+class AdminDeleteTest(LogTest):
+    env = {"OTPD_KEY_OPS": ADMIN_KEY}
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["api_keys"].append({"name": "ops", "key_env": "OTPD_KEY_OPS", "role": "admin"})
+        return cfg
+
+    def test_204_echoes_and_logs(self):
+        st, h, out = self.otpd.call("POST", "/v1/admin/blocks", {"match": {"phone_prefix": "+9199988"},
+                                                                  "expires_in": "1h", "note": "bot network"},
+                                    auth=ADMIN_KEY, headers={"X-Request-Id": "adm-add"})
+        self.assertEqual((st, h["x-request-id"]), (201, "adm-add"), out)
+        added = [l for l in self.lines() if l["event"] == "admin.block_added"]
+        self.assertEqual(len(added), 1, added)
+        self.assertEqual((added[0]["request_id"], added[0]["admin"], added[0]["id"]), ("adm-add", "ops", out["id"]))
+        st, h, _ = self.otpd.call("DELETE", "/v1/admin/blocks/" + out["id"], auth=ADMIN_KEY,
+                                  headers={"X-Request-Id": "adm-del"})
+        self.assertEqual((st, h.get("x-request-id")), (204, "adm-del"))
+        line = self.line_of("adm-del")
+        self.assertEqual((line["status"], line["caller"], line["outcome"]), (204, "ops", "ok"))
+        self.assertTrue(any(l["event"] == "admin.block_removed" and l["request_id"] == "adm-del"
+                            for l in self.lines()))
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertNotIn(ADMIN_KEY, self.otpd.log())
+
+
 class ProviderFailureTest(LogTest):
     env = {"TWILIO_SID": "AC123", "TWILIO_TOKEN": "twilio-token-secret"}
 
