@@ -5,6 +5,7 @@ every answer, provider failures logged with the provider's status, and never
 a code, a key or a credential in the log."""
 import http.client
 import json
+import os
 import re
 import signal
 
@@ -332,3 +333,26 @@ class TextFormatTest(OtpdTest):
                              r"outcome=ok caller=login-web duration_ms=\d+$")
         l2 = line(r'event=http.request request_id="q\"uote"')
         self.assertIn("status=404 outcome=not_found", l2)
+
+
+class ConfigTest(LogTest):
+    def check(self, log):
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["log"] = log
+        path = os.path.join(self.tmp, "check.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        return self.run_bin("otpd", ["--check", "-c", path])
+
+    def test_log_keys_are_checked(self):
+        for log in ({}, {"format": "text"}, {"level": "error"}, {"format": "json", "level": "debug"}):
+            r = self.check(log)
+            self.assertEqual(r.returncode, 0, (log, r.stderr))
+        cases = [({"format": "xml"}, 'log.format: "xml" is not one of the allowed values'),
+                 ({"level": "verbose"}, 'log.level: "verbose" is not one of the allowed values'),
+                 ({"colour": True}, "log.colour: unknown key"),
+                 ("json", "log: must be an object")]
+        for log, want in cases:
+            r = self.check(log)
+            self.assertEqual(r.returncode, 1, log)
+            self.assertIn(want, r.stderr)
