@@ -231,12 +231,17 @@ size_t log_format_line(char *out, size_t cap, enum log_format format, long long 
 {
     /* The room kept for the end: ',"truncated":true}\n' and the NUL. */
     static const size_t reserve = 24;
-    struct log_buf b = {out, 0, cap > LOG_LINE_MIN ? cap - reserve : LOG_LINE_MIN - reserve, 0};
+    struct log_buf b = {out, 0, cap - reserve, 0};
     const char *lv = log_level_names[level < LOG_DEBUG || level > LOG_ERROR ? LOG_ERROR : level];
     char ts[TIMESTAMP_LEN];
     size_t i;
     int whole = 1;
 
+    if (cap < LOG_LINE_MIN) { /* a caller's bug: write nothing rather than past out */
+        if (cap > 0)
+            out[0] = '\0';
+        return 0;
+    }
     if (timestamp_format(wall_ms, ts, sizeof(ts)) != OTP_OK)
         snprintf(ts, sizeof(ts), "0000-00-00T00:00:00.000Z");
     if (msg == NULL)

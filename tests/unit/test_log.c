@@ -151,6 +151,12 @@ static void test_truncation(void **state)
     assert_true(n < LOG_LINE_MIN);
     assert_int_equal(line[LOG_LINE_MIN], 'Z');
     assert_string_equal(line + n - strlen(" truncated=true\n"), " truncated=true\n");
+
+    /* Below the minimum: nothing, and nothing past the buffer. */
+    memset(line, 'Z', sizeof(line));
+    assert_int_equal(log_format_line(line, 16, LOG_JSON, T_MS, LOG_INFO, "e", "rid", f, 12, big), 0);
+    assert_int_equal(line[0], '\0');
+    assert_int_equal(line[1], 'Z');
 }
 
 static void test_parse_names(void **state)
