@@ -252,7 +252,7 @@ static void otpd_reload(struct otpd *d, const char *path)
     if (admin_reload(d->admin, c) != OTP_OK)
         log_msg(LOG_ERROR, "reload: out of memory; admin bodies are checked against the old rules");
     if (limits_reload(d->limits, c) == OTP_OK)
-        log_event(LOG_INFO, "config.reloaded",
+        log_event(LOG_INFO, "config.reload",
                   LOG_FIELDS(LOG_INT("rules", c->n_rules), LOG_INT("caps", c->n_caps),
                              LOG_STR("log_level", log_level_name((enum log_level)c->log_level))),
                   "reloaded %zu limit rules and %zu cost caps from %s", c->n_rules, c->n_caps, path);

@@ -290,7 +290,7 @@ class LevelTest(LogTest):
         cfg["log"]["level"] = "debug"
         self.otpd.write_config(cfg)
         self.otpd.kill(signal.SIGHUP)
-        reloaded = wait_until(lambda: [l for l in self.lines() if l["event"] == "config.reloaded"] or None,
+        reloaded = wait_until(lambda: [l for l in self.lines() if l["event"] == "config.reload"] or None,
                               what="the reload line")
         self.assertEqual(reloaded[0]["log_level"], "debug")
         st, ids = self.raw_call("GET", "/healthz", [("X-Request-Id", "probe-1")])
