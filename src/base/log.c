@@ -281,6 +281,9 @@ size_t log_format_line(char *out, size_t cap, enum log_format format, long long 
 }
 
 static void log_write(enum log_level level, const char *event, const struct log_field *fields, size_t n,
+                      const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
+static void log_write(enum log_level level, const char *event, const struct log_field *fields, size_t n,
                       const char *fmt, va_list ap)
 {
     char line[LOG_LINE_MAX], msg[LOG_MSG_MAX + 1];

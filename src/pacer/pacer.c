@@ -357,7 +357,8 @@ static void pacer_pause(struct pacer *pc, int64_t retry_after_ms)
     pc->n429++;
     if (until > pc->pause_until_ns)
         pc->pause_until_ns = until;
-    log_msg(LOG_WARN, "provider answered 429: every send of the fleet paused for %lld ms", (long long)ms);
+    log_event(LOG_WARN, "provider.paused", LOG_FIELDS(LOG_INT("status", 429), LOG_INT("pause_ms", ms)),
+              "provider answered 429: every send of the fleet paused for %lld ms", (long long)ms);
     pthread_mutex_lock(&pc->mu);
     pc->stats.paused_429++;
     if (ms > pc->pause_ms)

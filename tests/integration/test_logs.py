@@ -239,6 +239,18 @@ class ProviderFailureTest(LogTest):
         self.assertEqual(line["attempt"], 1)
 
 
+    def test_a_429_pauses_and_says_so(self):
+        self.fake.control(statuses=[429, 0], retry_after=1)
+        st, _, body = self.otpd.issue(P)
+        self.assertEqual(st, 202)
+        line = self.provider_lines(1)[0]
+        self.assertEqual((line["level"], line["status"], line["outcome"]), ("warn", 429, "transient"))
+        paused = [l for l in self.lines() if l["event"] == "provider.paused"]
+        self.assertEqual(len(paused), 1, paused)
+        self.assertEqual(paused[0]["status"], 429)
+        self.assertGreaterEqual(paused[0]["pause_ms"], 1000)
+
+
 class NoSecretsTest(LogTest):
     log_conf = {"format": "json", "level": "debug"}
 
