@@ -239,14 +239,24 @@ static void otpd_reload(struct otpd *d, const char *path)
     struct config *c = config_load(path, &errors);
 
     if (c == NULL) {
-        log_msg(LOG_ERROR, "reload refused, the old rules stay:\n%s", errors ? errors : "");
+        log_event(LOG_ERROR, "config.reload_refused", NULL, 0, "reload refused, the old rules stay:\n%s",
+                  errors ? errors : "");
         free(errors);
         return;
     }
+    /* The level applies at once; a collector reading the stream would
+     * misread a change of form half-way through it. */
+    log_set_level((enum log_level)c->log_level);
+    if (c->log_format != d->cfg->log_format)
+        log_event(LOG_WARN, "config.restart_needed", LOG_FIELDS(LOG_STR("key", "log.format")),
+                  "reload: log.format changed; it applies at the next restart");
     if (admin_reload(d->admin, c) != OTP_OK)
         log_msg(LOG_ERROR, "reload: out of memory; admin bodies are checked against the old rules");
     if (limits_reload(d->limits, c) == OTP_OK)
-        log_msg(LOG_INFO, "reloaded %zu limit rules and %zu cost caps from %s", c->n_rules, c->n_caps, path);
+        log_event(LOG_INFO, "config.reload",
+                  LOG_FIELDS(LOG_INT("rules", c->n_rules), LOG_INT("caps", c->n_caps),
+                             LOG_STR("log_level", log_level_name((enum log_level)c->log_level))),
+                  "reloaded %zu limit rules and %zu cost caps from %s", c->n_rules, c->n_caps, path);
     else
         log_msg(LOG_ERROR, "reload failed: out of memory; the old rules stay");
     config_free(c);
@@ -291,6 +301,7 @@ int main(int argc, char **argv)
         free(errors);
         return EX_CONFIG;
     }
+    log_setup((enum log_format)d.cfg->log_format, (enum log_level)d.cfg->log_level);
     otpd_harden();
     if (config_scrub_env() != 0)
         log_msg(LOG_WARN, "out of memory: a secret variable stays in the environment");
@@ -307,8 +318,9 @@ int main(int argc, char **argv)
         otpd_free(&d);
         return EX_UNAVAILABLE;
     }
-    log_msg(LOG_INFO, "otpd listening on %s:%d (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host,
-            d.cfg->listen_port, d.provider->ops->name, d.cfg->pacer_rate, d.cfg->n_rules);
+    log_event(LOG_INFO, "otpd.started", LOG_FIELDS(LOG_STR("version", OTPD_VERSION)),
+              "otpd listening on %s:%d (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host, d.cfg->listen_port,
+              d.provider->ops->name, d.cfg->pacer_rate, d.cfg->n_rules);
     for (;;) {
         /* Between signals, once a second: the abandons of 503'd requests
          * (limits_flush), so their takes come back without API traffic. */

@@ -765,7 +765,9 @@ enum otp_rc admin_add(struct admin *a, enum admin_kind kind, const char *who, co
     record(a, &(struct ledger_admin){clock_wall_ms(), who, "add", kind_name(kind), id, text,
                                     json_string_value(json_object_get(row, "note")), *expires_ms, 0});
     /* The row (phones and all) is the ledger's; the log names it only. */
-    log_msg(LOG_INFO, "admin: %s added %s %s (expires %lld)", who, kind_name(kind), id, (long long)*expires_ms);
+    log_event(LOG_INFO, kind == ADMIN_OVERRIDE ? "admin.override_added" : "admin.block_added",
+              LOG_FIELDS(LOG_STR("admin", who), LOG_STR("id", id), LOG_INT("expires_ms", *expires_ms)),
+              "admin: %s added %s %s", who, kind_name(kind), id);
     rc = OTP_OK;
 out:
     store_reply_free(rep);
@@ -795,7 +797,9 @@ enum otp_rc admin_remove(struct admin *a, enum admin_kind kind, const char *who,
         rc = OTP_ENOTFOUND;
     } else {
         record(a, &(struct ledger_admin){clock_wall_ms(), who, "remove", kind_name(kind), id, NULL, NULL, 0, 0});
-        log_msg(LOG_INFO, "admin: %s removed %s %s", who, kind_name(kind), id);
+        log_event(LOG_INFO, kind == ADMIN_OVERRIDE ? "admin.override_removed" : "admin.block_removed",
+                  LOG_FIELDS(LOG_STR("admin", who), LOG_STR("id", id)), "admin: %s removed %s %s", who,
+                  kind_name(kind), id);
     }
     store_reply_free(rep);
     return rc;
@@ -965,8 +969,10 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
     text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     record(a, &(struct ledger_admin){clock_wall_ms(), who, "unlock", "lock", NULL, text, note, 0, *n});
     fraud_mask(pi.e164, masked, sizeof(masked));
-    log_msg(LOG_INFO, "admin: %s unlocked %s%s%s: %d cleared", who, masked, api_key[0] ? " for " : "", api_key,
-            *n);
+    log_event(LOG_INFO, "admin.unlocked",
+              LOG_FIELDS(LOG_STR("admin", who), LOG_STR("phone", masked), LOG_STR("caller", api_key),
+                         LOG_INT("cleared", *n)),
+              "admin: %s unlocked %s%s%s: %d cleared", who, masked, api_key[0] ? " for " : "", api_key, *n);
 out:
     free(args);
     free(pos);

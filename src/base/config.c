@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "duration.h"
+#include "log.h"
 #include "phone.h"
 
 #define CFG_ERRORS_MAX 65536
@@ -1173,18 +1174,19 @@ static void cfg_defaults(struct config *c)
     c->pacer_takeover_ms = 10000;
     snprintf(c->provider_base_url, sizeof(c->provider_base_url), "https://api.twilio.com");
     c->callback_ttl_ms = 7LL * 86400000;
+    c->log_level = LOG_INFO;
 }
 
 struct config *config_parse(const char *text, const char *file, char **errors)
 {
     static const char *const keys[] = {"listen", "http_threads", "redis",  "ledger",   "secret_env", "api_keys",
                                        "otp",    "limits",       "cost",   "pacer",    "provider",   "http",
-                                       "phone",  "countries",    "pumping",
+                                       "phone",  "countries",    "pumping",  "log",
                                        NULL};
     struct cfg_ctx x = {file, NULL, 0, 0};
     struct config *c = NULL;
     json_error_t jerr;
-    json_t *root = NULL, *ledger;
+    json_t *root = NULL, *ledger, *lg;
     char *secret;
 
     if (errors)
@@ -1213,6 +1215,16 @@ struct config *config_parse(const char *text, const char *file, char **errors)
         cfg_str(&x, ledger, "ledger", "path", 1, c->ledger_path, sizeof(c->ledger_path));
         if (cfg_dur(&x, ledger, "ledger", "retention", 0, &c->ledger_retention_ms) && c->ledger_retention_ms < 1000)
             cfg_error(&x, "ledger.retention", "must be at least 1s");
+    }
+    if ((lg = cfg_member(&x, root, "", "log", 0)) != NULL && !json_is_object(lg))
+        cfg_error(&x, "log", "must be an object");
+    else if (lg != NULL) {
+        static const char *const lgkeys[] = {"format", "level", NULL};
+        static const char *const formats[] = {"text", "json", NULL}; /* enum log_format's order */
+        static const char *const levels[] = {"debug", "info", "warn", "error", NULL}; /* enum log_level's */
+        cfg_unknown(&x, lg, "log", lgkeys);
+        cfg_enum(&x, lg, "log", "format", 0, formats, &c->log_format);
+        cfg_enum(&x, lg, "log", "level", 0, levels, &c->log_level);
     }
     secret = cfg_env(&x, root, "", "secret_env", 1, 32);
     if (secret != NULL) {

@@ -178,6 +178,8 @@ struct config {
     char *provider_pass;  /* kannel password or twilio auth token */
     char callback_url[CFG_STR_MAX]; /* otpd's own base URL for delivery reports; "" = none */
     int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
+    int log_format;                 /* enum log_format: text (default) or json; a restart changes it */
+    int log_level;                  /* enum log_level: the lowest printed (default info); SIGHUP changes it */
 };
 
 /*

@@ -7,10 +7,12 @@
 
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -74,9 +76,21 @@ struct http_req {
     const char *allow; /* set when the method is wrong: 405 with Allow */
     int post;          /* the method is POST */
     int too_big;
+    /* For its answer's X-Request-Id and its log line. */
+    char request_id[LOG_REQUEST_ID_MAX + 1]; /* the client's when sane, else ours */
+    int64_t start_ms;                        /* monotonic */
+    unsigned status;                         /* the answer's, once queued; 0 before */
+    char outcome[32];                        /* the problem's error code; "" for a success */
+    char rule[CFG_NAME_MAX];                 /* the refusing rule, "" when none */
+    const char *caller;                      /* the API key's name (the config's) once known */
     size_t len;
     char body[HTTP_BODY_MAX + 1];
 };
+
+/* The request this worker thread is serving (set by http_handle around
+ * each call it makes), so that the answer's helpers note what the log
+ * line needs without a parameter through every route. */
+static _Thread_local struct http_req *http_cur;
 
 /* One answer before it is sent: what an Idempotency-Key stores and
  * replays. Header values are built here from numbers and rule names, so
@@ -109,6 +123,16 @@ static void http_out_set(struct http_out *out, unsigned status, const char *ctyp
     }
 }
 
+/* Every answer: echoes the request's id and notes the status for its log
+ * line. */
+static void http_mark(struct MHD_Response *r, unsigned status)
+{
+    if (http_cur == NULL)
+        return;
+    MHD_add_response_header(r, "X-Request-Id", http_cur->request_id);
+    http_cur->status = status;
+}
+
 /* Queues out (its body is taken and sent as is). */
 static enum MHD_Result http_send(struct MHD_Connection *con, struct http_out *out, const char *allow)
 {
@@ -126,6 +150,7 @@ static enum MHD_Result http_send(struct MHD_Connection *con, struct http_out *ou
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, out->ctype);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    http_mark(r, out->status);
     if (allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (out->status == 401)
@@ -200,6 +225,10 @@ static char *http_problem_text(unsigned status, const char *error, const char *t
     json_t *j = json_object();
     char type[96], cut[256], *body;
 
+    if (http_cur != NULL) {
+        snprintf(http_cur->outcome, sizeof(http_cur->outcome), "%s", error);
+        snprintf(http_cur->rule, sizeof(http_cur->rule), "%s", a != NULL ? a->reason : "");
+    }
     snprintf(cut, sizeof(cut), "%s", detail);
     http_utf8_cut(cut);
     detail = cut;
@@ -526,6 +555,8 @@ static int http_idem_begin(struct http *h, const char *key, const char *op, json
         decide = 1;
         break;
     case IDEM_REPLAY:
+        if (http_cur != NULL)
+            snprintf(http_cur->outcome, sizeof(http_cur->outcome), "replayed");
         if (http_out_unpack(stored, out) < 0) {
             log_msg(LOG_ERROR, "%s: a stored Idempotency-Key answer cannot be read; refused", op);
             a.retry_after_s = 1;
@@ -990,6 +1021,7 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
             if (r == NULL)
                 return MHD_NO;
             MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+            http_mark(r, 204);
             ok = MHD_queue_response(con, 204, r);
             MHD_destroy_response(r);
             return ok;
@@ -1015,21 +1047,16 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
     return http_problem(h, con, OUT_INTERNAL, "out of memory", NULL, NULL);
 }
 
-static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
-                                   const char *version, const char *upload_data, size_t *upload_data_size,
-                                   void **con_cls)
+/* One call of MHD's for rq (first: its headers are in). */
+static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, struct http_req *rq, int first,
+                                  const char *url, const char *method, const char *upload_data,
+                                  size_t *upload_data_size)
 {
-    struct http *h = cls;
-    struct http_req *rq = *con_cls;
     const char *api_key;
     int admin = 0;
 
-    (void)version;
-    if (rq == NULL) {
+    if (first) {
         const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if ((rq = calloc(1, sizeof(*rq))) == NULL)
-            return MHD_NO;
-        *con_cls = rq;
         http_route(rq, url, method);
         if (rq->route == ROUTE_NONE)
             return http_problem(h, con, OUT_NOT_FOUND, "no such route", NULL, NULL);
@@ -1075,6 +1102,7 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
     }
     if ((api_key = http_auth(h, con, &admin)) == NULL)
         return http_problem(h, con, OUT_UNAUTHORIZED, "a valid Authorization: Bearer key is required", NULL, NULL);
+    rq->caller = api_key;
     /* Roles: an admin key manages rows and never asks for codes; a caller
      * never touches the rows. */
     if (admin != http_route_admin(rq->route))
@@ -1091,6 +1119,118 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
     if (rq->route == ROUTE_ISSUE)
         return http_issue(h, con, rq, api_key);
     return http_verify(h, con, rq, api_key);
+}
+
+/* Counts the X-Request-Id headers and keeps the first. */
+static enum MHD_Result http_request_id_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                              const char *value)
+{
+    struct {
+        const char *value;
+        int n;
+    } *x = cls;
+
+    (void)kind;
+    if (strcasecmp(key, "X-Request-Id") == 0 && x->n++ == 0)
+        x->value = value;
+    return MHD_YES;
+}
+
+/* 1 when a client's request id may be kept: 1 to LOG_REQUEST_ID_MAX bytes
+ * of printable ASCII without spaces (a UUID, a W3C trace id, a load
+ * balancer's "Root=1-...;Parent=..."), so it fits a header and a log field
+ * as one token. */
+UNITTEST int http_request_id_ok(const char *s)
+{
+    size_t n;
+
+    for (n = 0; s[n]; n++)
+        if ((unsigned char)s[n] <= 0x20 || (unsigned char)s[n] >= 0x7f || n >= LOG_REQUEST_ID_MAX)
+            return 0;
+    return n >= 1;
+}
+
+/* The request's id into out (LOG_REQUEST_ID_MAX + 1 bytes): the client's
+ * X-Request-Id when given once and sane, else 32 random hex digits. */
+static void http_request_id(struct MHD_Connection *con, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    struct {
+        const char *value;
+        int n;
+    } x = {NULL, 0};
+    unsigned char r[16];
+    size_t i;
+
+    MHD_get_connection_values(con, MHD_HEADER_KIND, http_request_id_header, &x);
+    if (x.n == 1 && http_request_id_ok(x.value)) {
+        snprintf(out, LOG_REQUEST_ID_MAX + 1, "%s", x.value);
+        return;
+    }
+    if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+        /* No entropy yet (early boot): unique is enough for an id. */
+        static atomic_ullong seq;
+        unsigned long long v = atomic_fetch_add(&seq, 1) ^ (unsigned long long)clock_wall_ms() << 20;
+        for (i = 0; i < sizeof(r); i++)
+            r[i] = (unsigned char)(v >> (i % 8 * 8) ^ i * 37);
+    }
+    for (i = 0; i < sizeof(r); i++) {
+        out[2 * i] = hex[r[i] >> 4];
+        out[2 * i + 1] = hex[r[i] & 15];
+    }
+    out[2 * sizeof(r)] = '\0';
+}
+
+/* The request's one log line, once its answer is queued: issue and verify
+ * by their decision, health checks and scrapes at debug, our own failures
+ * (5xx) at warn. */
+static void http_log_request(const struct http_req *rq, const char *method, const char *url)
+{
+    int ok = rq->status < 400;
+    const char *event = "http.request";
+    enum log_level level = LOG_INFO;
+
+    if (rq->route == ROUTE_ISSUE && rq->allow == NULL)
+        event = ok ? "issue.accepted" : "issue.refused";
+    else if (rq->route == ROUTE_VERIFY && rq->allow == NULL)
+        event = ok ? "verify.verified" : "verify.refused";
+    if (rq->status >= 500)
+        level = LOG_WARN;
+    else if (rq->route == ROUTE_HEALTH || rq->route == ROUTE_READY || rq->route == ROUTE_METRICS)
+        level = LOG_DEBUG;
+    log_event(level, event,
+              LOG_FIELDS(LOG_STR("method", method), LOG_STR("path", url), LOG_INT("status", rq->status),
+                         LOG_STR("outcome", rq->outcome[0] ? rq->outcome : "ok"), LOG_STR("rule", rq->rule),
+                         LOG_STR("caller", rq->caller), LOG_INT("duration_ms", http_now_ms() - rq->start_ms)),
+              "%.8s %.200s %u", method, url, rq->status);
+}
+
+static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
+                                   const char *version, const char *upload_data, size_t *upload_data_size,
+                                   void **con_cls)
+{
+    struct http_req *rq = *con_cls;
+    enum MHD_Result ret;
+    int first = rq == NULL;
+
+    (void)version;
+    if (first) {
+        if ((rq = calloc(1, sizeof(*rq))) == NULL)
+            return MHD_NO;
+        *con_cls = rq;
+        rq->start_ms = http_now_ms();
+        http_request_id(con, rq->request_id);
+    }
+    http_cur = rq;
+    log_set_request(rq->request_id);
+    ret = http_serve(cls, con, rq, first, url, method, upload_data, upload_data_size);
+    if (rq->status != 0) {
+        http_log_request(rq, method, url);
+        rq->status = 0; /* one line, whatever MHD calls next */
+    }
+    http_cur = NULL;
+    log_set_request(NULL);
+    return ret;
 }
 
 static void http_done(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe)

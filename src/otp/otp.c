@@ -216,7 +216,8 @@ static void count_shadow(struct otp *o, const char *list, const char *phone_kind
 
     snprintf(copy, sizeof(copy), "%s", list);
     for (name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        log_msg(LOG_INFO, "shadow rule would refuse rule=%s op=%s", name, phone_kind);
+        log_event(LOG_INFO, "rule.shadow_refused", LOG_FIELDS(LOG_STR("rule", name), LOG_STR("op", phone_kind)),
+                  "shadow rule would refuse");
         pthread_mutex_lock(&o->mu);
         for (i = 0; i < OTP_SHADOW_RULES; i++) {
             if (o->shadow_name[i][0] == '\0')
@@ -261,7 +262,8 @@ static void answer(struct otp_answer *out, enum otp_outcome outcome, const char 
  * caller may retry once the breaker lets a probe through, not before. */
 static void store_down(struct otp *o, struct otp_answer *out, const char *op, const char *err)
 {
-    log_msg(LOG_WARN, "%s refused, store unavailable: %s", op, err);
+    log_event(LOG_WARN, "store.unavailable", LOG_FIELDS(LOG_STR("op", op), LOG_STR("outcome", "store_unavailable")),
+              "%s refused, store unavailable: %s", op, err);
     answer(out, OUT_STORE_UNAVAILABLE, "the rate-limit store is unavailable");
     out->retry_after_s = retry_s(store_breaker_left_ms(o->d.store));
 }
@@ -328,8 +330,10 @@ static int country_served(struct otp *o, const struct otp_req *rq, struct otp_an
         pthread_mutex_unlock(&o->mu);
         if (log_it) {
             fraud_mask(rq->phone, masked, sizeof(masked));
-            log_msg(LOG_INFO, "countries: monitored region=%s caller=%s phone=%s requests=%llu", rq->region,
-                    rq->api_key, masked, (unsigned long long)since);
+            log_event(LOG_INFO, "country.monitored",
+                      LOG_FIELDS(LOG_STR("region", rq->region), LOG_STR("caller", rq->api_key), LOG_STR("phone", masked),
+                                 LOG_INT("requests", since)),
+                      "countries: monitored");
         }
         return 1;
     }
@@ -349,17 +353,23 @@ static void pump_note(struct otp *o, const struct otp_req *rq, const struct limi
     switch (li->pump) {
     case LIMITS_PUMP_STARTED:
         counter = &o->pump_holds;
-        log_msg(LOG_WARN, "pumping: prefix %s held for %llds: %lld sent, %lld verified in the window "
-                "(below pumping.min_verified_ratio); caller=%s", li->pump_prefix,
-                (long long)ceil_s(li->pump_left_ms), (long long)li->pump_sent, (long long)li->pump_verified,
-                rq->api_key);
+        log_event(LOG_WARN, "pumping.hold",
+                  LOG_FIELDS(LOG_STR("prefix", li->pump_prefix), LOG_INT("hold_s", ceil_s(li->pump_left_ms)),
+                             LOG_INT("sent", li->pump_sent), LOG_INT("verified", li->pump_verified),
+                             LOG_STR("caller", rq->api_key)),
+                  "pumping: prefix %s held for %llds: %lld sent, %lld verified in the window "
+                  "(below pumping.min_verified_ratio)", li->pump_prefix, (long long)ceil_s(li->pump_left_ms),
+                  (long long)li->pump_sent, (long long)li->pump_verified);
         break;
     case LIMITS_PUMP_SHADOW_START:
         counter = &o->pump_shadow_holds;
-        log_msg(LOG_WARN, "pumping (shadow): prefix %s would be held for %llds: %lld sent, %lld verified in the "
-                "window (below pumping.min_verified_ratio); caller=%s", li->pump_prefix,
-                (long long)ceil_s(li->pump_left_ms), (long long)li->pump_sent, (long long)li->pump_verified,
-                rq->api_key);
+        log_event(LOG_WARN, "pumping.shadow_hold",
+                  LOG_FIELDS(LOG_STR("prefix", li->pump_prefix), LOG_INT("hold_s", ceil_s(li->pump_left_ms)),
+                             LOG_INT("sent", li->pump_sent), LOG_INT("verified", li->pump_verified),
+                             LOG_STR("caller", rq->api_key)),
+                  "pumping (shadow): prefix %s would be held for %llds: %lld sent, %lld verified in the "
+                  "window (below pumping.min_verified_ratio)", li->pump_prefix, (long long)ceil_s(li->pump_left_ms),
+                  (long long)li->pump_sent, (long long)li->pump_verified);
         break;
     case LIMITS_PUMP_SHADOW_HELD:
         counter = &o->pump_shadow_refusals;

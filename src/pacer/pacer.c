@@ -358,7 +358,8 @@ static void pacer_pause(struct pacer *pc, int64_t retry_after_ms)
     pc->n429++;
     if (until > pc->pause_until_ns)
         pc->pause_until_ns = until;
-    log_msg(LOG_WARN, "provider answered 429: every send of the fleet paused for %lld ms", (long long)ms);
+    log_event(LOG_WARN, "provider.paused", LOG_FIELDS(LOG_INT("status", 429), LOG_INT("pause_ms", ms)),
+              "provider answered 429: every send of the fleet paused for %lld ms", (long long)ms);
     pthread_mutex_lock(&pc->mu);
     pc->stats.paused_429++;
     if (ms > pc->pause_ms)
@@ -388,6 +389,32 @@ static void pacer_retry(struct pacer *pc, struct pacer_item *it, int64_t retry_a
     it->not_before_ns = clock_mono_ns() + (uint64_t)backoff_ms * SCHED_NS_PER_MS;
     PACER_COUNT(pc, retried, 1);
     pacer_job(pc, it, PACER_JOB_RETRY);
+}
+
+/*
+ * A failed attempt's log line: the provider's HTTP status (0: no answer),
+ * the cause's name and the adapter's short reason (secret-free by
+ * contract, and never the message text). A refusal for good is an error an
+ * operator must act on (a 401 or 403: the credentials); a retried one a
+ * warning.
+ */
+static void pacer_log_failure(struct pacer *pc, const struct pacer_item *it, const struct xfer_result *r,
+                              const struct provider_cause_info *ci)
+{
+    static const char *const outcome_names[] = {"sent", "transient", "permanent"};
+    const struct provider_result *res = &r->res;
+    int auth = r->status == 401 || r->status == 403;
+
+    if (ci->cls == PROVIDER_ACCEPTED)
+        return;
+    log_event(ci->outcome == PROVIDER_PERMANENT ? LOG_ERROR : LOG_WARN, "provider.failed",
+              LOG_FIELDS(LOG_STR("provider", pc->provider->ops->name), LOG_INT("status", r->status),
+                         LOG_STR("outcome", outcome_names[ci->outcome]), LOG_STR("cause", ci->name),
+                         LOG_STR("reason", res->error), LOG_STR("message_id", it->e.id),
+                         LOG_INT("attempt", it->attempt)),
+              "provider %s %s message %s (HTTP %ld, %s)%s", pc->provider->ops->name,
+              ci->outcome == PROVIDER_PERMANENT ? "refused for good" : "failed", it->e.id, r->status, ci->name,
+              auth ? ": check the credentials" : "");
 }
 
 /* One call ended (the sender thread, inside xfer_poll or xfer_start). */
@@ -453,9 +480,7 @@ static void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
         pacer_pause(pc, res->retry_after_ms);
     else if (ci->cls == PROVIDER_ACCEPTED)
         pc->n429 = 0;
-    if (res->cause == PROVIDER_C_4XX)
-        log_msg(LOG_ERROR, "provider refused message %s for good (HTTP %ld, %s): check the credentials", it->e.id,
-                r->status, res->error);
+    pacer_log_failure(pc, it, r, ci);
     if (ci->cls == PROVIDER_ACCEPTED)
         pacer_end(pc, it, "sent", NULL, res->provider_id[0] ? res->provider_id : NULL);
     else if (ci->retry)

@@ -1,0 +1,370 @@
+"""Logs (issue 12): the `log` config (json or text, a level that SIGHUP
+changes), structured event lines (time, level, event, request id, rule,
+outcome), X-Request-Id honoured when sane, generated otherwise and echoed on
+every answer, provider failures logged with the provider's status, and never
+a code, a key or a credential in the log."""
+import http.client
+import json
+import os
+import re
+import signal
+
+from harness import API_KEY, OTHER_KEY, SECRET, OtpdTest, code_of, wait_until
+
+P = "+919812345678"
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+GENERATED_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def json_lines(text):
+    """Every line of otpd's log as a parsed object; fails on any line that is
+    not one JSON object."""
+    out = []
+    for line in text.splitlines():
+        obj = json.loads(line)
+        if not isinstance(obj, dict):
+            raise AssertionError("not an object: %r" % line)
+        out.append(obj)
+    return out
+
+
+class LogTest(OtpdTest):
+    log_conf = {"format": "json", "level": "info"}
+
+    def configure(self, cfg):
+        cfg["log"] = dict(self.log_conf)
+        return cfg
+
+    def lines(self):
+        return json_lines(self.otpd.log())
+
+    def raw_call(self, method, path, headers, body=b""):
+        """One request with headers as given (a name may repeat); returns
+        (status, list of X-Request-Id values of the answer)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.otpd.port, timeout=10)
+        try:
+            c.putrequest(method, path, skip_accept_encoding=True)
+            for k, v in headers:
+                c.putheader(k, v)
+            if body:
+                c.putheader("Content-Length", str(len(body)))
+            c.endheaders(body or None)
+            r = c.getresponse()
+            r.read()
+            return r.status, r.headers.get_all("X-Request-Id") or []
+        finally:
+            c.close()
+
+    def line_of(self, rid):
+        """The one line of request rid's answer (other events of the request,
+        a Redis connection's warning say, carry its id too); waits for it."""
+        def find():
+            found = [l for l in self.lines() if l.get("request_id") == rid and "method" in l]
+            return found or None
+        found = wait_until(find, what="the log line of request %s" % rid)
+        self.assertEqual(len(found), 1, found)
+        return found[0]
+
+
+class JsonLinesTest(LogTest):
+    limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1h"}]
+
+    def test_every_line_parses_and_carries_the_fields(self):
+        st, h, body = self.otpd.call("POST", "/v1/otp", {"phone": P}, headers={"X-Request-Id": "req-issue-1"})
+        self.assertEqual(st, 202, body)
+        st, h2, p = self.otpd.call("POST", "/v1/otp", {"phone": P}, headers={"X-Request-Id": "req-issue-2"})
+        self.assertEqual((st, p["error"], p["reason"]), (429, "rate_limited", "phone_1"))
+        st, _, p = self.otpd.call("POST", "/v1/otp/verify", {"phone": P, "code": "000000"},
+                                  headers={"X-Request-Id": "req-verify-1"})
+        self.assertIn(st, (200, 422), p)
+
+        acc = self.line_of("req-issue-1")
+        self.assertEqual((acc["event"], acc["level"], acc["status"], acc["outcome"]),
+                         ("issue.accepted", "info", 202, "ok"))
+        self.assertEqual((acc["method"], acc["path"], acc["caller"]), ("POST", "/v1/otp", "login-web"))
+        self.assertNotIn("rule", acc)
+        ref = self.line_of("req-issue-2")
+        self.assertEqual((ref["event"], ref["status"], ref["outcome"], ref["rule"]),
+                         ("issue.refused", 429, "rate_limited", "phone_1"))
+        ver = self.line_of("req-verify-1")
+        self.assertEqual(ver["event"], "verify.verified" if st == 200 else "verify.refused")
+        self.assertEqual(ver["outcome"], "ok" if st == 200 else "invalid_code")
+
+        lines = self.lines()
+        self.assertTrue(any(l["event"] == "otpd.started" for l in lines))
+        for l in lines:
+            self.assertRegex(l["time"], TIME_RE)
+            self.assertIn(l["level"], ("debug", "info", "warn", "error"))
+            self.assertTrue(l["event"], l)
+            self.assertIsInstance(l["msg"], str)
+            # At info, the harness's /healthz polls (debug) are not written.
+            self.assertNotEqual(l.get("path"), "/healthz", l)
+
+    def test_a_hostile_request_id_is_replaced_and_the_line_stays_json(self):
+        # Sane but awkward: quotes and backslashes are printable; JSON escapes them.
+        awkward = 'a"b\\c{}'
+        st, ids = self.raw_call("GET", "/v1/otp/" + "0" * 32, [("X-Request-Id", awkward),
+                                                             ("Authorization", "Bearer " + API_KEY)])
+        self.assertEqual((st, ids), (404, [awkward]))
+        self.assertEqual(self.line_of(awkward)["status"], 404)
+
+
+class RequestIdTest(LogTest):
+    def test_honoured_echoed_and_logged(self):
+        rid = "9f3c1e2a-7b4d-4c1e-9a2b-0123456789ab"
+        st, h, _ = self.otpd.call("POST", "/v1/otp", {"phone": P}, headers={"X-Request-Id": rid})
+        self.assertEqual(st, 202)
+        self.assertEqual(h["x-request-id"], rid)
+        self.assertEqual(self.line_of(rid)["event"], "issue.accepted")
+
+    def test_generated_when_absent_and_each_its_own(self):
+        st, h, _ = self.otpd.call("POST", "/v1/otp", {"phone": P})
+        st2, h2, _ = self.otpd.call("POST", "/v1/otp", {"phone": "+919812345679"})
+        self.assertEqual((st, st2), (202, 202))
+        self.assertRegex(h["x-request-id"], GENERATED_RE)
+        self.assertRegex(h2["x-request-id"], GENERATED_RE)
+        self.assertNotEqual(h["x-request-id"], h2["x-request-id"])
+        self.assertEqual(self.line_of(h["x-request-id"])["status"], 202)
+        self.assertEqual(self.line_of(h2["x-request-id"])["status"], 202)
+
+    def test_bounds_on_what_is_honoured(self):
+        longest = "r" * 128
+        st, ids = self.raw_call("GET", "/healthz", [("X-Request-Id", longest)])
+        self.assertEqual((st, ids), (200, [longest]))
+        one = "x"
+        self.assertEqual(self.raw_call("GET", "/healthz", [("X-Request-Id", one)]), (200, [one]))
+        for bad in ["r" * 129, "has space", "tab\there", "caf\xe9", ""]:
+            st, ids = self.raw_call("GET", "/healthz", [("X-Request-Id", bad)])
+            self.assertEqual(st, 200)
+            self.assertEqual(len(ids), 1, (bad, ids))
+            self.assertRegex(ids[0], GENERATED_RE, repr(bad))
+        # Given twice: neither is trusted.
+        st, ids = self.raw_call("GET", "/healthz", [("X-Request-Id", "one"), ("X-Request-Id", "two")])
+        self.assertEqual(len(ids), 1, ids)
+        self.assertRegex(ids[0], GENERATED_RE)
+
+    def test_echoed_on_the_http_layers_own_errors(self):
+        big = b'{"phone": "' + b"1" * 5000 + b'"}'
+        cases = [
+            ("GET", "/no/such/route", [], b"", 404),
+            ("DELETE", "/v1/otp", [], b"", 405),
+            ("POST", "/v1/otp", [("Content-Type", "application/json")], b'{"phone":"%s"}' % P.encode(), 401),
+            ("POST", "/v1/otp", [("Authorization", "Bearer " + API_KEY), ("Content-Type", "application/json")],
+             big, 413),
+            ("POST", "/v1/otp", [("Authorization", "Bearer " + API_KEY), ("Content-Type", "text/plain")],
+             b"x", 415),
+            ("POST", "/v1/otp", [("Authorization", "Bearer " + API_KEY), ("Content-Type", "application/json")],
+             b"[]", 400),
+        ]
+        for i, (method, path, headers, body, want) in enumerate(cases):
+            rid = "err-%d" % i
+            st, ids = self.raw_call(method, path, headers + [("X-Request-Id", rid)], body)
+            self.assertEqual((st, ids), (want, [rid]), (method, path))
+            line = self.line_of(rid)
+            self.assertEqual(line["status"], want)
+            self.assertEqual(line["event"], "issue.refused" if path == "/v1/otp" and want != 405 else
+                             "http.request")
+        self.assertEqual(self.line_of("err-2")["outcome"], "unauthorized")
+        self.assertEqual(self.line_of("err-3")["outcome"], "payload_too_large")
+
+
+ADMIN_KEY = "key-ops-admin-0123456789ab"
+
+
+class AdminDeleteTest(LogTest):
+    env = {"OTPD_KEY_OPS": ADMIN_KEY}
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["api_keys"].append({"name": "ops", "key_env": "OTPD_KEY_OPS", "role": "admin"})
+        return cfg
+
+    def test_204_echoes_and_logs(self):
+        st, h, out = self.otpd.call("POST", "/v1/admin/blocks", {"match": {"phone_prefix": "+9199988"},
+                                                                  "expires_in": "1h", "note": "bot network"},
+                                    auth=ADMIN_KEY, headers={"X-Request-Id": "adm-add"})
+        self.assertEqual((st, h["x-request-id"]), (201, "adm-add"), out)
+        added = [l for l in self.lines() if l["event"] == "admin.block_added"]
+        self.assertEqual(len(added), 1, added)
+        self.assertEqual((added[0]["request_id"], added[0]["admin"], added[0]["id"]), ("adm-add", "ops", out["id"]))
+        st, h, _ = self.otpd.call("DELETE", "/v1/admin/blocks/" + out["id"], auth=ADMIN_KEY,
+                                  headers={"X-Request-Id": "adm-del"})
+        self.assertEqual((st, h.get("x-request-id")), (204, "adm-del"))
+        line = self.line_of("adm-del")
+        self.assertEqual((line["status"], line["caller"], line["outcome"]), (204, "ops", "ok"))
+        self.assertTrue(any(l["event"] == "admin.block_removed" and l["request_id"] == "adm-del"
+                            for l in self.lines()))
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertNotIn(ADMIN_KEY, self.otpd.log())
+
+
+class ProviderFailureTest(LogTest):
+    env = {"TWILIO_SID": "AC123", "TWILIO_TOKEN": "twilio-token-secret"}
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["provider"] = {"type": "twilio", "base_url": self.fake.url, "from": "+15005550006",
+                           "account_sid_env": "TWILIO_SID", "auth_token_env": "TWILIO_TOKEN"}
+        return cfg
+
+    def provider_lines(self, n):
+        return wait_until(lambda: (lambda f: f if len(f) >= n else None)(
+            [l for l in self.lines() if l["event"] == "provider.failed"]), what="%d provider.failed lines" % n)
+
+    def test_a_401_is_an_error_line_with_the_status(self):
+        self.fake.control(status=401)
+        st, h, body = self.otpd.issue(P)
+        self.assertEqual(st, 202, body)
+        line = self.provider_lines(1)[0]
+        self.assertEqual((line["level"], line["status"], line["outcome"], line["provider"]),
+                         ("error", 401, "permanent", "twilio"))
+        self.assertEqual(line["message_id"], body["id"])
+        self.assertIn("credentials", line["msg"])
+        # The request that queued it was answered long before: no request id.
+        self.assertNotIn("request_id", line)
+        self.assertEqual(len(self.fake.requests()), 1)  # permanent: never retried
+        text = self.fake.requests()[0]["form"]["Body"]
+        self.assertEqual(self.otpd.stop(), 0)
+        log = self.otpd.log()
+        self.assertNotIn("twilio-token-secret", log)
+        self.assertNotIn(text, log)
+        self.assertNotIn(code_of(text), log)
+
+    def test_a_503_is_a_warning_then_retried(self):
+        self.fake.control(statuses=[503, 0])
+        st, _, body = self.otpd.issue(P)
+        self.assertEqual(st, 202)
+        line = self.provider_lines(1)[0]
+        self.assertEqual((line["level"], line["status"], line["outcome"]), ("warn", 503, "transient"))
+        self.assertEqual(line["attempt"], 1)
+
+
+    def test_a_429_pauses_and_says_so(self):
+        self.fake.control(statuses=[429, 0], retry_after=1)
+        st, _, body = self.otpd.issue(P)
+        self.assertEqual(st, 202)
+        line = self.provider_lines(1)[0]
+        self.assertEqual((line["level"], line["status"], line["outcome"]), ("warn", 429, "transient"))
+        paused = [l for l in self.lines() if l["event"] == "provider.paused"]
+        self.assertEqual(len(paused), 1, paused)
+        self.assertEqual(paused[0]["status"], 429)
+        self.assertGreaterEqual(paused[0]["pause_ms"], 1000)
+
+
+class NoSecretsTest(LogTest):
+    log_conf = {"format": "json", "level": "debug"}
+
+    def test_no_code_key_or_secret_at_debug(self):
+        codes = []
+        for phone in (P, "+919812345679"):
+            st, _, body = self.otpd.issue(phone)
+            self.assertEqual(st, 202, body)
+        msgs = self.wait_messages(2)
+        for m in msgs:
+            codes.append(code_of(m["text"]))
+        # Every path a code or a key travels: a wrong guess, a right one,
+        # another caller's key, a key that is wrong, an Idempotency replay.
+        wrong = "%06d" % ((int(codes[0]) + 1) % 1000000)
+        self.assertEqual(self.otpd.verify(P, wrong)[0], 422)
+        self.assertEqual(self.otpd.verify(P, codes[0])[0], 200)
+        self.assertEqual(self.otpd.verify("+919812345679", codes[1], auth=OTHER_KEY)[0], 404)
+        self.assertEqual(self.otpd.verify("+919812345679", codes[1], auth=API_KEY + "x")[0], 401)
+        for _ in range(2):
+            self.otpd.call("POST", "/v1/otp/verify", {"phone": "+919812345679", "code": codes[1]},
+                           headers={"Idempotency-Key": "idem-1"})
+        self.assertEqual(self.otpd.stop(), 0)
+        log = self.otpd.log()
+        self.assertTrue(json_lines(log))
+        for code in codes + [wrong]:
+            self.assertRegex(code, r"^\d{6}$")
+            self.assertNotIn(code, log)
+        for s in (API_KEY, OTHER_KEY, SECRET, API_KEY + "x"):
+            self.assertNotIn(s, log)
+        for m in msgs:
+            self.assertNotIn(m["text"], log)
+
+
+class LevelTest(LogTest):
+    log_conf = {"format": "json", "level": "warn"}
+
+    def test_level_filters_and_sighup_changes_it(self):
+        rid = "at-warn"
+        self.assertEqual(self.otpd.call("POST", "/v1/otp", {"phone": P}, headers={"X-Request-Id": rid})[0], 202)
+        # A line written after the answer proves the one before was judged.
+        self.fake.control(status=401)
+        self.otpd.issue("+919812345679")
+        wait_until(lambda: any(l["event"] == "provider.failed" for l in self.lines()), what="the error line")
+        lines = self.lines()
+        self.assertEqual([l for l in lines if l.get("request_id") == rid and "method" in l], [])
+        self.assertEqual({l["level"] for l in lines} - {"warn", "error"}, set(), lines)
+
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["log"]["level"] = "debug"
+        self.otpd.write_config(cfg)
+        self.otpd.kill(signal.SIGHUP)
+        reloaded = wait_until(lambda: [l for l in self.lines() if l["event"] == "config.reload"] or None,
+                              what="the reload line")
+        self.assertEqual(reloaded[0]["log_level"], "debug")
+        st, ids = self.raw_call("GET", "/healthz", [("X-Request-Id", "probe-1")])
+        self.assertEqual(st, 200)
+        probe = self.line_of("probe-1")
+        self.assertEqual((probe["level"], probe["event"], probe["path"]), ("debug", "http.request", "/healthz"))
+
+        cfg["log"]["level"] = "warn"
+        cfg["log"]["format"] = "text"
+        self.otpd.write_config(cfg)
+        self.otpd.kill(signal.SIGHUP)
+        # The format waits for a restart, and the log says so (in JSON still).
+        restart = wait_until(lambda: [l for l in self.lines() if l["event"] == "config.restart_needed"] or None,
+                             what="the restart-needed line")
+        self.assertEqual((restart[0]["level"], restart[0]["key"]), ("warn", "log.format"))
+        # A request's line is written before its answer leaves: no wait needed.
+        self.assertEqual(self.otpd.call("GET", "/healthz", headers={"X-Request-Id": "probe-2"}, auth=None)[0], 200)
+        self.assertEqual(self.otpd.call("POST", "/v1/otp", {"phone": "+919812345670"},
+                                        headers={"X-Request-Id": "info-2"})[0], 202)
+        self.assertEqual(self.otpd.stop(), 0)
+        lines = self.lines()  # still JSON: the format did not change
+        self.assertEqual([l for l in lines if l.get("request_id") in ("probe-2", "info-2")], [])
+
+
+class TextFormatTest(OtpdTest):
+    """The default: the readable form plus key=value pairs."""
+
+    def test_text_line_has_event_request_id_and_fields(self):
+        st, h, _ = self.otpd.call("POST", "/v1/otp", {"phone": P}, headers={"X-Request-Id": "txt-1"})
+        self.assertEqual(st, 202)
+        st, _, _ = self.otpd.call("GET", "/v1/otp/" + "0" * 32, headers={"X-Request-Id": 'q"uote'})
+        self.assertEqual(st, 404)
+
+        def line(rid):
+            return wait_until(lambda: [l for l in self.otpd.log().splitlines() if rid in l] or None,
+                              what="the line of %s" % rid)[0]
+        l1 = line("event=issue.accepted request_id=txt-1")
+        self.assertRegex(l1, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info POST /v1/otp 202 "
+                             r"event=issue\.accepted request_id=txt-1 method=POST path=/v1/otp status=202 "
+                             r"outcome=ok caller=login-web duration_ms=\d+$")
+        l2 = line(r'event=http.request request_id="q\"uote"')
+        self.assertIn("status=404 outcome=not_found", l2)
+
+
+class ConfigTest(LogTest):
+    def check(self, log):
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["log"] = log
+        path = os.path.join(self.tmp, "check.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        return self.run_bin("otpd", ["--check", "-c", path])
+
+    def test_log_keys_are_checked(self):
+        for log in ({}, {"format": "text"}, {"level": "error"}, {"format": "json", "level": "debug"}):
+            r = self.check(log)
+            self.assertEqual(r.returncode, 0, (log, r.stderr))
+        cases = [({"format": "xml"}, 'log.format: "xml" is not one of the allowed values'),
+                 ({"level": "verbose"}, 'log.level: "verbose" is not one of the allowed values'),
+                 ({"colour": True}, "log.colour: unknown key"),
+                 ("json", "log: must be an object")]
+        for log, want in cases:
+            r = self.check(log)
+            self.assertEqual(r.returncode, 1, log)
+            self.assertIn(want, r.stderr)
