@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "../base/clock.h"
+#include "chain.h"
 #include "schema.h"
 
 #define LEDGER_ARGS 14
@@ -63,6 +64,21 @@ static const char *const ledger_sql[LK_COUNT][2] = {
                   NULL},
 };
 
+/* The table each statement writes: its rows, as the statement's RETURNING
+ * clause gives them back, are chained (chain.h). */
+static const enum chain_table ledger_tbl[LK_COUNT][2] = {
+    [LK_REQUEST] = {CT_REQUESTS, CT_N},
+    [LK_VER_NEW] = {CT_VERIFICATIONS, CT_N},
+    [LK_VER_UPDATE] = {CT_VERIFICATIONS, CT_N},
+    [LK_MSG_NEW] = {CT_MESSAGES, CT_MESSAGE_EVENTS},
+    [LK_MSG_STATE] = {CT_MESSAGES, CT_MESSAGE_EVENTS},
+    [LK_SEND] = {CT_SENDS, CT_N},
+    [LK_ADMIN] = {CT_ADMIN, CT_N},
+};
+
+/* Rows one op's statements may return (each writes at most one row). */
+#define LEDGER_LINKS_MAX 2
+
 /* One bound value: text (NULL allowed) or integer. */
 struct ledger_arg {
     int is_text;
@@ -96,6 +112,12 @@ struct ledger {
     sqlite3 *rdb; /* readers', under rmu */
     pthread_mutex_t rmu;
     sqlite3_stmt *stmt[LK_COUNT][2];
+    sqlite3_stmt *link; /* appends a chain link */
+    /* The chain's head, the writer's alone: read at each transaction's
+     * start (so a failed transaction leaves nothing stale behind), moved by
+     * each link, put back when a group rolls back. */
+    int64_t chain_seq;
+    unsigned char chain_prev[SHA256_LEN];
     pthread_t writer;
     int started;
     pthread_mutex_t mu; /* guards everything below */
@@ -348,10 +370,45 @@ static enum otp_rc ledger_submit_paced(struct ledger *l, struct ledger_op *op)
     return ledger_submit(l, &op, 1, 0, 0);
 }
 
-/* Runs op's statements; returns the first SQLite error code, or SQLITE_OK. */
+/* Appends the link of a row of tbl (or a prune link); on the writer
+ * thread, inside its transaction. SQLite's result code. */
+static int ledger_link(struct ledger *l, const char *tbl, int64_t row_id, int64_t ts_ms,
+                       const unsigned char digest[SHA256_LEN])
+{
+    unsigned char hash[SHA256_LEN];
+    int64_t seq = l->chain_seq + 1;
+    int rc;
+
+    chain_link_hash(l->chain_prev, seq, tbl, row_id, ts_ms, digest, hash);
+    sqlite3_bind_int64(l->link, 1, seq);
+    sqlite3_bind_text(l->link, 2, tbl, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(l->link, 3, row_id);
+    sqlite3_bind_int64(l->link, 4, ts_ms);
+    sqlite3_bind_blob(l->link, 5, digest, SHA256_LEN, SQLITE_STATIC);
+    sqlite3_bind_blob(l->link, 6, hash, SHA256_LEN, SQLITE_STATIC);
+    rc = sqlite3_step(l->link);
+    sqlite3_reset(l->link);
+    if (rc != SQLITE_DONE)
+        return rc;
+    l->chain_seq = seq;
+    memcpy(l->chain_prev, hash, SHA256_LEN);
+    return SQLITE_OK;
+}
+
+/* A row to link once the op's statements are done: a link in between
+ * would change what changes() tells the op's second statement. */
+struct ledger_pending_link {
+    enum chain_table t;
+    int64_t row_id, ts_ms;
+    unsigned char digest[SHA256_LEN];
+};
+
+/* Runs op's statements and links the rows they wrote; returns the first
+ * SQLite error code, or SQLITE_OK. */
 static int ledger_exec(struct ledger *l, const struct ledger_op *op)
 {
-    int s, i, rc = SQLITE_OK;
+    struct ledger_pending_link links[LEDGER_LINKS_MAX * 2];
+    int s, i, n_links = 0, rc = SQLITE_OK;
 
     for (s = 0; s < 2 && rc == SQLITE_OK; s++) {
         sqlite3_stmt *st = l->stmt[op->kind][s];
@@ -368,7 +425,20 @@ static int ledger_exec(struct ledger *l, const struct ledger_op *op)
             else
                 sqlite3_bind_int64(st, i + 1, a->i);
         }
-        rc = sqlite3_step(st);
+        /* Each row written comes back (RETURNING) as the chain hashes it. */
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            struct ledger_pending_link *k = &links[n_links];
+            enum chain_table t = ledger_tbl[op->kind][s];
+            if (n_links == (int)(sizeof(links) / sizeof(links[0]))) {
+                rc = SQLITE_MISUSE; /* a statement wrote more rows than it can */
+                break;
+            }
+            k->t = t;
+            k->row_id = sqlite3_column_int64(st, 0);
+            k->ts_ms = sqlite3_column_int64(st, chain_tables[t].ts_col);
+            chain_row_digest(t, st, 0, k->digest);
+            n_links++;
+        }
         if (rc == SQLITE_DONE)
             rc = SQLITE_OK;
         if (s == 0 && rc == SQLITE_OK && op->moved)
@@ -376,6 +446,8 @@ static int ledger_exec(struct ledger *l, const struct ledger_op *op)
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
     }
+    for (i = 0; i < n_links && rc == SQLITE_OK; i++)
+        rc = ledger_link(l, chain_tables[links[i].t].name, links[i].row_id, links[i].ts_ms, links[i].digest);
     return rc;
 }
 
@@ -387,11 +459,17 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
 {
     struct ledger_op *op;
     int rc = sqlite3_exec(l->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL), group_failed = 0;
+    int64_t grp_seq = 0;
+    unsigned char grp_prev[SHA256_LEN];
 
+    if (rc == SQLITE_OK)
+        rc = chain_head(l->wdb, &l->chain_seq, l->chain_prev);
     for (op = batch; op && rc == SQLITE_OK; op = op->next) {
         if (op->first) {
             group_failed = 0;
             rc = sqlite3_exec(l->wdb, "SAVEPOINT grp", NULL, NULL, NULL);
+            grp_seq = l->chain_seq;
+            memcpy(grp_prev, l->chain_prev, SHA256_LEN);
         }
         if (rc == SQLITE_OK && !group_failed) {
             rc = ledger_exec(l, op);
@@ -404,6 +482,9 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
             if (group_failed) {
                 (*bad_groups)++;
                 rc = sqlite3_exec(l->wdb, "ROLLBACK TO grp", NULL, NULL, NULL);
+                /* Its links went with it. */
+                l->chain_seq = grp_seq;
+                memcpy(l->chain_prev, grp_prev, SHA256_LEN);
             }
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(l->wdb, "RELEASE grp", NULL, NULL, NULL);
@@ -420,26 +501,117 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
     return 0;
 }
 
+/*
+ * The chain's part of a prune (chain.h), inside its transaction, after the
+ * rows went: every link before the first one a row still needs goes, the
+ * base moves to the link before it, and a prune link records the cutoff
+ * and the new base. A row still needs its newest link; rows kept whatever
+ * their age (messages queued or sending) are linked again first so that
+ * their newest link is recent. `otpctl verify` accepts a missing row whose
+ * link's time is before a later prune link's cutoff.
+ */
+static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
+{
+    static const unsigned char zero[SHA256_LEN];
+    sqlite3_stmt *st = NULL;
+    unsigned char base_hash[SHA256_LEN];
+    int64_t keep_from, base_seq;
+    char sql[512];
+    int rc;
+
+    if ((rc = chain_head(l->wdb, &l->chain_seq, l->chain_prev)) != SQLITE_OK)
+        return rc;
+    keep_from = l->chain_seq + 1;
+    snprintf(sql, sizeof(sql), "SELECT %s FROM messages WHERE state IN ('queued', 'sending') AND updated_ms < ?1",
+             chain_tables[CT_MESSAGES].cols);
+    if ((rc = sqlite3_prepare_v2(l->wdb, sql, -1, &st, NULL)) != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, cutoff_ms);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        unsigned char digest[SHA256_LEN];
+        chain_row_digest(CT_MESSAGES, st, 0, digest);
+        if ((rc = ledger_link(l, chain_tables[CT_MESSAGES].name, sqlite3_column_int64(st, 0),
+                              sqlite3_column_int64(st, chain_tables[CT_MESSAGES].ts_col), digest)) != SQLITE_OK)
+            break;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_DONE && rc != SQLITE_OK)
+        return rc;
+    /* The first link whose row may still be there. */
+    if ((rc = sqlite3_prepare_v2(l->wdb, "SELECT min(seq) FROM chain WHERE ts_ms >= ?1 AND tbl <> 'prune'", -1, &st,
+                                 NULL)) != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, cutoff_ms);
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+        sqlite3_column_int64(st, 0) < keep_from)
+        keep_from = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_ROW)
+        return rc;
+    /* The new base: the link before keep_from, or the old base. */
+    if ((rc = chain_base(l->wdb, &base_seq, base_hash, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    if (keep_from - 1 > base_seq) {
+        if ((rc = sqlite3_prepare_v2(l->wdb, "SELECT hash FROM chain WHERE seq = ?1", -1, &st, NULL)) != SQLITE_OK)
+            return rc;
+        sqlite3_bind_int64(st, 1, keep_from - 1);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 0) == SHA256_LEN) {
+            memcpy(base_hash, sqlite3_column_blob(st, 0), SHA256_LEN);
+            base_seq = keep_from - 1;
+            rc = SQLITE_OK;
+        } else {
+            rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        if (rc != SQLITE_OK)
+            return rc;
+        if ((rc = sqlite3_prepare_v2(l->wdb, "UPDATE chain_base SET seq = ?1, hash = ?2", -1, &st, NULL)) !=
+            SQLITE_OK)
+            return rc;
+        sqlite3_bind_int64(st, 1, base_seq);
+        sqlite3_bind_blob(st, 2, base_hash, SHA256_LEN, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        st = NULL;
+        if (rc != SQLITE_DONE)
+            return rc;
+        snprintf(sql, sizeof(sql), "DELETE FROM chain WHERE seq <= %lld", (long long)base_seq);
+        if ((rc = sqlite3_exec(l->wdb, sql, NULL, NULL, NULL)) != SQLITE_OK)
+            return rc;
+    }
+    return ledger_link(l, CHAIN_PRUNE, base_seq, cutoff_ms, zero);
+}
+
 /* Deletes what is older than the retention; on the writer thread. Messages
  * still queued or sending stay whatever their age. */
 static void ledger_prune(struct ledger *l, int64_t cutoff_ms)
 {
     char sql[768];
-    char *msg = NULL;
+    int rc;
 
     snprintf(sql, sizeof(sql),
-             "BEGIN IMMEDIATE; DELETE FROM requests WHERE ts_ms < %1$lld; DELETE FROM sends WHERE ts_ms < %1$lld; "
+             "DELETE FROM requests WHERE ts_ms < %1$lld; DELETE FROM sends WHERE ts_ms < %1$lld; "
              "DELETE FROM message_events WHERE ts_ms < %1$lld; DELETE FROM messages WHERE updated_ms < %1$lld "
              "AND state NOT IN ('queued', 'sending'); DELETE FROM verifications WHERE expires_ms < %1$lld; "
-             "DELETE FROM admin_actions WHERE ts_ms < %1$lld; COMMIT",
+             "DELETE FROM admin_actions WHERE ts_ms < %1$lld",
              (long long)cutoff_ms);
-    if (sqlite3_exec(l->wdb, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    rc = sqlite3_exec(l->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(l->wdb, sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = ledger_prune_chain(l, cutoff_ms);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(l->wdb, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
         sqlite3_exec(l->wdb, "ROLLBACK", NULL, NULL, NULL);
         pthread_mutex_lock(&l->mu);
         l->stats.failures++;
         pthread_mutex_unlock(&l->mu);
     }
-    sqlite3_free(msg);
 }
 
 /* With no work queued: commits the counted rows of past seconds and prunes
@@ -585,12 +757,22 @@ struct ledger *ledger_open(const char *path, char *err)
         (l->rdb = ledger_db(path, err)) == NULL)
         goto fail;
     for (k = 0; k < LK_COUNT; k++)
-        for (s = 0; s < 2 && ledger_sql[k][s]; s++)
-            if (sqlite3_prepare_v3(l->wdb, ledger_sql[k][s], -1, SQLITE_PREPARE_PERSISTENT, &l->stmt[k][s], NULL) !=
+        for (s = 0; s < 2 && ledger_sql[k][s]; s++) {
+            char sql[1024];
+            if (snprintf(sql, sizeof(sql), "%s RETURNING %s", ledger_sql[k][s],
+                         chain_tables[ledger_tbl[k][s]].cols) >= (int)sizeof(sql) ||
+                sqlite3_prepare_v3(l->wdb, sql, -1, SQLITE_PREPARE_PERSISTENT, &l->stmt[k][s], NULL) !=
                 SQLITE_OK) {
                 snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->wdb));
                 goto fail;
             }
+        }
+    if (sqlite3_prepare_v3(l->wdb,
+                           "INSERT INTO chain (seq, tbl, row_id, ts_ms, digest, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &l->link, NULL) != SQLITE_OK) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->wdb));
+        goto fail;
+    }
     if (pthread_create(&l->writer, NULL, ledger_writer, l) != 0) {
         snprintf(err, OTP_ERR_LEN, "ledger: cannot start the writer");
         goto fail;
@@ -619,6 +801,7 @@ void ledger_close(struct ledger *l)
     for (k = 0; k < LK_COUNT; k++)
         for (s = 0; s < 2; s++)
             sqlite3_finalize(l->stmt[k][s]);
+    sqlite3_finalize(l->link);
     sqlite3_close(l->rdb);
     sqlite3_close(l->wdb);
     pthread_cond_destroy(&l->wake);
@@ -852,53 +1035,6 @@ enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct 
             .cost_caps = (const char *)sqlite3_column_text(st, 11),
         };
         fn(ctx, &m);
-    }
-    if (step != SQLITE_DONE) {
-        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
-        rc = OTP_EIO;
-    }
-out:
-    sqlite3_finalize(st);
-    pthread_mutex_unlock(&l->rmu);
-    return rc;
-}
-
-enum otp_rc ledger_recent(struct ledger *l, const char *table, const char *phone, int n,
-                          void (*fn)(void *ctx, int ncols, const char *const *names, const char *const *values),
-                          void *ctx, char *err)
-{
-    static const char *const tables[] = {"requests", "messages", "sends", "verifications", "message_events", NULL};
-    const char *names[32], *values[32];
-    sqlite3_stmt *st = NULL;
-    enum otp_rc rc = OTP_OK;
-    char sql[256];
-    int i, cols, step, has_phone;
-
-    for (i = 0; tables[i] && strcmp(tables[i], table) != 0; i++)
-        ;
-    if (tables[i] == NULL) {
-        snprintf(err, OTP_ERR_LEN, "ledger: no table %s", table);
-        return OTP_EINVAL;
-    }
-    has_phone = strcmp(table, "sends") != 0 && strcmp(table, "message_events") != 0;
-    snprintf(sql, sizeof(sql), "SELECT * FROM %s %s ORDER BY rowid DESC LIMIT ?2", table,
-             phone && has_phone ? "WHERE phone = ?1" : "");
-    pthread_mutex_lock(&l->rmu);
-    if (sqlite3_prepare_v2(l->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
-        rc = OTP_EIO;
-        goto out;
-    }
-    if (phone && has_phone)
-        sqlite3_bind_text(st, 1, phone, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, n);
-    cols = sqlite3_column_count(st) < 32 ? sqlite3_column_count(st) : 32;
-    for (i = 0; i < cols; i++)
-        names[i] = sqlite3_column_name(st, i);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        for (i = 0; i < cols; i++)
-            values[i] = (const char *)sqlite3_column_text(st, i);
-        fn(ctx, cols, names, values);
     }
     if (step != SQLITE_DONE) {
         snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
