@@ -14,6 +14,13 @@
 /* Schema 3 has requests.count; older ledgers are migrated by otpd. */
 #define SUMMARY_SCHEMA_MIN 3
 
+/* The verifications of every ledger read, by id: status 0 pending, 1
+ * exhausted, 2 verified (the furthest a ledger saw wins). */
+struct summary_merge {
+    sqlite3 *db; /* a private temporary file ("" as its name) */
+    sqlite3_stmt *put;
+};
+
 static const char *const summary_outcomes[3] = {"sent", "transient", "permanent"};
 
 static char *summary_dup(const unsigned char *s)
@@ -115,6 +122,67 @@ static int summary_sends(sqlite3 *db, struct summary *s, int64_t since_ms, int64
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+static int summary_merge_open(struct summary *s)
+{
+    struct summary_merge *m;
+    int rc;
+
+    if (s->merge != NULL)
+        return SQLITE_OK;
+    if ((m = calloc(1, sizeof(*m))) == NULL)
+        return SQLITE_NOMEM;
+    s->merge = m;
+    if ((rc = sqlite3_open_v2("", &m->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_exec(m->db, "CREATE TABLE v (id TEXT PRIMARY KEY, status INTEGER NOT NULL)", NULL, NULL,
+                           NULL)) != SQLITE_OK ||
+        (rc = sqlite3_exec(m->db, "BEGIN", NULL, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    return sqlite3_prepare_v2(m->db,
+                              "INSERT INTO v (id, status) VALUES (?1, ?2) "
+                              "ON CONFLICT (id) DO UPDATE SET status = max(status, excluded.status)",
+                              -1, &m->put, NULL);
+}
+
+/* Verifications started in the range, merged by id; then the totals. */
+static int summary_verifications(sqlite3 *db, struct summary *s, int64_t since_ms, int64_t until_ms)
+{
+    sqlite3_stmt *st = NULL, *tot = NULL;
+    int rc;
+
+    if ((rc = summary_merge_open(s)) != SQLITE_OK)
+        return rc;
+    if ((rc = sqlite3_prepare_v2(db,
+                                 "SELECT id, CASE status WHEN 'verified' THEN 2 WHEN 'exhausted' THEN 1 ELSE 0 END "
+                                 "FROM verifications WHERE created_ms >= ?1 AND created_ms < ?2",
+                                 -1, &st, NULL)) != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, since_ms);
+    sqlite3_bind_int64(st, 2, until_ms);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_bind_text(s->merge->put, 1, (const char *)sqlite3_column_text(st, 0), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(s->merge->put, 2, sqlite3_column_int(st, 1));
+        rc = sqlite3_step(s->merge->put);
+        sqlite3_reset(s->merge->put);
+        if (rc != SQLITE_DONE)
+            break;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    if ((rc = sqlite3_prepare_v2(s->merge->db,
+                                 "SELECT count(*), COALESCE(sum(status = 2), 0), COALESCE(sum(status = 1), 0) FROM v",
+                                 -1, &tot, NULL)) != SQLITE_OK)
+        return rc;
+    if ((rc = sqlite3_step(tot)) == SQLITE_ROW) {
+        s->verifications = sqlite3_column_int64(tot, 0);
+        s->verified = sqlite3_column_int64(tot, 1);
+        s->exhausted = sqlite3_column_int64(tot, 2);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(tot);
+    return rc;
+}
+
 static int summary_rest(sqlite3 *db, struct summary *s, int64_t since_ms, int64_t until_ms)
 {
     sqlite3_stmt *st = NULL;
@@ -124,12 +192,7 @@ static int summary_rest(sqlite3 *db, struct summary *s, int64_t since_ms, int64_
                                  "SELECT (SELECT count(*) FROM message_events WHERE state = 'delivered' "
                                  "AND ts_ms >= ?1 AND ts_ms < ?2), "
                                  "(SELECT count(*) FROM message_events WHERE state = 'failed' "
-                                 "AND ts_ms >= ?1 AND ts_ms < ?2), "
-                                 "(SELECT count(*) FROM verifications WHERE created_ms >= ?1 AND created_ms < ?2), "
-                                 "(SELECT count(*) FROM verifications WHERE status = 'verified' "
-                                 "AND created_ms >= ?1 AND created_ms < ?2), "
-                                 "(SELECT count(*) FROM verifications WHERE status = 'exhausted' "
-                                 "AND created_ms >= ?1 AND created_ms < ?2)",
+                                 "AND ts_ms >= ?1 AND ts_ms < ?2)",
                                  -1, &st, NULL)) != SQLITE_OK)
         return rc;
     sqlite3_bind_int64(st, 1, since_ms);
@@ -137,12 +200,11 @@ static int summary_rest(sqlite3 *db, struct summary *s, int64_t since_ms, int64_
     if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         s->delivered += sqlite3_column_int64(st, 0);
         s->failed += sqlite3_column_int64(st, 1);
-        s->verifications += sqlite3_column_int64(st, 2);
-        s->verified += sqlite3_column_int64(st, 3);
-        s->exhausted += sqlite3_column_int64(st, 4);
         rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
+    if (rc == SQLITE_OK)
+        rc = summary_verifications(db, s, since_ms, until_ms);
     return rc;
 }
 
@@ -166,7 +228,7 @@ enum otp_rc summary_add(struct summary *s, const char *path, int64_t since_ms, i
     rc = OTP_OK;
     if (src != SQLITE_OK) {
         snprintf(err, OTP_ERR_LEN, "%s: cannot read the ledger: %s", path,
-                 src == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+                 src == SQLITE_NOMEM ? "out of memory" : sqlite3_errstr(src));
         rc = src == SQLITE_NOMEM ? OTP_ENOMEM : OTP_EIO;
     }
     sqlite3_close(db);
@@ -185,4 +247,10 @@ void summary_free(struct summary *s)
     free(s->refusals);
     s->refusals = NULL;
     s->n_refusals = 0;
+    if (s->merge) {
+        sqlite3_finalize(s->merge->put);
+        sqlite3_close(s->merge->db);
+        free(s->merge);
+        s->merge = NULL;
+    }
 }

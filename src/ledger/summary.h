@@ -4,6 +4,9 @@
  * cost, conversion. Read-only (ro.h), no secret, no config: the ledger does
  * not know the currency, so spend is in the config's minor units.
  *
+ * Memory stays flat: verifications are merged by id in a private SQLite
+ * file in temp storage, deleted at summary_free.
+ *
  * Times: a request, send or message event counts by its own time; a
  * verification by when it started (created_ms), so conversion is the share
  * of the codes issued in the range that were verified (at any time).
@@ -15,6 +18,8 @@
 #include <stdint.h>
 
 #include "../base/rc.h"
+
+struct summary_merge;
 
 /* Refused requests of one kind, decision and rule ("" when none). */
 struct summary_refusal {
@@ -32,7 +37,10 @@ struct summary {
     int64_t calls[3];                        /* provider calls: sent, transient, permanent */
     int64_t spend_minor;                     /* sum of the calls' cost_minor */
     int64_t delivered, failed;               /* delivery reports and final failures (message events) */
-    int64_t verifications, verified, exhausted; /* verifications started, and how they ended */
+    int64_t verifications, verified, exhausted; /* verifications started, and how they ended; one
+                                                 * verification in several ledgers (a resend through
+                                                 * another instance) counts once, by its furthest state */
+    struct summary_merge *merge;                /* the verifications seen so far, by id (summary.c) */
 };
 
 /*
