@@ -38,14 +38,33 @@ static void *bench_thread(void *arg)
         snprintf(mid, sizeof(mid), "m-%d-%d", t, i);
         snprintf(vid, sizeof(vid), "v-%d-%d", t, i);
         snprintf(phone, sizeof(phone), "+9198%02d%06d", t, i);
-        struct ledger_message m = {.id = mid, .verification_id = vid, .api_key = "login-web", .phone = phone,
-                                   .created_ms = now, .expires_ms = now + 300000, .price_minor = 20,
-                                   .cost_ms = now, .cost_caps = "3600000"};
-        struct ledger_request r = {.ts_ms = now, .kind = "issue", .api_key = "login-web", .phone = phone,
-                                   .client_ip = "10.0.0.1", .decision = "accepted", .verification_id = vid,
-                                   .message_id = mid, .http_status = 202, .purpose = "login"};
-        struct ledger_send s = {.ts_ms = now, .message_id = mid, .attempt = 1, .provider = "webhook",
-                                .http_status = 200, .latency_ms = 12, .outcome = "sent", .provider_id = "p-1",
+        struct ledger_message m = {.id = mid,
+                                   .verification_id = vid,
+                                   .api_key = "login-web",
+                                   .phone = phone,
+                                   .created_ms = now,
+                                   .expires_ms = now + 300000,
+                                   .price_minor = 20,
+                                   .cost_ms = now,
+                                   .cost_caps = "3600000"};
+        struct ledger_request r = {.ts_ms = now,
+                                   .kind = "issue",
+                                   .api_key = "login-web",
+                                   .phone = phone,
+                                   .client_ip = "10.0.0.1",
+                                   .decision = "accepted",
+                                   .verification_id = vid,
+                                   .message_id = mid,
+                                   .http_status = 202,
+                                   .purpose = "login"};
+        struct ledger_send s = {.ts_ms = now,
+                                .message_id = mid,
+                                .attempt = 1,
+                                .provider = "webhook",
+                                .http_status = 200,
+                                .latency_ms = 12,
+                                .outcome = "sent",
+                                .provider_id = "p-1",
                                 .cost_minor = 20};
         if (ledger_accept(bench_l, &m, now + 300000, &r) != OTP_OK) {
             fprintf(stderr, "accept failed\n");
@@ -92,6 +111,7 @@ int main(int argc, char **argv)
     s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
     (void)st;
     /* Rows: 4 per accept, 1 + 1 event per state change, 1 send, 1 update, 1 request = 10 per loop. */
-    printf("rows_per_s %.0f rows %d s %.3f\n", 10.0 * bench_loops * threads / s, 10 * bench_loops * threads, s);
+    printf("rows_per_s %.0f rows %d s %.3f\n", 10.0 * bench_loops * threads / s, 10 * bench_loops * threads,
+           s);
     return 0;
 }

@@ -20,7 +20,8 @@
 
 void otpctl_stats_usage(FILE *f)
 {
-    fprintf(f, "       otpctl stats --db FILE [--db FILE...] [--since T] [--until T] [--format table|json]\n");
+    fprintf(f,
+            "       otpctl stats --db FILE [--db FILE...] [--since T] [--until T] [--format table|json]\n");
 }
 
 static int stats_usage_error(const char *what, const char *arg)
@@ -55,22 +56,22 @@ static json_t *stats_json(const struct summary *s)
     size_t i;
 
     for (i = 0; i < s->n_refusals; i++)
-        json_array_append_new(refusals, json_pack("{s:s, s:s, s:s?, s:I}", "kind", s->refusals[i].kind, "decision",
-                                                  s->refusals[i].decision, "rule",
-                                                  s->refusals[i].rule[0] ? s->refusals[i].rule : NULL, "count",
-                                                  (json_int_t)s->refusals[i].count));
-    return json_pack("{s:{s:I, s:I}, s:I, s:{s:I, s:o, s:o, s:o}, s:{s:I, s:I, s:I, s:I}, s:I, "
-                     "s:{s:I, s:I}, s:{s:I, s:I, s:I, s:o}}",
-                     "requests", "issue", (json_int_t)s->issue_requests, "verify", (json_int_t)s->verify_requests,
-                     "accepted", (json_int_t)s->accepted, "refusals", "total", (json_int_t)s->refused, "by_rule",
-                     stats_by(s, 1), "by_decision", stats_by(s, 0), "rows", refusals, "sends", "calls",
-                     (json_int_t)(s->calls[0] + s->calls[1] + s->calls[2]), "sent", (json_int_t)s->calls[0],
-                     "transient", (json_int_t)s->calls[1], "permanent", (json_int_t)s->calls[2], "spend_minor",
-                     (json_int_t)s->spend_minor, "messages", "delivered", (json_int_t)s->delivered, "failed",
-                     (json_int_t)s->failed, "verifications", "started", (json_int_t)s->verifications, "verified",
-                     (json_int_t)s->verified, "exhausted", (json_int_t)s->exhausted, "conversion",
-                     s->verifications > 0 ? json_real((double)s->verified / (double)s->verifications)
-                                          : json_null());
+        json_array_append_new(refusals, json_pack("{s:s, s:s, s:s?, s:I}", "kind", s->refusals[i].kind,
+                                                  "decision", s->refusals[i].decision, "rule",
+                                                  s->refusals[i].rule[0] ? s->refusals[i].rule : NULL,
+                                                  "count", (json_int_t)s->refusals[i].count));
+    return json_pack(
+        "{s:{s:I, s:I}, s:I, s:{s:I, s:o, s:o, s:o}, s:{s:I, s:I, s:I, s:I}, s:I, "
+        "s:{s:I, s:I}, s:{s:I, s:I, s:I, s:o}}",
+        "requests", "issue", (json_int_t)s->issue_requests, "verify", (json_int_t)s->verify_requests,
+        "accepted", (json_int_t)s->accepted, "refusals", "total", (json_int_t)s->refused, "by_rule",
+        stats_by(s, 1), "by_decision", stats_by(s, 0), "rows", refusals, "sends", "calls",
+        (json_int_t)(s->calls[0] + s->calls[1] + s->calls[2]), "sent", (json_int_t)s->calls[0], "transient",
+        (json_int_t)s->calls[1], "permanent", (json_int_t)s->calls[2], "spend_minor",
+        (json_int_t)s->spend_minor, "messages", "delivered", (json_int_t)s->delivered, "failed",
+        (json_int_t)s->failed, "verifications", "started", (json_int_t)s->verifications, "verified",
+        (json_int_t)s->verified, "exhausted", (json_int_t)s->exhausted, "conversion",
+        s->verifications > 0 ? json_real((double)s->verified / (double)s->verifications) : json_null());
 }
 
 static void stats_table(const struct summary *s)
@@ -79,8 +80,9 @@ static void stats_table(const struct summary *s)
     const char *key;
     json_t *v;
 
-    printf("%-24s %lld (issue %lld, verify %lld)\n", "requests", (long long)(s->issue_requests + s->verify_requests),
-           (long long)s->issue_requests, (long long)s->verify_requests);
+    printf("%-24s %lld (issue %lld, verify %lld)\n", "requests",
+           (long long)(s->issue_requests + s->verify_requests), (long long)s->issue_requests,
+           (long long)s->verify_requests);
     printf("%-24s %lld\n", "issues accepted", (long long)s->accepted);
     printf("%-24s %lld\n", "verifies verified", (long long)s->verified_requests);
     printf("%-24s %lld\n", "refused", (long long)s->refused);
@@ -92,12 +94,12 @@ static void stats_table(const struct summary *s)
     json_object_foreach(by, key, v) printf("  %-22s %lld\n", key, (long long)json_integer_value(v));
     json_decref(by);
     printf("%-24s %lld (sent %lld, transient %lld, permanent %lld)\n", "provider calls",
-           (long long)(s->calls[0] + s->calls[1] + s->calls[2]), (long long)s->calls[0], (long long)s->calls[1],
-           (long long)s->calls[2]);
+           (long long)(s->calls[0] + s->calls[1] + s->calls[2]), (long long)s->calls[0],
+           (long long)s->calls[1], (long long)s->calls[2]);
     printf("%-24s %lld (minor units of the config's currency)\n", "spend", (long long)s->spend_minor);
     printf("%-24s %lld delivered, %lld failed\n", "messages", (long long)s->delivered, (long long)s->failed);
-    printf("%-24s %lld started, %lld verified, %lld exhausted\n", "verifications", (long long)s->verifications,
-           (long long)s->verified, (long long)s->exhausted);
+    printf("%-24s %lld started, %lld verified, %lld exhausted\n", "verifications",
+           (long long)s->verifications, (long long)s->verified, (long long)s->exhausted);
     if (s->verifications > 0)
         printf("%-24s %.1f%%\n", "conversion", 100.0 * (double)s->verified / (double)s->verifications);
     else
@@ -160,7 +162,8 @@ int otpctl_stats(int argc, char **argv)
     json = values[3] != NULL && strcmp(values[3], "json") == 0;
     if ((values[1] && timestamp_parse(values[1], &since_ms) != OTP_OK) ||
         (values[2] && timestamp_parse(values[2], &until_ms) != OTP_OK)) {
-        fprintf(stderr, "otpctl stats: --since/--until: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n");
+        fprintf(stderr,
+                "otpctl stats: --since/--until: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n");
         ex = EX_DATAERR;
         goto out;
     }
@@ -172,7 +175,9 @@ int otpctl_stats(int argc, char **argv)
     for (i = 0; i < n_paths; i++) {
         if ((rc = summary_add(&s, paths[i], since_ms, until_ms, err)) != OTP_OK) {
             fprintf(stderr, "otpctl stats: %s\n", err);
-            ex = rc == OTP_ENOTFOUND || rc == OTP_EINVAL ? EX_NOINPUT : rc == OTP_ENOMEM ? EX_OSERR : EX_IOERR;
+            ex = rc == OTP_ENOTFOUND || rc == OTP_EINVAL ? EX_NOINPUT
+                 : rc == OTP_ENOMEM                      ? EX_OSERR
+                                                         : EX_IOERR;
             goto out;
         }
     }

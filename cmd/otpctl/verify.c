@@ -15,8 +15,9 @@
 
 void otpctl_verify_usage(FILE *f)
 {
-    fprintf(f, "       otpctl verify --db FILE\n"
-               "         checks the ledger's hash chain; exit 0 ok, 65 broken (the first broken row named)\n");
+    fprintf(f,
+            "       otpctl verify --db FILE\n"
+            "         checks the ledger's hash chain; exit 0 ok, 65 broken (the first broken row named)\n");
 }
 
 static int verify_usage_error(const char *what, const char *arg)
@@ -57,9 +58,10 @@ int otpctl_verify(int argc, char **argv)
         return verify_usage_error("no ledger: give --db FILE", "");
     if ((rc = chaincheck_run(path, &r, err)) != OTP_OK) {
         fprintf(stderr, "otpctl verify: %s\n", err);
-        return rc == OTP_ENOTFOUND ? EX_NOINPUT : rc == OTP_EINVAL && strstr(err, "no hash chain") ? EX_DATAERR
-                                               : rc == OTP_EINVAL ? EX_NOINPUT
-                                               : rc == OTP_ENOMEM ? EX_OSERR
+        return rc == OTP_ENOTFOUND                                ? EX_NOINPUT
+               : rc == OTP_EINVAL && strstr(err, "no hash chain") ? EX_DATAERR
+               : rc == OTP_EINVAL                                 ? EX_NOINPUT
+               : rc == OTP_ENOMEM                                 ? EX_OSERR
                                                                   : EX_IOERR;
     }
     if (timestamp_format(r.started_ms, when, sizeof(when)) != OTP_OK)

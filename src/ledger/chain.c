@@ -22,7 +22,8 @@ const struct chain_table_info chain_tables[CT_N] = {
                   "id, message_id, ts_ms, attempt, provider, http_status, latency_ms, outcome, provider_id, "
                   "error, cost_minor",
                   2, 0},
-    [CT_ADMIN] = {"admin_actions", "id, ts_ms, admin, action, kind, row_id, body, note, expires_ms, result", 1, 0},
+    [CT_ADMIN] = {"admin_actions", "id, ts_ms, admin, action, kind, row_id, body, note, expires_ms, result",
+                  1, 0},
 };
 
 int chain_table_find(const char *name)
@@ -176,8 +177,8 @@ int chain_head(sqlite3 *db, int64_t *seq, unsigned char hash[SHA256_LEN])
     sqlite3_stmt *st = NULL;
     int rc;
 
-    if ((rc = sqlite3_prepare_v2(db, "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1", -1, &st, NULL)) !=
-        SQLITE_OK)
+    if ((rc = sqlite3_prepare_v2(db, "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1", -1, &st,
+                                 NULL)) != SQLITE_OK)
         return rc;
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 1) == SHA256_LEN) {

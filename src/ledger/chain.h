@@ -46,8 +46,8 @@ struct chain_table_info {
     const char *name;
     /* The columns hashed, rowid first: a SELECT list and a RETURNING list. */
     const char *cols;
-    int ts_col;      /* which of cols is the retention time */
-    int is_mutable;  /* updated in place: only the newest link of a row is checkable */
+    int ts_col;     /* which of cols is the retention time */
+    int is_mutable; /* updated in place: only the newest link of a row is checkable */
 };
 
 extern const struct chain_table_info chain_tables[CT_N];

@@ -50,8 +50,9 @@ static int chaincheck_load_prunes(sqlite3 *db, struct chaincheck_prunes *p)
     size_t cap = 0, i;
     int rc;
 
-    if ((rc = sqlite3_prepare_v2(db, "SELECT seq, ts_ms FROM chain WHERE tbl = '" CHAIN_PRUNE "' ORDER BY seq", -1,
-                                 &st, NULL)) != SQLITE_OK)
+    if ((rc =
+             sqlite3_prepare_v2(db, "SELECT seq, ts_ms FROM chain WHERE tbl = '" CHAIN_PRUNE "' ORDER BY seq",
+                                -1, &st, NULL)) != SQLITE_OK)
         return rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (p->n == cap) {
@@ -140,8 +141,9 @@ static int chaincheck_walk(sqlite3 *db, struct chaincheck_result *r, unsigned ch
         }
         chain_link_hash(prev, seq, tbl, row_id, ts_ms, digest, want);
         if (memcmp(want, hash, SHA256_LEN) != 0) {
-            chaincheck_fault(r, tbl, row_id, seq,
-                             "the link's hash is wrong: the link, or the one before it, was changed or moved");
+            chaincheck_fault(
+                r, tbl, row_id, seq,
+                "the link's hash is wrong: the link, or the one before it, was changed or moved");
             break;
         }
         memcpy(prev, want, SHA256_LEN);
@@ -241,8 +243,9 @@ enum otp_rc chaincheck_run(const char *path, struct chaincheck_result *r, char *
     if ((rc = ro_open(path, &db, &version, err)) != OTP_OK)
         return rc;
     if (version < CHAINCHECK_SCHEMA_MIN) {
-        snprintf(err, OTP_ERR_LEN, "%s: ledger schema %d has no hash chain (schema %d adds it: start otpd on it)",
-                 path, version, CHAINCHECK_SCHEMA_MIN);
+        snprintf(err, OTP_ERR_LEN,
+                 "%s: ledger schema %d has no hash chain (schema %d adds it: start otpd on it)", path,
+                 version, CHAINCHECK_SCHEMA_MIN);
         rc = OTP_EINVAL;
         goto out;
     }

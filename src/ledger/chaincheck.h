@@ -24,24 +24,24 @@
 #define CHAINCHECK_HASH_HEX 65
 
 struct chaincheck_result {
-    int ok;                /* 1: no fault found */
-    int64_t links;         /* links checked */
-    int64_t rows;          /* rows checked against their newest link */
-    int64_t pruned;        /* links whose row retention removed */
-    int64_t base_seq;      /* the chain starts after this link (0: at the start) */
-    int64_t head_seq;      /* the newest link (base_seq when none) */
+    int ok;                         /* 1: no fault found */
+    int64_t links;                  /* links checked */
+    int64_t rows;                   /* rows checked against their newest link */
+    int64_t pruned;                 /* links whose row retention removed */
+    int64_t base_seq;               /* the chain starts after this link (0: at the start) */
+    int64_t head_seq;               /* the newest link (base_seq when none) */
     char head[CHAINCHECK_HASH_HEX]; /* its hash, hex: keep it elsewhere to detect a cut tail later */
-    int64_t started_ms;    /* when the chain began (the upgrade to schema 7, or the ledger's creation) */
+    int64_t started_ms; /* when the chain began (the upgrade to schema 7, or the ledger's creation) */
     /* Rows older than the chain, per table (tables[i]): rowid at or below
      * marks[i] carry no link; unchained[i] of them are still there. */
     const char *tables[CHAINCHECK_TABLES];
     int64_t marks[CHAINCHECK_TABLES];
     int64_t unchained[CHAINCHECK_TABLES];
     /* The first fault, when !ok. */
-    char table[32];   /* the row's table ("chain" for a fault in the chain's own tables) */
-    int64_t row_id;   /* its id (rowid), -1 when none */
-    int64_t seq;      /* the link where it shows, -1 when none */
-    const char *why;  /* a static sentence */
+    char table[32];  /* the row's table ("chain" for a fault in the chain's own tables) */
+    int64_t row_id;  /* its id (rowid), -1 when none */
+    int64_t seq;     /* the link where it shows, -1 when none */
+    const char *why; /* a static sentence */
 };
 
 /*

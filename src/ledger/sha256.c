@@ -38,8 +38,8 @@ static void sha256_block(struct sha256 *s, const unsigned char *b)
     }
     a = s->h[0], bb = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
     for (i = 0; i < 64; i++) {
-        t1 = h + (sha256_ror(e, 6) ^ sha256_ror(e, 11) ^ sha256_ror(e, 25)) + ((e & f) ^ (~e & g)) + sha256_k[i] +
-             w[i];
+        t1 = h + (sha256_ror(e, 6) ^ sha256_ror(e, 11) ^ sha256_ror(e, 25)) + ((e & f) ^ (~e & g)) +
+             sha256_k[i] + w[i];
         t2 = (sha256_ror(a, 2) ^ sha256_ror(a, 13) ^ sha256_ror(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c));
         h = g, g = f, f = e, e = d + t1, d = c, c = bb, bb = a, a = t1 + t2;
     }

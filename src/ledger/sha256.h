@@ -15,7 +15,7 @@
 
 struct sha256 {
     uint32_t h[8];
-    uint64_t bytes;       /* hashed so far */
+    uint64_t bytes;        /* hashed so far */
     unsigned char buf[64]; /* a partial block */
     size_t n;              /* bytes in buf */
 };

@@ -151,10 +151,11 @@ static int summary_verifications(sqlite3 *db, struct summary *s, int64_t since_m
 
     if ((rc = summary_merge_open(s)) != SQLITE_OK)
         return rc;
-    if ((rc = sqlite3_prepare_v2(db,
-                                 "SELECT id, CASE status WHEN 'verified' THEN 2 WHEN 'exhausted' THEN 1 ELSE 0 END "
-                                 "FROM verifications WHERE created_ms >= ?1 AND created_ms < ?2",
-                                 -1, &st, NULL)) != SQLITE_OK)
+    if ((rc = sqlite3_prepare_v2(
+             db,
+             "SELECT id, CASE status WHEN 'verified' THEN 2 WHEN 'exhausted' THEN 1 ELSE 0 END "
+             "FROM verifications WHERE created_ms >= ?1 AND created_ms < ?2",
+             -1, &st, NULL)) != SQLITE_OK)
         return rc;
     sqlite3_bind_int64(st, 1, since_ms);
     sqlite3_bind_int64(st, 2, until_ms);
@@ -169,9 +170,10 @@ static int summary_verifications(sqlite3 *db, struct summary *s, int64_t since_m
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return rc;
-    if ((rc = sqlite3_prepare_v2(s->merge->db,
-                                 "SELECT count(*), COALESCE(sum(status = 2), 0), COALESCE(sum(status = 1), 0) FROM v",
-                                 -1, &tot, NULL)) != SQLITE_OK)
+    if ((rc = sqlite3_prepare_v2(
+             s->merge->db,
+             "SELECT count(*), COALESCE(sum(status = 2), 0), COALESCE(sum(status = 1), 0) FROM v", -1, &tot,
+             NULL)) != SQLITE_OK)
         return rc;
     if ((rc = sqlite3_step(tot)) == SQLITE_ROW) {
         s->verifications = sqlite3_column_int64(tot, 0);
@@ -217,8 +219,9 @@ enum otp_rc summary_add(struct summary *s, const char *path, int64_t since_ms, i
     if ((rc = ro_open(path, &db, &version, err)) != OTP_OK)
         return rc;
     if (version < SUMMARY_SCHEMA_MIN) {
-        snprintf(err, OTP_ERR_LEN, "%s: ledger schema %d is older than otpctl reads (%d); otpd migrates it on open",
-                 path, version, SUMMARY_SCHEMA_MIN);
+        snprintf(err, OTP_ERR_LEN,
+                 "%s: ledger schema %d is older than otpctl reads (%d); otpd migrates it on open", path,
+                 version, SUMMARY_SCHEMA_MIN);
         sqlite3_close(db);
         return OTP_EINVAL;
     }

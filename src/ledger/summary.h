@@ -33,10 +33,10 @@ struct summary {
     int64_t verified_requests;               /* verify requests that verified */
     struct summary_refusal *refusals;        /* every other decision, by kind, decision, rule */
     size_t n_refusals;
-    int64_t refused;                         /* their sum */
-    int64_t calls[3];                        /* provider calls: sent, transient, permanent */
-    int64_t spend_minor;                     /* sum of the calls' cost_minor */
-    int64_t delivered, failed;               /* delivery reports and final failures (message events) */
+    int64_t refused;                            /* their sum */
+    int64_t calls[3];                           /* provider calls: sent, transient, permanent */
+    int64_t spend_minor;                        /* sum of the calls' cost_minor */
+    int64_t delivered, failed;                  /* delivery reports and final failures (message events) */
     int64_t verifications, verified, exhausted; /* verifications started, and how they ended; one
                                                  * verification in several ledgers (a resend through
                                                  * another instance) counts once, by its furthest state */
