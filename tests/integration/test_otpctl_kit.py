@@ -209,6 +209,13 @@ class KitTest(KitBase):
         # --until before everything: nothing.
         r = self.otpctl("stats", "--db", self.db_path, "--until", "1000", "--format", "json")
         self.assertEqual(json.loads(r.stdout)["requests"], {"issue": 0, "verify": 0})
+        # Two ledgers holding one verification (a resend through another instance writes its row there too,
+        # still pending): it counts once, verified; the requests and sends of both files add up.
+        other = self.tamper("other.db", "UPDATE verifications SET status = 'pending', ended_ms = NULL")
+        r = self.otpctl("stats", "--db", self.db_path, "--db", other, "--format", "json")
+        s = json.loads(r.stdout)
+        self.assertEqual((s["verifications"]["started"], s["verifications"]["verified"]), (3, 1))
+        self.assertEqual((s["requests"]["issue"], s["spend_minor"]), (8, 6 * PRICE))
         r = self.otpctl("stats", "--db", self.db_path)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("phone_2", r.stdout)
@@ -288,10 +295,19 @@ class PruneTest(KitBase):
         wait_until(lambda: self.otpd.rows("SELECT seq FROM chain_base")[0]["seq"] >= first, timeout=40,
                    what="a prune past the first links")
         self.issue_and_code(Q)
+        # A prune after Q's verification's link, which no prune may remove yet (it expires in 10 s).
+        vq = self.otpd.rows("SELECT rowid AS r FROM verifications WHERE phone = ?", Q)[0]["r"]
+        link = self.otpd.rows("SELECT seq FROM chain WHERE tbl = 'verifications' AND row_id = ?", vq)[0]["seq"]
+        wait_until(lambda: self.otpd.rows("SELECT 1 FROM chain WHERE tbl = 'prune' AND seq > ?", link), timeout=10,
+                   what="a prune link after Q's verification")
         self.assertEqual(self.otpd.stop(), 0)
         r = self.otpctl("verify", "--db", self.db_path)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("pruned (retention)", r.stdout)
+        # A row retention could not have removed yet is not taken for pruned.
+        line = self.broken(self.tamper("gone.db", "DELETE FROM verifications WHERE rowid = %d" % vq))
+        self.assertIn("verifications id %d " % vq, line)
+        self.assertIn("missing", line)
         seq, hexhash, rows_ok = py_chain(self.db_path)
         self.assertIn("head: %d %s" % (seq, hexhash), r.stdout)
         # Moving the base by hand (hiding deleted links) is caught.
