@@ -46,7 +46,7 @@ BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
 STORE_SRC    := src/store/store.c
-LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c
+LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/sha256.c src/ledger/chain.c src/ledger/ro.c src/ledger/chaincheck.c src/ledger/summary.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c
@@ -62,7 +62,7 @@ LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_phone test_config test_code test_limits_keys test_schedule test_timestamp \
-                test_fraud test_rc test_log
+                test_fraud test_rc test_log test_sha256
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
@@ -113,7 +113,7 @@ $(B)/cmd/otpd/main.o: CFLAGS += -include $(B)/version.h
 $(BIN)/otpd: $(B)/cmd/otpd/main.o $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
-OTPCTL_SRC   := cmd/otpctl/main.c cmd/otpctl/ledger.c cmd/otpctl/simulate.c cmd/otpctl/simredis.c \
+OTPCTL_SRC   := cmd/otpctl/main.c cmd/otpctl/ledger.c cmd/otpctl/verify.c cmd/otpctl/stats.c cmd/otpctl/simulate.c cmd/otpctl/simredis.c \
                 cmd/otpctl/tally.c cmd/otpctl/admin.c cmd/otpctl/http.c
 $(BIN)/otpctl: $(OTPCTL_SRC:%.c=$(B)/%.o) $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)

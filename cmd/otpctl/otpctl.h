@@ -23,4 +23,11 @@ int otpctl_admin(int argc, char **argv);
 int otpctl_admin_is(const char *word);
 void otpctl_admin_usage(FILE *f);
 
+/* otpctl verify (verify.c) and otpctl stats (stats.c): argv holds the
+ * arguments after the command's name. Return a sysexits code. */
+int otpctl_verify(int argc, char **argv);
+void otpctl_verify_usage(FILE *f);
+int otpctl_stats(int argc, char **argv);
+void otpctl_stats_usage(FILE *f);
+
 #endif

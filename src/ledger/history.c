@@ -8,20 +8,18 @@
  */
 #include "history.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <sqlite3.h>
+
+#include "ro.h"
 
 /* Ledgers older than this lack columns read here (requests.purpose is
  * schema 2, requests.count schema 3). otpd migrates a ledger when it opens
  * it. Newer schemas only add, so they read. */
 #define HISTORY_SCHEMA_MIN 3
-/* A reader waits this long for a busy WAL index (otpd recovering it). */
-#define HISTORY_BUSY_MS 5000
 
 /* The columns of the events query, in its SELECT order (HISTORY_SQL). */
 enum history_col {
@@ -129,90 +127,19 @@ const char *history_kind_name(enum history_kind k)
                                                                                     : "unknown";
 }
 
-/*
- * The URI that opens path read-only: "file:" and the path with the bytes a
- * URI gives a meaning to escaped, so any file name opens as itself. A
- * ledger without a -wal file is open in no otpd (SQLite deletes it when the
- * last connection closes), so it is opened immutable: a plain read-only
- * open would create -wal and -shm files owned by whoever runs otpctl, which
- * could keep otpd from opening its ledger later. Immutable means no locks:
- * an otpd started meanwhile writes to a new -wal this read does not see
- * (the read is of the file as it was), and only a checkpoint into the file
- * during the read (at 1,000 WAL pages, or when that otpd stops) could make
- * the read fail or miss rows. Nothing here can change the file either way.
- * Caller frees.
- */
-static char *history_uri(const char *path, int immutable)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(path), i, o;
-    char *uri = malloc(3 * n + 48);
-
-    if (uri == NULL)
-        return NULL;
-    /* "file://" and an empty authority before an absolute path, so a path
-     * starting with "//" is not read as a host. */
-    o = path[0] == '/' ? 7 : 5;
-    memcpy(uri, "file://", o);
-    for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)path[i];
-        if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f) {
-            uri[o++] = '%';
-            uri[o++] = hex[c >> 4];
-            uri[o++] = hex[c & 15];
-        } else {
-            uri[o++] = (char)c;
-        }
-    }
-    snprintf(uri + o, 3 * n + 48 - o, "%s", immutable ? "?mode=ro&immutable=1" : "?mode=ro");
-    return uri;
-}
-
-/* Opens s->path read-only and checks it is a ledger. */
+/* Opens s->path read-only (ro.h) and checks it is a ledger otpctl reads. */
 static enum otp_rc history_src_open(struct history_src *s, char *err)
 {
-    struct stat sb;
-    sqlite3_stmt *st = NULL;
-    char *uri = NULL, *wal = NULL;
-    enum otp_rc rc = OTP_EINVAL;
+    enum otp_rc rc;
     int version;
 
-    if (stat(s->path, &sb) != 0) {
-        snprintf(err, OTP_ERR_LEN, "%s: %s", s->path, strerror(errno));
-        return OTP_ENOTFOUND;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        snprintf(err, OTP_ERR_LEN, "%s: not a ledger (not a regular file)", s->path);
-        return OTP_EINVAL;
-    }
-    if ((wal = malloc(strlen(s->path) + 5)) == NULL)
-        goto oom;
-    snprintf(wal, strlen(s->path) + 5, "%s-wal", s->path);
-    if ((uri = history_uri(s->path, stat(wal, &sb) != 0 && errno == ENOENT)) == NULL)
-        goto oom;
-    if (sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL) !=
-        SQLITE_OK) {
-        snprintf(err, OTP_ERR_LEN, "%s: %s", s->path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
-        rc = OTP_ENOTFOUND;
-        goto out;
-    }
-    sqlite3_busy_timeout(s->db, HISTORY_BUSY_MS);
-    /* The file is read here first: a file that is not SQLite fails now. */
-    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW) {
-        snprintf(err, OTP_ERR_LEN, "%s: not a ledger (%s)", s->path, sqlite3_errmsg(s->db));
-        goto out;
-    }
-    version = sqlite3_column_int(st, 0);
-    if (version == 0) {
-        snprintf(err, OTP_ERR_LEN, "%s: not a ledger (no otpd schema in it)", s->path);
-        goto out;
-    }
+    if ((rc = ro_open(s->path, &s->db, &version, err)) != OTP_OK)
+        return rc;
     if (version < HISTORY_SCHEMA_MIN) {
         snprintf(err, OTP_ERR_LEN,
                  "%s: ledger schema %d is older than otpctl reads (%d); otpd migrates it on open", s->path,
                  version, HISTORY_SCHEMA_MIN);
-        goto out;
+        return OTP_EINVAL;
     }
     /* The only table this connection writes is its own temporary one, in
      * SQLite's temp storage (TMPDIR), never beside the ledger. Temp storage
@@ -221,19 +148,9 @@ static enum otp_rc history_src_open(struct history_src *s, char *err)
     if (sqlite3_exec(s->db, "CREATE TEMP TABLE history_ids (id TEXT PRIMARY KEY)", NULL, NULL, NULL) !=
         SQLITE_OK) {
         snprintf(err, OTP_ERR_LEN, "%s: %s", s->path, sqlite3_errmsg(s->db));
-        rc = OTP_EIO;
-        goto out;
+        return OTP_EIO;
     }
-    rc = OTP_OK;
-out:
-    sqlite3_finalize(st);
-    free(uri);
-    free(wal);
-    return rc;
-oom:
-    snprintf(err, OTP_ERR_LEN, "%s: out of memory", s->path);
-    rc = OTP_ENOMEM;
-    goto out;
+    return OTP_OK;
 }
 
 enum otp_rc history_open(const char *const *paths, int n, struct history **out, char *err)
@@ -441,4 +358,55 @@ enum otp_rc history_next(struct history *h, struct history_event *ev, int *got, 
     h->last = best;
     *got = 1;
     return OTP_OK;
+}
+
+enum otp_rc history_recent(const char *path, const char *table, const char *phone, int n,
+                           void (*fn)(void *ctx, int ncols, const char *const *names, const char *const *values),
+                           void *ctx, char *err)
+{
+    static const char *const tables[] = {"requests",       "messages", "sends", "verifications",
+                                         "message_events", "admin_actions", NULL};
+    const char *names[32], *values[32];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    enum otp_rc rc;
+    char sql[256];
+    int i, cols, step, version, has_phone;
+
+    for (i = 0; tables[i] && strcmp(tables[i], table) != 0; i++)
+        ;
+    if (tables[i] == NULL) {
+        snprintf(err, OTP_ERR_LEN, "no ledger table %s", table);
+        return OTP_EINVAL;
+    }
+    if ((rc = ro_open(path, &db, &version, err)) != OTP_OK)
+        return rc;
+    has_phone = strcmp(table, "requests") == 0 || strcmp(table, "messages") == 0 ||
+                strcmp(table, "verifications") == 0;
+    snprintf(sql, sizeof(sql), "SELECT * FROM %s %s ORDER BY rowid DESC LIMIT ?2", table,
+             phone && has_phone ? "WHERE phone = ?1" : "");
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, OTP_ERR_LEN, "%s: not a ledger (%s)", path, sqlite3_errmsg(db));
+        rc = OTP_EINVAL;
+        goto out;
+    }
+    if (phone && has_phone)
+        sqlite3_bind_text(st, 1, phone, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, n);
+    cols = sqlite3_column_count(st) < 32 ? sqlite3_column_count(st) : 32;
+    for (i = 0; i < cols; i++)
+        names[i] = sqlite3_column_name(st, i);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        for (i = 0; i < cols; i++)
+            values[i] = (const char *)sqlite3_column_text(st, i);
+        fn(ctx, cols, names, values);
+    }
+    if (step != SQLITE_DONE) {
+        snprintf(err, OTP_ERR_LEN, "%s: cannot read the ledger: %s", path, sqlite3_errmsg(db));
+        rc = OTP_EIO;
+    }
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rc;
 }

@@ -104,6 +104,18 @@ enum otp_rc history_query(struct history *h, const struct history_filter *f, cha
  */
 enum otp_rc history_next(struct history *h, struct history_event *ev, int *got, char *err);
 
+/*
+ * Calls fn with the newest n rows of table ("requests", "messages",
+ * "sends", "verifications", "message_events" or "admin_actions") of the
+ * ledger at path, newest first, optionally only those of phone (where the
+ * table has a phone). Opens the file read-only, like history_open. Values
+ * are text or NULL and live until fn returns. OTP_EINVAL for another
+ * table; else as history_open and history_next.
+ */
+enum otp_rc history_recent(const char *path, const char *table, const char *phone, int n,
+                           void (*fn)(void *ctx, int ncols, const char *const *names, const char *const *values),
+                           void *ctx, char *err);
+
 /* The lower-case name of a kind: "request", "verification", "message",
  * "send". */
 const char *history_kind_name(enum history_kind k);

@@ -16,6 +16,7 @@
 
 #include "../base/clock.h"
 #include "../base/metrics.h"
+#include "chain.h"
 #include "schema.h"
 
 #define LEDGER_ARGS 14
@@ -64,6 +65,28 @@ static const char *const ledger_sql[LK_COUNT][2] = {
                   NULL},
 };
 
+/* The table each statement writes: the row it wrote is read back and
+ * chained (chain.h). Not with RETURNING: SQLite builds an ephemeral table
+ * for it at every run, and the malloc churn (glibc giving memory back with
+ * madvise, a TLB flush across the request threads each time) cost the
+ * writer more than half its throughput. */
+static const enum chain_table ledger_tbl[LK_COUNT][2] = {
+    [LK_REQUEST] = {CT_REQUESTS, CT_N},
+    [LK_VER_NEW] = {CT_VERIFICATIONS, CT_N},
+    [LK_VER_UPDATE] = {CT_VERIFICATIONS, CT_N},
+    [LK_MSG_NEW] = {CT_MESSAGES, CT_MESSAGE_EVENTS},
+    [LK_MSG_STATE] = {CT_MESSAGES, CT_MESSAGE_EVENTS},
+    [LK_SEND] = {CT_SENDS, CT_N},
+    [LK_ADMIN] = {CT_ADMIN, CT_N},
+};
+
+/* Each statement writes at most one row: an insert finds it by its rowid,
+ * an update (the op's first argument is the id) by its id. */
+static const int ledger_by_id[LK_COUNT][2] = {
+    [LK_VER_UPDATE] = {1, 0},
+    [LK_MSG_STATE] = {1, 0},
+};
+
 /* One bound value: text (NULL allowed) or integer. */
 struct ledger_arg {
     int is_text;
@@ -97,6 +120,16 @@ struct ledger {
     sqlite3 *rdb; /* readers', under rmu */
     pthread_mutex_t rmu;
     sqlite3_stmt *stmt[LK_COUNT][2];
+    sqlite3_stmt *link; /* appends a chain link */
+    sqlite3_stmt *row[CT_N][2]; /* reads a row back to link it: by rowid, by id (mutable tables) */
+    /* The chain's head, the writer's alone: moved by each link, put back
+     * when a group rolls back, read from the file again (chain_stale) at the
+     * start and after a transaction failed. Reading it per transaction
+     * instead cost a prepare each time: malloc churn and a fifth of the
+     * writer's throughput. */
+    int64_t chain_seq;
+    unsigned char chain_prev[SHA256_LEN];
+    int chain_stale;
     pthread_t writer;
     int started;
     pthread_mutex_t mu; /* guards everything below */
@@ -349,10 +382,45 @@ static enum otp_rc ledger_submit_paced(struct ledger *l, struct ledger_op *op)
     return ledger_submit(l, &op, 1, 0, 0);
 }
 
-/* Runs op's statements; returns the first SQLite error code, or SQLITE_OK. */
+/* Appends the link of a row of tbl (or a prune link); on the writer
+ * thread, inside its transaction. SQLite's result code. */
+static int ledger_link(struct ledger *l, const char *tbl, int64_t row_id, int64_t ts_ms,
+                       const unsigned char digest[SHA256_LEN])
+{
+    unsigned char hash[SHA256_LEN];
+    int64_t seq = l->chain_seq + 1;
+    int rc;
+
+    chain_link_hash(l->chain_prev, seq, tbl, row_id, ts_ms, digest, hash);
+    sqlite3_bind_int64(l->link, 1, seq);
+    sqlite3_bind_text(l->link, 2, tbl, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(l->link, 3, row_id);
+    sqlite3_bind_int64(l->link, 4, ts_ms);
+    sqlite3_bind_blob(l->link, 5, digest, SHA256_LEN, SQLITE_STATIC);
+    sqlite3_bind_blob(l->link, 6, hash, SHA256_LEN, SQLITE_STATIC);
+    rc = sqlite3_step(l->link);
+    sqlite3_reset(l->link);
+    if (rc != SQLITE_DONE)
+        return rc;
+    l->chain_seq = seq;
+    memcpy(l->chain_prev, hash, SHA256_LEN);
+    return SQLITE_OK;
+}
+
+/* A row to link once the op's statements are done: a link in between
+ * would change what changes() tells the op's second statement. */
+struct ledger_pending_link {
+    enum chain_table t;
+    int64_t row_id, ts_ms;
+    unsigned char digest[SHA256_LEN];
+};
+
+/* Runs op's statements and links the rows they wrote; returns the first
+ * SQLite error code, or SQLITE_OK. */
 static int ledger_exec(struct ledger *l, const struct ledger_op *op)
 {
-    int s, i, rc = SQLITE_OK;
+    struct ledger_pending_link links[2];
+    int s, i, n_links = 0, rc = SQLITE_OK;
 
     for (s = 0; s < 2 && rc == SQLITE_OK; s++) {
         sqlite3_stmt *st = l->stmt[op->kind][s];
@@ -372,11 +440,38 @@ static int ledger_exec(struct ledger *l, const struct ledger_op *op)
         rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
             rc = SQLITE_OK;
+        /* The row written, read back as the chain hashes it. A read leaves
+         * changes() as it was for the op's next statement. */
+        if (rc == SQLITE_OK && sqlite3_changes(l->wdb) > 0) {
+            enum chain_table t = ledger_tbl[op->kind][s];
+            int by_id = ledger_by_id[op->kind][s];
+            sqlite3_stmt *rd = l->row[t][by_id];
+            struct ledger_pending_link *k = &links[n_links];
+            if (by_id)
+                sqlite3_bind_text(rd, 1, op->a[0].s, -1, SQLITE_STATIC);
+            else
+                sqlite3_bind_int64(rd, 1, sqlite3_last_insert_rowid(l->wdb));
+            rc = sqlite3_step(rd);
+            if (rc == SQLITE_ROW) {
+                k->t = t;
+                k->row_id = sqlite3_column_int64(rd, 0);
+                k->ts_ms = sqlite3_column_int64(rd, chain_tables[t].ts_col);
+                chain_row_digest(t, rd, 0, k->digest);
+                n_links++;
+                rc = SQLITE_OK;
+            } else if (rc == SQLITE_DONE) {
+                rc = SQLITE_INTERNAL; /* written, yet not there */
+            }
+            sqlite3_reset(rd);
+            sqlite3_clear_bindings(rd);
+        }
         if (s == 0 && rc == SQLITE_OK && op->moved)
             *op->moved = sqlite3_changes(l->wdb) > 0;
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
     }
+    for (i = 0; i < n_links && rc == SQLITE_OK; i++)
+        rc = ledger_link(l, chain_tables[links[i].t].name, links[i].row_id, links[i].ts_ms, links[i].digest);
     return rc;
 }
 
@@ -388,11 +483,17 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
 {
     struct ledger_op *op;
     int rc = sqlite3_exec(l->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL), group_failed = 0;
+    int64_t grp_seq = 0;
+    unsigned char grp_prev[SHA256_LEN];
 
+    if (rc == SQLITE_OK && l->chain_stale && (rc = chain_head(l->wdb, &l->chain_seq, l->chain_prev)) == SQLITE_OK)
+        l->chain_stale = 0;
     for (op = batch; op && rc == SQLITE_OK; op = op->next) {
         if (op->first) {
             group_failed = 0;
             rc = sqlite3_exec(l->wdb, "SAVEPOINT grp", NULL, NULL, NULL);
+            grp_seq = l->chain_seq;
+            memcpy(grp_prev, l->chain_prev, SHA256_LEN);
         }
         if (rc == SQLITE_OK && !group_failed) {
             rc = ledger_exec(l, op);
@@ -405,6 +506,9 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
             if (group_failed) {
                 (*bad_groups)++;
                 rc = sqlite3_exec(l->wdb, "ROLLBACK TO grp", NULL, NULL, NULL);
+                /* Its links went with it. */
+                l->chain_seq = grp_seq;
+                memcpy(l->chain_prev, grp_prev, SHA256_LEN);
             }
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(l->wdb, "RELEASE grp", NULL, NULL, NULL);
@@ -416,9 +520,96 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
         rc = sqlite3_exec(l->wdb, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
         sqlite3_exec(l->wdb, "ROLLBACK", NULL, NULL, NULL);
+        l->chain_stale = 1;
         return -1;
     }
     return 0;
+}
+
+/*
+ * The chain's part of a prune (chain.h), inside its transaction, after the
+ * rows went: every link before the first one a row still needs goes, the
+ * base moves to the link before it, and a prune link records the cutoff
+ * and the new base. A row still needs its newest link; rows kept whatever
+ * their age (messages queued or sending) are linked again first so that
+ * their newest link is recent. `otpctl verify` accepts a missing row whose
+ * link's time is before a later prune link's cutoff.
+ */
+static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
+{
+    static const unsigned char zero[SHA256_LEN];
+    sqlite3_stmt *st = NULL;
+    unsigned char base_hash[SHA256_LEN];
+    int64_t keep_from, base_seq;
+    char sql[512];
+    int rc;
+
+    if (l->chain_stale && (rc = chain_head(l->wdb, &l->chain_seq, l->chain_prev)) != SQLITE_OK)
+        return rc;
+    l->chain_stale = 0;
+    keep_from = l->chain_seq + 1;
+    snprintf(sql, sizeof(sql), "SELECT %s FROM messages WHERE state IN ('queued', 'sending') AND updated_ms < ?1",
+             chain_tables[CT_MESSAGES].cols);
+    if ((rc = sqlite3_prepare_v2(l->wdb, sql, -1, &st, NULL)) != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, cutoff_ms);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        unsigned char digest[SHA256_LEN];
+        chain_row_digest(CT_MESSAGES, st, 0, digest);
+        if ((rc = ledger_link(l, chain_tables[CT_MESSAGES].name, sqlite3_column_int64(st, 0),
+                              sqlite3_column_int64(st, chain_tables[CT_MESSAGES].ts_col), digest)) != SQLITE_OK)
+            break;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_DONE && rc != SQLITE_OK)
+        return rc;
+    /* The first link whose row may still be there. */
+    if ((rc = sqlite3_prepare_v2(l->wdb, "SELECT min(seq) FROM chain WHERE ts_ms >= ?1 AND tbl <> 'prune'", -1, &st,
+                                 NULL)) != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, cutoff_ms);
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+        sqlite3_column_int64(st, 0) < keep_from)
+        keep_from = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_ROW)
+        return rc;
+    /* The new base: the link before keep_from, or the old base. */
+    if ((rc = chain_base(l->wdb, &base_seq, base_hash, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    if (keep_from - 1 > base_seq) {
+        if ((rc = sqlite3_prepare_v2(l->wdb, "SELECT hash FROM chain WHERE seq = ?1", -1, &st, NULL)) != SQLITE_OK)
+            return rc;
+        sqlite3_bind_int64(st, 1, keep_from - 1);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 0) == SHA256_LEN) {
+            memcpy(base_hash, sqlite3_column_blob(st, 0), SHA256_LEN);
+            base_seq = keep_from - 1;
+            rc = SQLITE_OK;
+        } else {
+            rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        if (rc != SQLITE_OK)
+            return rc;
+        if ((rc = sqlite3_prepare_v2(l->wdb, "UPDATE chain_base SET seq = ?1, hash = ?2", -1, &st, NULL)) !=
+            SQLITE_OK)
+            return rc;
+        sqlite3_bind_int64(st, 1, base_seq);
+        sqlite3_bind_blob(st, 2, base_hash, SHA256_LEN, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        st = NULL;
+        if (rc != SQLITE_DONE)
+            return rc;
+        snprintf(sql, sizeof(sql), "DELETE FROM chain WHERE seq <= %lld", (long long)base_seq);
+        if ((rc = sqlite3_exec(l->wdb, sql, NULL, NULL, NULL)) != SQLITE_OK)
+            return rc;
+    }
+    return ledger_link(l, CHAIN_PRUNE, base_seq, cutoff_ms, zero);
 }
 
 /* Deletes what is older than the retention; on the writer thread. Messages
@@ -426,21 +617,28 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
 static void ledger_prune(struct ledger *l, int64_t cutoff_ms)
 {
     char sql[768];
-    char *msg = NULL;
+    int rc;
 
     snprintf(sql, sizeof(sql),
-             "BEGIN IMMEDIATE; DELETE FROM requests WHERE ts_ms < %1$lld; DELETE FROM sends WHERE ts_ms < %1$lld; "
+             "DELETE FROM requests WHERE ts_ms < %1$lld; DELETE FROM sends WHERE ts_ms < %1$lld; "
              "DELETE FROM message_events WHERE ts_ms < %1$lld; DELETE FROM messages WHERE updated_ms < %1$lld "
              "AND state NOT IN ('queued', 'sending'); DELETE FROM verifications WHERE expires_ms < %1$lld; "
-             "DELETE FROM admin_actions WHERE ts_ms < %1$lld; COMMIT",
+             "DELETE FROM admin_actions WHERE ts_ms < %1$lld",
              (long long)cutoff_ms);
-    if (sqlite3_exec(l->wdb, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    rc = sqlite3_exec(l->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(l->wdb, sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = ledger_prune_chain(l, cutoff_ms);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(l->wdb, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
         sqlite3_exec(l->wdb, "ROLLBACK", NULL, NULL, NULL);
+        l->chain_stale = 1;
         pthread_mutex_lock(&l->mu);
         l->stats.failures++;
         pthread_mutex_unlock(&l->mu);
     }
-    sqlite3_free(msg);
 }
 
 /* With no work queued: commits the counted rows of past seconds and prunes
@@ -584,16 +782,34 @@ struct ledger *ledger_open(const char *path, char *err)
     pthread_mutex_init(&l->rmu, NULL);
     pthread_cond_init(&l->wake, NULL);
     pthread_cond_init(&l->done, NULL);
+    l->chain_stale = 1;
     if ((l->wdb = ledger_db(path, err)) == NULL || ledger_migrate(l->wdb, err) < 0 ||
         (l->rdb = ledger_db(path, err)) == NULL)
         goto fail;
     for (k = 0; k < LK_COUNT; k++)
-        for (s = 0; s < 2 && ledger_sql[k][s]; s++)
+        for (s = 0; s < 2 && ledger_sql[k][s]; s++) {
             if (sqlite3_prepare_v3(l->wdb, ledger_sql[k][s], -1, SQLITE_PREPARE_PERSISTENT, &l->stmt[k][s], NULL) !=
                 SQLITE_OK) {
                 snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->wdb));
                 goto fail;
             }
+        }
+    for (k = 0; k < CT_N; k++)
+        for (s = 0; s < 1 + chain_tables[k].is_mutable; s++) {
+            char sql[512];
+            snprintf(sql, sizeof(sql), "SELECT %s FROM %s WHERE %s = ?1", chain_tables[k].cols, chain_tables[k].name,
+                     s ? "id" : "rowid");
+            if (sqlite3_prepare_v3(l->wdb, sql, -1, SQLITE_PREPARE_PERSISTENT, &l->row[k][s], NULL) != SQLITE_OK) {
+                snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->wdb));
+                goto fail;
+            }
+        }
+    if (sqlite3_prepare_v3(l->wdb,
+                           "INSERT INTO chain (seq, tbl, row_id, ts_ms, digest, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &l->link, NULL) != SQLITE_OK) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->wdb));
+        goto fail;
+    }
     if (pthread_create(&l->writer, NULL, ledger_writer, l) != 0) {
         snprintf(err, OTP_ERR_LEN, "ledger: cannot start the writer");
         goto fail;
@@ -622,6 +838,10 @@ void ledger_close(struct ledger *l)
     for (k = 0; k < LK_COUNT; k++)
         for (s = 0; s < 2; s++)
             sqlite3_finalize(l->stmt[k][s]);
+    sqlite3_finalize(l->link);
+    for (k = 0; k < CT_N; k++)
+        for (s = 0; s < 2; s++)
+            sqlite3_finalize(l->row[k][s]);
     sqlite3_close(l->rdb);
     sqlite3_close(l->wdb);
     pthread_cond_destroy(&l->wake);
@@ -855,53 +1075,6 @@ enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct 
             .cost_caps = (const char *)sqlite3_column_text(st, 11),
         };
         fn(ctx, &m);
-    }
-    if (step != SQLITE_DONE) {
-        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
-        rc = OTP_EIO;
-    }
-out:
-    sqlite3_finalize(st);
-    pthread_mutex_unlock(&l->rmu);
-    return rc;
-}
-
-enum otp_rc ledger_recent(struct ledger *l, const char *table, const char *phone, int n,
-                          void (*fn)(void *ctx, int ncols, const char *const *names, const char *const *values),
-                          void *ctx, char *err)
-{
-    static const char *const tables[] = {"requests", "messages", "sends", "verifications", "message_events", NULL};
-    const char *names[32], *values[32];
-    sqlite3_stmt *st = NULL;
-    enum otp_rc rc = OTP_OK;
-    char sql[256];
-    int i, cols, step, has_phone;
-
-    for (i = 0; tables[i] && strcmp(tables[i], table) != 0; i++)
-        ;
-    if (tables[i] == NULL) {
-        snprintf(err, OTP_ERR_LEN, "ledger: no table %s", table);
-        return OTP_EINVAL;
-    }
-    has_phone = strcmp(table, "sends") != 0 && strcmp(table, "message_events") != 0;
-    snprintf(sql, sizeof(sql), "SELECT * FROM %s %s ORDER BY rowid DESC LIMIT ?2", table,
-             phone && has_phone ? "WHERE phone = ?1" : "");
-    pthread_mutex_lock(&l->rmu);
-    if (sqlite3_prepare_v2(l->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
-        rc = OTP_EIO;
-        goto out;
-    }
-    if (phone && has_phone)
-        sqlite3_bind_text(st, 1, phone, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, n);
-    cols = sqlite3_column_count(st) < 32 ? sqlite3_column_count(st) : 32;
-    for (i = 0; i < cols; i++)
-        names[i] = sqlite3_column_name(st, i);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        for (i = 0; i < cols; i++)
-            values[i] = (const char *)sqlite3_column_text(st, i);
-        fn(ctx, cols, names, values);
     }
     if (step != SQLITE_DONE) {
         snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));

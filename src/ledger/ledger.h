@@ -139,16 +139,6 @@ int ledger_healthy(struct ledger *l);
 enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct ledger_message *m), void *ctx,
                            char *err);
 
-/*
- * Calls fn with the newest n rows of table ("requests", "messages",
- * "sends", "verifications" or "message_events"), newest first, optionally
- * only those of phone (where the table has a phone). For the operator CLI.
- * Values are text or NULL and live until fn returns.
- */
-enum otp_rc ledger_recent(struct ledger *l, const char *table, const char *phone, int n,
-                          void (*fn)(void *ctx, int ncols, const char *const *names, const char *const *values),
-                          void *ctx, char *err);
-
 /* Counters for /metrics. */
 struct ledger_stats {
     uint64_t commits, rows, failures;

@@ -26,9 +26,9 @@ MUTANTS = [
          test=T + "test_since_and_until",
          why="--since drops the requests of its own millisecond, unlike every other row"),
     dict(name="otpctl-stopped-ledger-gets-a-wal",
-         file="src/ledger/history.c",
-         old="history_uri(s->path, stat(wal, &sb) != 0 && errno == ENOENT)",
-         new="history_uri(s->path, 0)",
+         file="src/ledger/ro.c",
+         old="ro_uri(path, stat(wal, &sb) != 0 && errno == ENOENT)",
+         new="ro_uri(path, 0)",
          test=T + "test_read_when_stopped_changes_nothing",
          why="a ledger no otpd has open is opened plain read-only, and SQLite leaves -wal and -shm files "
              "beside it, owned by whoever ran otpctl"),

@@ -1,0 +1,81 @@
+"""Mutants for the ledger's hash chain (src/ledger/chain.c, the writer's
+links in ledger.c, the checker src/ledger/chaincheck.c) and otpctl stats
+(src/ledger/summary.c). Each a small plausible bug in verify's checks or the
+figures, and the test that must catch it.
+
+Not here: a group rolled back inside a batch must put the chain's head back
+(ledger.c, ledger_commit); no test makes a group fail on a live otpd yet, so
+a mutant there would survive."""
+T = "test_otpctl_kit.KitTest."
+MUTANTS = [
+    dict(name="chain-no-row-check",
+         file="src/ledger/chaincheck.c",
+         old="        if (memcmp(got, digest, SHA256_LEN) != 0) {",
+         new="        if (0) {",
+         test=T + "test_changed_field",
+         why="verify checks the links but never the rows: a changed field passes"),
+    dict(name="chain-missing-row-ok",
+         file="src/ledger/chaincheck.c",
+         old="            if (chaincheck_was_pruned(p, seq, ts_ms)) {",
+         new="            if (1) {",
+         test=T + "test_deleted_row",
+         why="a row that is gone is always taken for pruned: a deleted row passes"),
+    dict(name="chain-pruned-whatever-its-time",
+         file="src/ledger/chaincheck.c",
+         old="    return lo < p->n && ts_ms < p->cutoff[lo];",
+         new="    return lo < p->n;",
+         test="test_otpctl_kit.PruneTest",
+         why="any missing row before a prune link counts as pruned, even one retention keeps (a verification "
+             "not yet expired)"),
+    dict(name="chain-hash-not-checked",
+         file="src/ledger/chaincheck.c",
+         old="        if (memcmp(want, hash, SHA256_LEN) != 0) {",
+         new="        if (0) {",
+         test=T + "test_added_row_and_changed_link",
+         why="a changed link (its time) passes: the hash is recomputed but never compared"),
+    dict(name="chain-gap-ignored",
+         file="src/ledger/chaincheck.c",
+         old="        if (seq != expect) {",
+         new="        if (seq < expect) {",
+         test=T + "test_deleted_row",
+         why="a row deleted with its link leaves a gap; without the gap check only the hash would tell"),
+    dict(name="chain-unlinked-rows-ignored",
+         file="src/ledger/chaincheck.c",
+         old="    if (r->ok && (src = chaincheck_unlinked(db, r)) != SQLITE_OK)",
+         new="    if (0 && (src = chaincheck_unlinked(db, r)) != SQLITE_OK)",
+         test=T + "test_added_row_and_changed_link",
+         why="a row added behind otpd's back, with no link, passes"),
+    dict(name="chain-base-unchecked",
+         file="src/ledger/chaincheck.c",
+         old="    int64_t expect = r->base_seq + 1;",
+         new="    int64_t expect = -1;",
+         test="test_otpctl_kit.PruneTest",
+         why="the first link is taken wherever the chain begins: links cut from the start with the base "
+             "moved by hand pass"),
+    dict(name="chain-digest-skips-a-column",
+         file="src/ledger/chain.c",
+         old="    for (i = first; i < first + n; i++) {",
+         new="    for (i = first; i < first + n - 1; i++) {",
+         test=T + "test_verify_ok_and_independent",
+         why="the last column (requests.count, sends.cost_minor ...) is not hashed: a changed count or cost "
+             "passes, and the digests differ from the documented format"),
+    dict(name="stats-conversion-counts-rows",
+         file="src/ledger/summary.c",
+         old='"ON CONFLICT (id) DO UPDATE SET status = max(status, excluded.status)"',
+         new='"ON CONFLICT (id) DO UPDATE SET status = excluded.status"',
+         test=T + "test_stats_exact",
+         why="of two ledgers holding one verification, the last one read decides: verified in one, pending in "
+             "the other reads as pending"),
+    dict(name="stats-refusal-includes-accepted",
+         file="src/ledger/summary.c",
+         old='strcmp((const char *)decision, issue ? "accepted" : "verified") == 0',
+         new='strcmp((const char *)decision, "accepted") == 0',
+         test=T + "test_stats_exact",
+         why="a verified verify counts as a refusal"),
+    dict(name="stats-spend-only-sent",
+         file="src/ledger/summary.c",
+         old='"SELECT outcome, count(*), COALESCE(sum(cost_minor), 0) FROM sends "',
+         new='"SELECT outcome, count(*), COALESCE(sum(cost_minor), 0) / 2 FROM sends "',
+         test=T + "test_stats_exact",
+         why="spend is off"),
+]
