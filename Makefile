@@ -69,7 +69,7 @@ LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
 .PHONY: all test unit unit-bins integration run deps lint bench clean fmt fuzz mutate coverage coverage-report \
-        install FORCE
+        install npm-tools openapi-lint FORCE
 all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
 
 $(B)/%.o: %.c
@@ -137,6 +137,10 @@ DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev li
             libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras \
             wrk cppcheck clang prometheus gcovr libphonenumber-dev
 DEB_PKGS += libssl-dev
+# Node, for the OpenAPI lint and Prism (make openapi-lint, tests/integration/test_openapi.py): Debian's nodejs and
+# npm, unless a node and an npm are on PATH already (NodeSource's nodejs carries its own npm and conflicts with
+# Debian's).
+DEB_PKGS += $(if $(shell command -v node >/dev/null && command -v npm >/dev/null && echo y),,nodejs npm)
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	  grep -q 'install ok installed' || echo $$p; done); \
@@ -156,7 +160,22 @@ integration: all
 
 test: deps
 	$(MAKE) all unit
+	$(MAKE) openapi-lint
 	$(MAKE) integration
+
+# The npm tools that check docs/openapi.yaml, at the versions tests/openapi/package-lock.json pins (chosen to run on
+# Debian 12's Node 18), from the npm registry into build/npm (no install scripts run).
+NPM_DIR := build/npm
+$(NPM_DIR)/.installed: tests/openapi/package.json tests/openapi/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing (make deps installs nodejs and npm)"; exit 1; }
+	@mkdir -p $(NPM_DIR) && cp tests/openapi/package.json tests/openapi/package-lock.json $(NPM_DIR)/
+	cd $(NPM_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+npm-tools: $(NPM_DIR)/.installed
+
+# Redocly's recommended rules, warnings included (docs/redocly.yaml).
+openapi-lint: $(NPM_DIR)/.installed
+	$(NPM_DIR)/node_modules/.bin/redocly lint --config docs/redocly.yaml docs/openapi.yaml
 
 # `make install PREFIX=/usr DESTDIR=pkg/`: the two binaries, the systemd unit (its paths follow PREFIX), an
 # example config and the docs. The service user, /etc/otpd and the secrets are the operator's (see the unit).

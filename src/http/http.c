@@ -751,8 +751,11 @@ static enum MHD_Result http_status(struct http *h, struct MHD_Connection *con, c
 
     if (strlen(id) == CODE_ID_LEN && strspn(id, "0123456789abcdef") == CODE_ID_LEN)
         rc = otp_status(h->otp, api_key, id, state);
-    if (rc == OTP_ESTORE)
-        return http_problem(h, con, OUT_STORE_UNAVAILABLE, "the store did not answer; try again", NULL, NULL);
+    if (rc == OTP_ESTORE) {
+        /* Every 503 says when to come back (DESIGN.md, "HTTP contract"). */
+        struct otp_answer a = {.outcome = OUT_STORE_UNAVAILABLE, .rc = OTP_ESTORE, .retry_after_s = 1};
+        return http_problem(h, con, OUT_STORE_UNAVAILABLE, "the store did not answer; try again", &a, NULL);
+    }
     if (rc != OTP_OK)
         return http_problem(h, con, OUT_NOT_FOUND, "no such message for this API key", NULL, NULL);
     return http_json(con, 200, json_pack("{s:s, s:s}", "id", id, "status", state), NULL);
