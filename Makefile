@@ -67,7 +67,7 @@ UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
-.PHONY: all test unit unit-bins integration run deps lint bench clean fmt fuzz mutate coverage coverage-report \
+.PHONY: all test unit unit-bins integration run deps deps-test lint bench clean fmt fuzz mutate coverage coverage-report \
         install FORCE
 all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
 
@@ -131,19 +131,28 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
 
-# Everything the build and the tests need, from Debian's archive.
-DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
-            libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras \
-            wrk cppcheck clang prometheus gcovr libphonenumber-dev
-DEB_PKGS += libssl-dev
-deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+# From Debian's archive. `make deps`: what building and running otpd need (`make run` on a fresh Debian 12 is
+# `make deps all` and tests/run_dev.sh). `make deps-test`: what only the tests, lint, fuzzing, coverage and the
+# bench add: cmocka, Kannel (test_kannel), promtool (prometheus: the metrics and alert-rule checks), clang
+# (libFuzzer), Node and npm (the OpenAPI lint and Prism), wrk, cppcheck, gcovr.
+DEB_PKGS      := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
+                 libjansson-dev libsodium-dev libssl-dev libphonenumber-dev redis-server sqlite3 python3 curl
+DEB_TEST_PKGS := libcmocka-dev kannel kannel-extras prometheus clang nodejs npm wrk cppcheck gcovr
+# Installs the packages of $(1) that dpkg does not list as installed (sudo when not root).
+define deb_install
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	  grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:" $$missing; \
 	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+endef
+deps:
+	$(call deb_install,$(DEB_PKGS))
+
+deps-test: deps
+	$(call deb_install,$(DEB_TEST_PKGS))
 
 unit-bins: $(UNIT_BINS)
 
@@ -153,7 +162,7 @@ unit: $(UNIT_BINS)
 integration: all
 	python3 tests/integration/run.py
 
-test: deps
+test: deps-test
 	$(MAKE) all unit
 	$(MAKE) integration
 
@@ -171,7 +180,7 @@ install: all
 run: deps all
 	sh tests/run_dev.sh
 
-bench: deps all
+bench: deps-test all
 	python3 bench/run.py
 
 lint:
