@@ -67,7 +67,7 @@ UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
-.PHONY: all test unit unit-bins integration run deps deps-test lint bench clean fmt fuzz mutate coverage coverage-report \
+.PHONY: all test unit unit-bins integration run deps deps-test config-doc lint bench clean fmt fuzz mutate coverage coverage-report \
         install FORCE
 all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
 
@@ -243,6 +243,10 @@ coverage-report:
 	  END { printf "%-14s %6s %6s %6s   %8s %6s %6s\n", "module", "lines", "hit", "", "branches", "taken", ""; \
 	        n = split(mods, ms, " "); for (i = 1; i <= n; i++) row("src/" ms[i], lt[ms[i]], lc[ms[i]], bt[ms[i]], bc[ms[i]]); \
 	        row("src/ (total)", LT, LC, BT, BC) }' build/cov/coverage.csv
+
+# README's configuration key table, from the key table in src/base/config.c.
+config-doc: $(BIN)/otpd
+	python3 tests/config_table.py
 
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -66,6 +66,10 @@ static int otpctl_config_command(int argc, char **argv)
         usage();
         return EX_USAGE;
     }
+    /* check, like otpd --check, validates the file: the secrets' variables
+     * must be named, their values are the running service's business. */
+    if (strcmp(argv[1], "check") == 0)
+        config_set_secrets(0);
     c = config_load(path, &errors);
     if (strcmp(argv[1], "check") == 0) {
         fputs(errors ? errors : "", stderr);

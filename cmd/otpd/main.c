@@ -52,8 +52,9 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: otpd -c FILE          run the service\n"
-                    "       otpd --check -c FILE  validate FILE and exit 0, or 1 with every error\n"
-                    "       otpd --version        print the version (git describe at build) and exit\n");
+                    "       otpd --check -c FILE  validate FILE (no secret needed) and exit 0, or 1 with every error\n"
+                    "       otpd --version        print the version (git describe at build) and exit\n"
+                    "       otpd --print-config-table  print every config key (README's table) and exit\n");
 }
 
 /* Everything otpd runs; torn down in reverse order. */
@@ -193,6 +194,7 @@ static int otpd_start(struct otpd *d)
     struct store_opts pso;
     struct otp_deps deps;
     struct pacer_money money;
+    struct pacer_site site = {c->otp_ttl_ms, c->listen_port, c->currency, c->prices, c->n_prices};
     char err[OTP_ERR_LEN] = "";
 
     if ((d->keys = code_keys_new(c->secret, c->secret_len)) == NULL) {
@@ -210,7 +212,7 @@ static int otpd_start(struct otpd *d)
     money = (struct pacer_money){otpd_reserve, otpd_refund, d->money};
     if ((d->ledger = ledger_open(c->ledger_path, err)) == NULL ||
         (ledger_set_retention(d->ledger, c->ledger_retention_ms), 0) || (d->provider = provider_new(c, err)) == NULL ||
-        (d->pacer = pacer_new(c, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
+        (d->pacer = pacer_new(&c->pacer, &site, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
     if ((d->admin = admin_new(d->store, d->ledger, c)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
@@ -264,7 +266,10 @@ int main(int argc, char **argv)
             path = argv[++i];
         else if (strcmp(argv[i], "--check") == 0)
             check = 1;
-        else if (strcmp(argv[i], "--version") == 0) {
+        else if (strcmp(argv[i], "--print-config-table") == 0) {
+            config_print_table(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
             printf("otpd %s\n", OTPD_VERSION);
             return 0;
         } else {
@@ -276,6 +281,10 @@ int main(int argc, char **argv)
         usage();
         return EX_USAGE;
     }
+    /* --check validates the file on any machine (a CI job, an operator's
+     * laptop): each secret's variable must be named, but no value is read. */
+    if (check)
+        config_set_secrets(0);
     d.cfg = config_load(path, &errors);
     if (check) {
         fputs(errors ? errors : "", stderr);
@@ -307,7 +316,7 @@ int main(int argc, char **argv)
         return EX_UNAVAILABLE;
     }
     log_msg(LOG_INFO, "otpd listening on %s:%d (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host,
-            d.cfg->listen_port, d.provider->ops->name, d.cfg->pacer_rate, d.cfg->n_rules);
+            d.cfg->listen_port, d.provider->ops->name, d.cfg->pacer.rate, d.cfg->n_rules);
     for (;;) {
         /* Between signals, once a second: the abandons of 503'd requests
          * (limits_flush), so their takes come back without API traffic. */

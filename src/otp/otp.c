@@ -431,7 +431,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         snprintf(out->reason, sizeof(out->reason), "%s", li.reason);
         if (li.rc == OTP_EFULL) {
             answer(out, OTP_EFULL, "queue_full", "the send queue is full");
-            out->retry_after_s = sched_full_retry_s(li.depth, c->pacer_rate);
+            out->retry_after_s = sched_full_retry_s(li.depth, c->pacer.rate);
             status = 503;
         } else if (li.rc == OTP_ECOST) {
             answer(out, OTP_ECOST, "cost_cap", "the SMS budget is spent for now");
