@@ -59,7 +59,8 @@ static void usage(void)
 
 /* Everything otpd runs; torn down in reverse order. */
 struct otpd {
-    struct config *cfg;
+    struct config *cfg;     /* the config at start: every module's settings that need a restart */
+    struct config *applied; /* the last file a SIGHUP applied (NULL: cfg); its reloadable keys are in force */
     struct code_keys *keys;
     struct store *store;
     struct store *pacer_store; /* the pacer's own pool and breaker: its polling never trips the API's */
@@ -87,6 +88,7 @@ static void otpd_free(struct otpd *d)
     store_free(d->pacer_store);
     store_free(d->store);
     code_keys_free(d->keys);
+    config_free(d->applied);
     config_free(d->cfg);
 }
 
@@ -232,8 +234,26 @@ fail:
     return -1;
 }
 
-/* SIGHUP: a valid file replaces the limits and cost rules; a bad one is
- * logged and changes nothing. Other settings need a restart. */
+/* config_diff's callbacks for a reload: one line per changed key, never
+ * a change left unsaid. */
+static void otpd_applied(void *ctx, const char *path, int reload)
+{
+    (void)ctx;
+    if (reload)
+        log_msg(LOG_INFO, "reload: %s changed: applied", path);
+}
+
+static void otpd_needs_restart(void *ctx, const char *path, int reload)
+{
+    (void)ctx;
+    if (!reload)
+        log_msg(LOG_WARN, "reload: %s changed: needs a restart (the running value stays until then)", path);
+}
+
+/* SIGHUP: a valid file replaces what the key table marks reloadable (the
+ * rules, prices and caps, countries, the pumping guard, otp.ttl and
+ * otp.template) and names each other changed key as needing a restart; a
+ * bad file is logged and changes nothing. */
 static void otpd_reload(struct otpd *d, const char *path)
 {
     char *errors = NULL;
@@ -244,13 +264,20 @@ static void otpd_reload(struct otpd *d, const char *path)
         free(errors);
         return;
     }
+    /* Reloadable keys against the last reload, the others against the
+     * start: a key that needs a restart is named on every reload until then. */
+    config_diff(d->applied ? d->applied : d->cfg, c, otpd_applied, NULL);
+    config_diff(d->cfg, c, otpd_needs_restart, NULL);
     if (admin_reload(d->admin, c) != OTP_OK)
         log_msg(LOG_ERROR, "reload: out of memory; admin bodies are checked against the old rules");
     if (limits_reload(d->limits, c) == OTP_OK)
         log_msg(LOG_INFO, "reloaded %zu limit rules and %zu cost caps from %s", c->n_rules, c->n_caps, path);
     else
         log_msg(LOG_ERROR, "reload failed: out of memory; the old rules stay");
-    config_free(c);
+    otp_reload(d->otp, c);
+    pacer_set_code_ttl(d->pacer, c->otp_ttl_ms);
+    config_free(d->applied);
+    d->applied = c;
 }
 
 int main(int argc, char **argv)

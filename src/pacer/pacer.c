@@ -94,7 +94,7 @@ struct pacer {
     struct pacer_money money;
     int has_money;
     struct pacer_render render;
-    int64_t min_life_ms;
+    int64_t min_life_ms;             /* from otp.ttl; atomic: pacer_set_code_ttl changes it */
     int64_t period_us;
     char consumer[QUEUE_NAME_MAX];
     unsigned seed;                   /* the sender's backoff jitter */
@@ -159,7 +159,7 @@ struct pacer *pacer_new(const struct pacer_conf *c, const struct pacer_site *sit
         pc->money = *money;
         pc->has_money = 1;
     }
-    pc->min_life_ms = sched_min_life_ms(site->otp_ttl_ms);
+    __atomic_store_n(&pc->min_life_ms, sched_min_life_ms(site->otp_ttl_ms), __ATOMIC_RELAXED);
     pc->period_us = sched_period_us(c->rate);
     pc->seed = (unsigned)clock_mono_ns();
     pc->resync = 1;
@@ -194,6 +194,17 @@ static void pacer_kick(struct pacer *pc)
     pc->woken = 1;
     pthread_cond_signal(&pc->wcond);
     pthread_mutex_unlock(&pc->wmu);
+}
+
+/* The least life a message must have left to go on the wire. */
+static int64_t pacer_min_life(const struct pacer *pc)
+{
+    return __atomic_load_n(&pc->min_life_ms, __ATOMIC_RELAXED);
+}
+
+void pacer_set_code_ttl(struct pacer *pc, int64_t otp_ttl_ms)
+{
+    __atomic_store_n(&pc->min_life_ms, sched_min_life_ms(otp_ttl_ms), __ATOMIC_RELAXED);
 }
 
 void pacer_wake(struct pacer *pc)
@@ -380,7 +391,7 @@ static void pacer_retry(struct pacer *pc, struct pacer_item *it, int64_t retry_a
     }
     backoff_ms = sched_backoff_ms(it->attempts, pc->cfg->retry_base_ms, (unsigned)rand_r(&pc->seed),
                                   retry_after_ms);
-    if (clock_wall_ms() + backoff_ms + pc->min_life_ms > it->e.expires_ms) {
+    if (clock_wall_ms() + backoff_ms + pacer_min_life(pc) > it->e.expires_ms) {
         snprintf(it->detail, sizeof(it->detail), "too little life left for a retry: %s", why);
         pacer_end(pc, it, "expired", it->detail, NULL);
         return;
@@ -542,7 +553,7 @@ static void *pacer_sender_main(void *arg)
             it->missed = 1;
             PACER_COUNT(pc, slots_missed, 1);
             pacer_job(pc, it, PACER_JOB_RESLOT);
-        } else if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pc->min_life_ms)) {
+        } else if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pacer_min_life(pc))) {
             pacer_end(pc, it, "expired", "too little life left when it would go on the wire", NULL);
         } else {
             it->attempts++;
@@ -1001,7 +1012,7 @@ static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
         it->next = NULL;
         /* Checked again now, not only when its slot was taken: a cancel
          * on any instance meanwhile stops it (slot.lua 'arm'). */
-        if ((r = queue_arm(pc->queue, &it->e, pc->min_life_ms,
+        if ((r = queue_arm(pc->queue, &it->e, pacer_min_life(pc),
                            it->adopted && pc->cfg->on_restart_sending == CFG_SENDING_FAIL, !it->missed, &qs,
                            err)) != OTP_OK)
             r = -1;
@@ -1047,7 +1058,7 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
         pacer_end(pc, it, "failed", "cancelled", NULL);
         return;
     }
-    if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pc->min_life_ms)) {
+    if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pacer_min_life(pc))) {
         pacer_end(pc, it, "expired", "too little life left in the queue", NULL);
         return;
     }
@@ -1066,7 +1077,7 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
     }
     for (tries = 0; tries < PACER_SLOT_TRIES; tries++) {
         uint64_t sent = clock_mono_ns(), recv;
-        enum otp_rc rc = queue_slot(pc->queue, &it->e, pc->min_life_ms, pc->period_us,
+        enum otp_rc rc = queue_slot(pc->queue, &it->e, pacer_min_life(pc), pc->period_us,
                                     it->adopted && pc->cfg->on_restart_sending == CFG_SENDING_FAIL, &qs, err);
         pacer_redis(pc, rc, "taking a send slot", err);
         if (rc != OTP_OK)

@@ -126,6 +126,10 @@ enum otp_rc pacer_start(struct pacer *pc, const struct pacer_render *render, cha
  * nothing). Before pacer_start. OTP_OK (*added 0 or 1) or OTP_ESTORE. */
 enum otp_rc pacer_import(struct pacer *pc, const struct ledger_message *m, int *added, char *err);
 
+/* SIGHUP changed otp.ttl: the least life a message must have left to be
+ * sent follows it (sched_min_life_ms). Any thread. */
+void pacer_set_code_ttl(struct pacer *pc, int64_t otp_ttl_ms);
+
 /* A new message may be in the queue: claim now rather than at the next poll. */
 void pacer_wake(struct pacer *pc);
 

@@ -86,3 +86,51 @@ class CheckMessagesTest(OtpdTest):
         self.assertEqual(rc, 1)
         self.assertIn("%s: secret_env: is required" % path, err)
 
+
+class ReloadTest(OtpdTest):
+    """SIGHUP applies otp.ttl and otp.template to the next issue and names
+    every other changed key as needing a restart: no change is silent."""
+
+    def reload(self, cfg, lines):
+        n = self.otpd.log().count("reloaded ")
+        self.otpd.write_config(cfg)
+        self.otpd.kill(signal.SIGHUP)
+        wait_until(lambda: self.otpd.log().count("reloaded ") > n, what="otpd to reload")
+        return self.otpd.log().splitlines()[lines:]
+
+    def test_ttl_and_template_reload_and_the_rest_is_named(self):
+        body, _ = self.issue_and_code("+919812345678")
+        self.assertEqual(body["expires_in"], 300)
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["otp"]["ttl"] = "2m"
+        cfg["otp"]["template"] = "Code {code}, {minutes} min."
+        cfg["pacer"]["rate"] = cfg["pacer"]["rate"] + 1
+        cfg["http_threads"] = 3
+        start = len(self.otpd.log().splitlines())
+        new = "\n".join(self.reload(cfg, start))
+        self.assertIn("reload: otp.ttl changed: applied", new)
+        self.assertIn("reload: otp.template changed: applied", new)
+        self.assertIn("reload: pacer.rate changed: needs a restart", new)
+        self.assertIn("reload: http_threads changed: needs a restart", new)
+        self.assertNotIn("otp.length", new)
+        body, code = self.issue_and_code("+919812345679")
+        self.assertEqual(body["expires_in"], 120)
+        text = [m for m in self.fake.messages() if m["id"] == body["id"]][0]["text"]
+        self.assertEqual(text, "Code %s, 2 min." % code)
+        # The same file again: the applied keys are quiet now; the one that
+        # needs a restart is named again (it is still not in force).
+        start = len(self.otpd.log().splitlines())
+        new = "\n".join(self.reload(cfg, start))
+        self.assertNotIn("otp.ttl", new)
+        self.assertIn("reload: pacer.rate changed: needs a restart", new)
+
+    def test_a_bad_file_changes_nothing(self):
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["otp"]["ttl"] = "2h"
+        n = self.otpd.log().count("reload refused")
+        self.otpd.write_config(cfg)
+        self.otpd.kill(signal.SIGHUP)
+        wait_until(lambda: self.otpd.log().count("reload refused") > n, what="the refusal")
+        self.assertIn("otp.ttl: must be from 10s to 1h", self.otpd.log())
+        body, _ = self.issue_and_code("+919812345678")
+        self.assertEqual(body["expires_in"], 300)

@@ -900,7 +900,7 @@ static void test_diff(void **state)
                      FILE_NAME, &errors);
     assert_non_null(b);
     n = config_diff(a, b, diff_seen, seen);
-    assert_string_equal(seen, "otp.ttl:0;pumping:1;");
+    assert_string_equal(seen, "otp.ttl:1;pumping:1;");
     assert_int_equal(n, 2);
     config_free(b);
     config_free(a);
