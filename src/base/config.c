@@ -1096,12 +1096,13 @@ struct cfg_row {
 #define CFG_NONE 0, 0
 
 static const char *const cfg_sending_names[] = {"resend", "fail", NULL};
+static const char *const cfg_role_names[] = {"admin", NULL};
 
 static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root);
 
 static const struct cfg_row cfg_rows[] = {
     {"", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_root, NULL, NULL},
-    {"listen", CFG_T_CUSTOM, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_listen, "HOST:PORT, [V6]:PORT",
+    {"listen", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, 63, NULL, NULL, NULL, "HOST:PORT, [V6]:PORT",
      "the API's address"},
     {"http_threads", CFG_T_INT, 0, CFG_AT(http_threads), 1, 256, "4", NULL, NULL, NULL,
      "libmicrohttpd worker threads"},
@@ -1146,7 +1147,7 @@ static const struct cfg_row cfg_rows[] = {
     {"api_keys.*.name", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, CFG_NAME_MAX - 1, NULL, NULL, NULL,
      "unique", NULL},
     {"api_keys.*.key_env", CFG_T_ENV, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 16, 0, NULL, NULL, NULL, NULL, NULL},
-    {"api_keys.*.role", CFG_T_STR, CFG_BYHOOK, CFG_NONE, 0, 0, NULL, NULL, NULL,
+    {"api_keys.*.role", CFG_T_ENUM, CFG_BYHOOK, CFG_NONE, 0, 0, NULL, cfg_role_names, NULL,
      "\"admin\": the admin API only; absent: the OTP API only", NULL},
     {"otp", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_otp, NULL, NULL},
     {"otp.length", CFG_T_INT, 0, CFG_AT(otp_length), 4, 10, "6", NULL, NULL, NULL,
@@ -1481,8 +1482,7 @@ static void cfg_defaults(struct config *c)
 /* After the top level's rows. */
 static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    (void)x;
-    (void)root;
+    cfg_listen(x, c, root);
     if (c->secret != NULL)
         c->secret_len = strlen((const char *)c->secret);
 }
@@ -1493,11 +1493,8 @@ static const char *cfg_type_name(const struct cfg_row *r)
     static const char *const names[] = {
         [CFG_T_SECTION] = "object", [CFG_T_INT] = "integer",  [CFG_T_DUR] = "duration",
         [CFG_T_STR] = "string",     [CFG_T_ENUM] = "enum",    [CFG_T_RATIO] = "number",
-        [CFG_T_PPM] = "number",     [CFG_T_ENV] = "env name", [CFG_T_CUSTOM] = "list",
+        [CFG_T_PPM] = "number",     [CFG_T_ENV] = "env name", [CFG_T_CUSTOM] = "list or object",
     };
-    if (r->type == CFG_T_CUSTOM && r->what != NULL && strchr(r->what, ':') != NULL &&
-        strncmp(r->what, "HOST", 4) == 0)
-        return "string";
     return names[r->type];
 }
 
@@ -1536,7 +1533,8 @@ void config_print_table(FILE *f)
             n = (size_t)snprintf(vals, sizeof(vals), "above 0, at most 1");
             break;
         case CFG_T_ENV:
-            n = (size_t)snprintf(vals, sizeof(vals), "its value: a secret of at least %lld bytes", (long long)r->lo);
+            n = (size_t)snprintf(vals, sizeof(vals), "its value: a secret of at least %lld byte%s", (long long)r->lo,
+                                 r->lo == 1 ? "" : "s");
             break;
         case CFG_T_SECTION:
         case CFG_T_CUSTOM:
