@@ -1,6 +1,8 @@
 /*
  * config: JSON to struct config, with every problem reported, not just the
- * first. Runs at start-up and on SIGHUP, never on a request path.
+ * first. Runs at start-up and on SIGHUP, never on a request path. This file
+ * holds the key table (cfg_rows) and the readers of keys that need more
+ * than their row (hooks); conftab.c walks the table.
  */
 #include "config.h"
 
@@ -12,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "config_int.h"
 #include "duration.h"
 #include "phone.h"
 
@@ -58,18 +61,8 @@ static char *cfg_strdup(const char *s)
     return p;
 }
 
-/* The parse in progress: the file's name and the errors so far. */
-struct cfg_ctx {
-    const char *file;
-    char *err;
-    size_t err_len;
-    int n_err;
-};
 
-static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
+void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -87,7 +80,7 @@ static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
 }
 
 /* Joins a parent path and a key or index into buf. */
-static const char *cfg_path(char *buf, size_t cap, const char *parent, const char *key)
+const char *cfg_path(char *buf, size_t cap, const char *parent, const char *key)
 {
     if (parent[0] == '\0')
         snprintf(buf, cap, "%s", key);
@@ -96,64 +89,9 @@ static const char *cfg_path(char *buf, size_t cap, const char *parent, const cha
     return buf;
 }
 
-/* Forward: the key table (below) names every key the file may hold. */
-static const char *cfg_child(const char *table_parent, size_t *i);
-
-/* Edit distance of a and b (both short: key names), for "did you mean". */
-static size_t cfg_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b), i, j, d[64];
-
-    if (la >= 63 || lb >= 63)
-        return 64;
-    for (j = 0; j <= lb; j++)
-        d[j] = j;
-    for (i = 1; i <= la; i++) {
-        size_t diag = d[0];
-        d[0] = i;
-        for (j = 1; j <= lb; j++) {
-            size_t up = d[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (d[j - 1] + 1 < best)
-                best = d[j - 1] + 1;
-            diag = up;
-            d[j] = best;
-        }
-    }
-    return d[lb];
-}
-
-/* Reports every key of obj that the table does not list under
- * table_parent ("limits.*" for any rule; "" for the top level), with the
- * nearest allowed key of that level when one is close: a typo is the
- * usual cause. parent is the path shown ("limits.2"). */
-static void cfg_unknown(struct cfg_ctx *x, json_t *obj, const char *parent, const char *table_parent)
-{
-    const char *key;
-    json_t *v;
-    char p[256];
-
-    json_object_foreach(obj, key, v) {
-        const char *best = NULL, *name;
-        size_t i = 0, best_d = SIZE_MAX, d;
-        while ((name = cfg_child(table_parent, &i)) != NULL)
-            if ((d = cfg_distance(key, name)) < best_d) {
-                best_d = d;
-                best = name;
-            }
-        if (best_d == 0)
-            continue;
-        /* Close: at most 2 edits, and fewer than the key has letters. */
-        if (best != NULL && best_d <= 2 && best_d < strlen(key))
-            cfg_error(x, cfg_path(p, sizeof(p), parent, key), "unknown key (did you mean \"%s\"?)", best);
-        else
-            cfg_error(x, cfg_path(p, sizeof(p), parent, key), "unknown key");
-    }
-}
 
 /* Gets an object member; reports it when required and absent. */
-static json_t *cfg_member(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required)
+json_t *cfg_member(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required)
 {
     json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     char p[256];
@@ -164,7 +102,7 @@ static json_t *cfg_member(struct cfg_ctx *x, json_t *obj, const char *parent, co
 }
 
 /* Copies a string member into out (cap bytes); keeps out when absent. */
-static int cfg_str(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, char *out,
+int cfg_str(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, char *out,
                    size_t cap)
 {
     json_t *v = cfg_member(x, obj, parent, key, required);
@@ -188,7 +126,7 @@ static int cfg_str(struct cfg_ctx *x, json_t *obj, const char *parent, const cha
 }
 
 /* Reads an integer member within [lo, hi]; keeps *out when absent. */
-static int cfg_int(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, int64_t lo,
+int cfg_int(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, int64_t lo,
                    int64_t hi, int64_t *out)
 {
     json_t *v = cfg_member(x, obj, parent, key, required);
@@ -207,7 +145,7 @@ static int cfg_int(struct cfg_ctx *x, json_t *obj, const char *parent, const cha
 
 
 /* Reads a duration string member ("30s"); keeps *out_ms when absent. */
-static int cfg_dur(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+int cfg_dur(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
                    int64_t *out_ms)
 {
     char s[32], p[256];
@@ -270,7 +208,7 @@ int config_scrub_env(void)
 }
 
 /* Reads the environment variable named by member key; NULL when absent. */
-static char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
                      size_t min_len)
 {
     char name[128], p[256];
@@ -307,7 +245,7 @@ static void cfg_enum_error(struct cfg_ctx *x, const char *path, const char *got,
     cfg_error(x, path, "\"%s\" is not one of the allowed values: %s", got, list);
 }
 
-static int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
                     const char *const *names, int *out)
 {
     char s[64], p[256];
@@ -1053,45 +991,6 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
         cfg_error(x, "provider.url", "must be an http:// or https:// URL");
 }
 
-/* ---- the key table ----
- *
- * One row per key the file may hold: where it goes in struct config, its
- * type, bounds, default and flags. The loader reads every plain row the
- * same way; a key whose meaning depends on others (a URL to split, a list
- * of rules, what a provider type requires) has a hook. The unknown-key
- * check, the defaults, config_diff (SIGHUP) and README's key table
- * (config_print_table, `make config-doc`) all come from these rows: a new
- * key is one row here, one field in config.h. */
-
-enum cfg_type {
-    CFG_T_SECTION, /* an object: its rows, then its hook for what joins them */
-    CFG_T_INT,     /* an integer from lo to hi, into an int or an int64_t */
-    CFG_T_DUR,     /* "30s" into milliseconds; lo and hi in ms (0: no bound) */
-    CFG_T_STR,     /* into char[size]; at most hi bytes when hi > 0 */
-    CFG_T_ENUM,    /* one of names, its index into an enum (or int) */
-    CFG_T_RATIO,   /* a number above 0 and at most 1, into a double */
-    CFG_T_PPM,     /* the same, into int64_t millionths (at least 1) */
-    CFG_T_ENV,     /* the name of an environment variable holding a secret of at least lo bytes: its value */
-    CFG_T_CUSTOM,  /* read by its hook, given the parent object */
-};
-
-#define CFG_REQUIRED 1u /* "is required" when absent */
-#define CFG_RELOAD 2u   /* SIGHUP applies a change; without it a change needs a restart */
-#define CFG_BYHOOK 4u   /* read by its section's hook (depends on another key); listed for the rest */
-
-struct cfg_row {
-    const char *path;  /* dotted as in the file; "*" stands for an array's index */
-    enum cfg_type type;
-    unsigned flags;
-    size_t off, size;  /* the field in struct config; size 0 when a hook fills it */
-    int64_t lo, hi;
-    const char *def;   /* the default as the file would say it; NULL: none */
-    const char *const *names; /* CFG_T_ENUM */
-    void (*hook)(struct cfg_ctx *x, struct config *c, json_t *obj);
-    const char *what;  /* the docs' type or bounds, where the row's type does not say it */
-    const char *doc;   /* what it is for, in README's table */
-};
-
 #define CFG_AT(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 #define CFG_NONE 0, 0
 
@@ -1100,7 +999,9 @@ static const char *const cfg_role_names[] = {"admin", NULL};
 
 static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root);
 
-static const struct cfg_row cfg_rows[] = {
+/* The key table (config_int.h): one row per key, in the order errors are
+ * reported and README lists them. Add a key here and its field in config.h. */
+const struct cfg_row cfg_rows[] = {
     {"", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_root, NULL, NULL},
     {"listen", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, 63, NULL, NULL, NULL, "HOST:PORT, [V6]:PORT",
      "the API's address"},
@@ -1267,217 +1168,7 @@ static const struct cfg_row cfg_rows[] = {
     {"provider.callback_ttl", CFG_T_DUR, 0, CFG_AT(callback_ttl_ms), 1000, CFG_30D_MS, "7d", NULL, NULL, NULL,
      "how long a report URL is accepted after its message was accepted"},
 };
-static const size_t cfg_n_rows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
-
-/* The last component of r's path. */
-static const char *cfg_row_name(const struct cfg_row *r)
-{
-    const char *dot = strrchr(r->path, '.');
-
-    return dot ? dot + 1 : r->path;
-}
-
-/* 1 when r is a key directly inside table_parent ("" for the top level). */
-static int cfg_row_in(const struct cfg_row *r, const char *table_parent)
-{
-    size_t n = strlen(table_parent);
-    const char *rest;
-
-    if (r->path[0] == '\0')
-        return 0;
-    if (n == 0)
-        return strchr(r->path, '.') == NULL;
-    if (strncmp(r->path, table_parent, n) != 0 || r->path[n] != '.')
-        return 0;
-    rest = r->path + n + 1;
-    return strchr(rest, '.') == NULL;
-}
-
-/* The name of the next key in table_parent from row *i on, *i moved past
- * it; NULL after the last. */
-static const char *cfg_child(const char *table_parent, size_t *i)
-{
-    for (; *i < cfg_n_rows; (*i)++)
-        if (cfg_row_in(&cfg_rows[*i], table_parent))
-            return cfg_row_name(&cfg_rows[(*i)++]);
-    return NULL;
-}
-
-/* "1h" for 3600000: the largest unit that divides ms. */
-static const char *cfg_dur_text(int64_t ms, char *buf, size_t cap)
-{
-    static const struct {
-        int64_t ms;
-        const char *unit;
-    } units[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}, {1, "ms"}};
-    size_t i;
-
-    for (i = 0; i < sizeof(units) / sizeof(units[0]) - 1 && ms % units[i].ms != 0; i++)
-        ;
-    snprintf(buf, cap, "%lld%s", (long long)(ms / units[i].ms), units[i].unit);
-    return buf;
-}
-
-/* Writes v (int or int64_t by size) to the field at off. */
-static void cfg_put_int(struct config *c, const struct cfg_row *r, int64_t v)
-{
-    char *at = (char *)c + r->off;
-
-    if (r->size == sizeof(int64_t)) {
-        memcpy(at, &v, sizeof(v));
-    } else {
-        int i = (int)v;
-        memcpy(at, &i, sizeof(i));
-    }
-}
-
-/* Reads a fraction in (0, 1]; -1 when v is not one. */
-static double cfg_fraction(json_t *v)
-{
-    double d = json_is_number(v) ? json_number_value(v) : -1;
-
-    return d > 0 && d <= 1 ? d : -1;
-}
-
-/* Stores the fraction d by r's type. */
-static void cfg_put_fraction(struct config *c, const struct cfg_row *r, double d)
-{
-    if (r->type == CFG_T_RATIO) {
-        memcpy((char *)c + r->off, &d, sizeof(d));
-    } else {
-        int64_t ppm = (int64_t)(d * 1000000 + 0.5);
-        cfg_put_int(c, r, ppm < 1 ? 1 : ppm);
-    }
-}
-
-/* Reads one plain row's member of obj (parent: the shown path). */
-static void cfg_read_row(struct cfg_ctx *x, struct config *c, const struct cfg_row *r, json_t *obj,
-                         const char *parent)
-{
-    const char *key = cfg_row_name(r);
-    char p[256], lo[32], hi[32];
-    int64_t v;
-    int idx;
-
-    cfg_path(p, sizeof(p), parent, key);
-    switch (r->type) {
-    case CFG_T_INT:
-        if (cfg_int(x, obj, parent, key, 0, r->lo, r->hi, &v))
-            cfg_put_int(c, r, v);
-        break;
-    case CFG_T_DUR:
-        if (!cfg_dur(x, obj, parent, key, 0, &v))
-            break;
-        if ((r->lo > 0 && v < r->lo) || (r->hi > 0 && v > r->hi)) {
-            if (r->hi > 0)
-                cfg_error(x, p, "must be from %s to %s", cfg_dur_text(r->lo, lo, sizeof(lo)),
-                          cfg_dur_text(r->hi, hi, sizeof(hi)));
-            else
-                cfg_error(x, p, "must be at least %s", cfg_dur_text(r->lo, lo, sizeof(lo)));
-            break;
-        }
-        cfg_put_int(c, r, v);
-        break;
-    case CFG_T_STR:
-        cfg_str(x, obj, parent, key, 0, (char *)c + r->off, r->hi > 0 ? (size_t)r->hi + 1 : r->size);
-        break;
-    case CFG_T_ENUM:
-        if (cfg_enum(x, obj, parent, key, 0, r->names, &idx))
-            cfg_put_int(c, r, idx);
-        break;
-    case CFG_T_RATIO:
-    case CFG_T_PPM: {
-        double d = cfg_fraction(json_object_get(obj, key));
-        if (d < 0)
-            cfg_error(x, p, "must be a number above 0 and at most 1");
-        else
-            cfg_put_fraction(c, r, d);
-        break;
-    }
-    case CFG_T_ENV: {
-        char *secret = cfg_env(x, obj, parent, key, 0, (size_t)r->lo);
-        memcpy((char *)c + r->off, &secret, sizeof(secret));
-        break;
-    }
-    case CFG_T_SECTION:
-    case CFG_T_CUSTOM:
-        break;
-    }
-}
-
-/* Reads the object obj at table path tpath (shown as path): its unknown
- * keys, then each of its rows in table order, then its hook. */
-static void cfg_read_section(struct cfg_ctx *x, struct config *c, const struct cfg_row *sec, json_t *obj,
-                             const char *path)
-{
-    size_t i;
-    char p[256];
-
-    cfg_unknown(x, obj, path, sec->path);
-    for (i = 0; i < cfg_n_rows; i++) {
-        const struct cfg_row *r = &cfg_rows[i];
-        json_t *v;
-        if (!cfg_row_in(r, sec->path) || (r->flags & CFG_BYHOOK))
-            continue;
-        cfg_path(p, sizeof(p), path, cfg_row_name(r));
-        if ((v = json_object_get(obj, cfg_row_name(r))) == NULL) {
-            if (r->flags & CFG_REQUIRED)
-                cfg_error(x, p, "is required");
-            continue;
-        }
-        if (r->type == CFG_T_SECTION && !json_is_object(v))
-            cfg_error(x, p, "must be an object");
-        else if (r->type == CFG_T_SECTION)
-            cfg_read_section(x, c, r, v, p);
-        else if (r->type == CFG_T_CUSTOM)
-            r->hook(x, c, obj);
-        else
-            cfg_read_row(x, c, r, obj, path);
-    }
-    if (sec->type == CFG_T_SECTION && sec->hook != NULL)
-        sec->hook(x, c, obj);
-}
-
-/* Every row's default; a default that does not parse is the table's bug,
- * caught by test_config's defaults test. */
-static void cfg_defaults(struct config *c)
-{
-    size_t i;
-    int64_t v;
-
-    c->phone_types = PHONE_TYPES_DEFAULT;
-    for (i = 0; i < cfg_n_rows; i++) {
-        const struct cfg_row *r = &cfg_rows[i];
-        int k;
-        if (r->def == NULL || r->size == 0)
-            continue;
-        switch (r->type) {
-        case CFG_T_INT:
-            cfg_put_int(c, r, strtoll(r->def, NULL, 10));
-            break;
-        case CFG_T_DUR:
-            if (duration_parse(r->def, &v) == OTP_OK)
-                cfg_put_int(c, r, v);
-            break;
-        case CFG_T_STR:
-            snprintf((char *)c + r->off, r->size, "%s", r->def);
-            break;
-        case CFG_T_ENUM:
-            for (k = 0; r->names[k] && strcmp(r->names[k], r->def) != 0; k++)
-                ;
-            cfg_put_int(c, r, r->names[k] ? k : 0);
-            break;
-        case CFG_T_RATIO:
-        case CFG_T_PPM:
-            cfg_put_fraction(c, r, strtod(r->def, NULL));
-            break;
-        case CFG_T_ENV:
-        case CFG_T_SECTION:
-        case CFG_T_CUSTOM:
-            break;
-        }
-    }
-}
+const size_t cfg_n_rows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
 
 /* After the top level's rows. */
 static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root)
@@ -1485,122 +1176,6 @@ static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root)
     cfg_listen(x, c, root);
     if (c->secret != NULL)
         c->secret_len = strlen((const char *)c->secret);
-}
-
-/* The type column of the docs. */
-static const char *cfg_type_name(const struct cfg_row *r)
-{
-    static const char *const names[] = {
-        [CFG_T_SECTION] = "object", [CFG_T_INT] = "integer",  [CFG_T_DUR] = "duration",
-        [CFG_T_STR] = "string",     [CFG_T_ENUM] = "enum",    [CFG_T_RATIO] = "number",
-        [CFG_T_PPM] = "number",     [CFG_T_ENV] = "env name", [CFG_T_CUSTOM] = "list or object",
-    };
-    return names[r->type];
-}
-
-void config_print_table(FILE *f)
-{
-    size_t i;
-    int k;
-
-    fprintf(f, "| key | type | default | values | on SIGHUP | meaning |\n|---|---|---|---|---|---|\n");
-    for (i = 1; i < cfg_n_rows; i++) {
-        const struct cfg_row *r = &cfg_rows[i];
-        char vals[512], a[32], b[32];
-        size_t n = 0;
-        vals[0] = '\0';
-        switch (r->type) {
-        case CFG_T_INT:
-            n = (size_t)snprintf(vals, sizeof(vals), "%lld to %lld", (long long)r->lo, (long long)r->hi);
-            break;
-        case CFG_T_DUR:
-            if (r->hi > 0)
-                n = (size_t)snprintf(vals, sizeof(vals), "%s to %s", cfg_dur_text(r->lo, a, sizeof(a)),
-                                     cfg_dur_text(r->hi, b, sizeof(b)));
-            else if (r->lo > 0)
-                n = (size_t)snprintf(vals, sizeof(vals), "at least %s", cfg_dur_text(r->lo, a, sizeof(a)));
-            break;
-        case CFG_T_STR:
-            n = (size_t)snprintf(vals, sizeof(vals), "at most %lld bytes",
-                                 (long long)(r->hi > 0 ? r->hi : (int64_t)(r->size ? r->size - 1 : CFG_STR_MAX - 1)));
-            break;
-        case CFG_T_ENUM:
-            for (k = 0; r->names[k] && n < sizeof(vals); k++)
-                n += (size_t)snprintf(vals + n, sizeof(vals) - n, "%s%s", k ? ", " : "", r->names[k]);
-            break;
-        case CFG_T_RATIO:
-        case CFG_T_PPM:
-            n = (size_t)snprintf(vals, sizeof(vals), "above 0, at most 1");
-            break;
-        case CFG_T_ENV:
-            n = (size_t)snprintf(vals, sizeof(vals), "its value: a secret of at least %lld byte%s", (long long)r->lo,
-                                 r->lo == 1 ? "" : "s");
-            break;
-        case CFG_T_SECTION:
-        case CFG_T_CUSTOM:
-            break;
-        }
-        if (r->what != NULL && n < sizeof(vals))
-            snprintf(vals + n, sizeof(vals) - n, "%s%s", n ? "; " : "", r->what);
-        fprintf(f, "| `%s`%s | %s | %s%s%s | %s | %s | %s |\n", r->path,
-                (r->flags & CFG_REQUIRED) ? " (required)" : "", cfg_type_name(r), r->def ? "`" : "",
-                r->def ? r->def : "", r->def ? "`" : "", vals, (r->flags & CFG_RELOAD) ? "reloads" : "restart",
-                r->doc ? r->doc : "");
-    }
-}
-
-/* 1 when row r's value differs between a and b: the field itself where
- * the row has one ("1d" and "24h" are one value; a key dropped for its
- * default is no change), else the file's text of it (lists, URLs). */
-static int cfg_row_differs(const struct cfg_row *r, const struct config *a, const struct config *b, json_t *ja,
-                           json_t *jb)
-{
-    const char *fa = (const char *)a + r->off, *fb = (const char *)b + r->off;
-
-    if (r->size == 0 || r->type == CFG_T_ENV)
-        return !json_equal(ja, jb) && (ja != NULL || jb != NULL);
-    if (r->type == CFG_T_STR)
-        return strcmp(fa, fb) != 0;
-    return memcmp(fa, fb, r->size) != 0;
-}
-
-/* Adds the changes under table path tpath between old and new (objects,
- * either may be NULL) to *n, calling fn for each. */
-static void cfg_diff_section(const struct config *a, const struct config *b, const char *tpath, json_t *old,
-                             json_t *new_obj, void (*fn)(void *ctx, const char *path, int reload), void *ctx,
-                             size_t *n)
-{
-    size_t i;
-
-    for (i = 0; i < cfg_n_rows; i++) {
-        const struct cfg_row *r = &cfg_rows[i];
-        json_t *ja, *jb;
-        if (!cfg_row_in(r, tpath))
-            continue;
-        ja = json_object_get(old, cfg_row_name(r));
-        jb = json_object_get(new_obj, cfg_row_name(r));
-        if (r->type == CFG_T_SECTION && (json_is_object(ja) || json_is_object(jb))) {
-            /* A section that came or went matters itself where its
-             * presence does (pumping: on or off); its keys say the rest. */
-            if ((ja == NULL) != (jb == NULL) && r->hook != NULL) {
-                (*n)++;
-                fn(ctx, r->path, (r->flags & CFG_RELOAD) != 0);
-            }
-            cfg_diff_section(a, b, r->path, ja, jb, fn, ctx, n);
-        } else if (cfg_row_differs(r, a, b, ja, jb)) {
-            (*n)++;
-            fn(ctx, r->path, (r->flags & CFG_RELOAD) != 0);
-        }
-    }
-}
-
-size_t config_diff(const struct config *old, const struct config *new_cfg,
-                   void (*fn)(void *ctx, const char *path, int reload), void *ctx)
-{
-    size_t n = 0;
-
-    cfg_diff_section(old, new_cfg, "", old->json, new_cfg->json, fn, ctx, &n);
-    return n;
 }
 
 struct config *config_parse(const char *text, const char *file, char **errors)
