@@ -41,7 +41,7 @@ PREFIX  ?= /usr/local
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
 BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.c \
-                src/base/config.c src/base/timestamp.c src/base/metrics.c
+                src/base/config.c src/base/conftab.c src/base/timestamp.c src/base/metrics.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -68,8 +68,8 @@ UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
-.PHONY: all test unit unit-bins integration run deps lint bench clean fmt fuzz mutate coverage coverage-report \
-        install npm-tools openapi-lint FORCE
+.PHONY: all test unit unit-bins integration run deps deps-test config-doc lint bench clean fmt fuzz mutate coverage \
+        coverage-report install npm-tools openapi-lint FORCE
 all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider
 
 $(B)/%.o: %.c
@@ -132,23 +132,31 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
 
-# Everything the build and the tests need, from Debian's archive.
-DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
-            libjansson-dev libsodium-dev libcmocka-dev redis-server sqlite3 python3 curl kannel kannel-extras \
-            wrk cppcheck clang prometheus gcovr libphonenumber-dev
-DEB_PKGS += libssl-dev
-# Node, for the OpenAPI lint and Prism (make openapi-lint, tests/integration/test_openapi.py): Debian's nodejs and
-# npm, unless a node and an npm are on PATH already (NodeSource's nodejs carries its own npm and conflicts with
-# Debian's).
-DEB_PKGS += $(if $(shell command -v node >/dev/null && command -v npm >/dev/null && echo y),,nodejs npm)
-deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+# From Debian's archive. `make deps`: what building and running otpd need (`make run` on a fresh Debian 12 is
+# `make deps all` and tests/run_dev.sh). `make deps-test`: what only the tests, lint, fuzzing, coverage and the
+# bench add: cmocka, Kannel (test_kannel), promtool (prometheus: the metrics and alert-rule checks), clang
+# (libFuzzer), Node and npm (the OpenAPI lint and Prism), wrk, cppcheck, gcovr.
+DEB_PKGS      := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
+                 libjansson-dev libsodium-dev libssl-dev libphonenumber-dev redis-server sqlite3 python3 curl
+DEB_TEST_PKGS := libcmocka-dev kannel kannel-extras prometheus clang wrk cppcheck gcovr
+# Node for the OpenAPI lint and Prism: Debian's nodejs and npm, unless a node and an npm are on PATH already
+# (NodeSource's nodejs carries its own npm and conflicts with Debian's).
+DEB_TEST_PKGS += $(if $(shell command -v node >/dev/null && command -v npm >/dev/null && echo y),,nodejs npm)
+# Installs the packages of $(1) that dpkg does not list as installed (sudo when not root).
+define deb_install
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	  grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:" $$missing; \
 	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+endef
+deps:
+	$(call deb_install,$(DEB_PKGS))
+
+deps-test: deps
+	$(call deb_install,$(DEB_TEST_PKGS))
 
 unit-bins: $(UNIT_BINS)
 
@@ -158,7 +166,7 @@ unit: $(UNIT_BINS)
 integration: all
 	python3 tests/integration/run.py
 
-test: deps
+test: deps-test
 	$(MAKE) all unit
 	$(MAKE) openapi-lint
 	$(MAKE) integration
@@ -167,7 +175,7 @@ test: deps
 # Debian 12's Node 18), from the npm registry into build/npm (no install scripts run).
 NPM_DIR := build/npm
 $(NPM_DIR)/.installed: tests/openapi/package.json tests/openapi/package-lock.json
-	@command -v npm >/dev/null || { echo "npm is missing (make deps installs nodejs and npm)"; exit 1; }
+	@command -v npm >/dev/null || { echo "npm is missing (make deps-test installs nodejs and npm)"; exit 1; }
 	@mkdir -p $(NPM_DIR) && cp tests/openapi/package.json tests/openapi/package-lock.json $(NPM_DIR)/
 	cd $(NPM_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	@touch $@
@@ -191,7 +199,7 @@ install: all
 run: deps all
 	sh tests/run_dev.sh
 
-bench: deps all
+bench: deps-test all
 	python3 bench/run.py
 
 lint:
@@ -254,6 +262,10 @@ coverage-report:
 	  END { printf "%-14s %6s %6s %6s   %8s %6s %6s\n", "module", "lines", "hit", "", "branches", "taken", ""; \
 	        n = split(mods, ms, " "); for (i = 1; i <= n; i++) row("src/" ms[i], lt[ms[i]], lc[ms[i]], bt[ms[i]], bc[ms[i]]); \
 	        row("src/ (total)", LT, LC, BT, BC) }' build/cov/coverage.csv
+
+# README's configuration key table, from the key table in src/base/config.c.
+config-doc: $(BIN)/otpd
+	python3 tests/config_table.py
 
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')

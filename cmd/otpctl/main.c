@@ -95,8 +95,10 @@ static int otpctl_config_command(int argc, char **argv)
         usage();
         return EX_USAGE;
     }
-    if (audit)
-        config_set_secrets(0);
+    /* Neither reads a secret: check, like otpd --check, validates the file
+     * (the secrets' variables must be named; their values are the running
+     * service's business), and audit only reads the ledger. */
+    config_set_secrets(0);
     if (path != NULL && (c = config_load(path, &errors)) == NULL) {
         fputs(errors ? errors : "", stderr);
         free(errors);

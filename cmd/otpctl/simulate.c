@@ -467,7 +467,7 @@ static int sim_start(struct sim *s, struct simredis *r)
          * share would fill with messages a real fleet sends in seconds.
          * The queue is never full here (the drop after each accepted
          * issue), and so no caller's share of it is either. */
-        s->cfg->pacer_share_per_key = 1;
+        s->cfg->pacer.share_per_key = 1;
         if ((s->store = store_new(&o)) == NULL || (s->limits = limits_new(s->store, s->cfg)) == NULL) {
             fputs("otpctl simulate: out of memory\n", stderr);
             return EX_OSERR;

@@ -52,13 +52,15 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: otpd -c FILE          run the service\n"
-                    "       otpd --check -c FILE  validate FILE and exit 0, or 1 with every error\n"
-                    "       otpd --version        print the version (git describe at build) and exit\n");
+                    "       otpd --check -c FILE  validate FILE (no secret needed) and exit 0, or 1 with every error\n"
+                    "       otpd --version        print the version (git describe at build) and exit\n"
+                    "       otpd --print-config-table  print every config key (README's table) and exit\n");
 }
 
 /* Everything otpd runs; torn down in reverse order. */
 struct otpd {
-    struct config *cfg;
+    struct config *cfg;     /* the config at start: every module's settings that need a restart */
+    struct config *applied; /* the last file a SIGHUP applied (NULL: cfg); its reloadable keys are in force */
     struct code_keys *keys;
     struct store *store;
     struct store *pacer_store; /* the pacer's own pool and breaker: its polling never trips the API's */
@@ -86,6 +88,7 @@ static void otpd_free(struct otpd *d)
     store_free(d->pacer_store);
     store_free(d->store);
     code_keys_free(d->keys);
+    config_free(d->applied);
     config_free(d->cfg);
 }
 
@@ -193,6 +196,7 @@ static int otpd_start(struct otpd *d)
     struct store_opts pso;
     struct otp_deps deps;
     struct pacer_money money;
+    struct pacer_site site = {c->otp_ttl_ms, c->listen_port, c->currency, c->prices, c->n_prices};
     char err[OTP_ERR_LEN] = "";
 
     if ((d->keys = code_keys_new(c->secret, c->secret_len)) == NULL) {
@@ -210,7 +214,7 @@ static int otpd_start(struct otpd *d)
     money = (struct pacer_money){otpd_reserve, otpd_refund, d->money};
     if ((d->ledger = ledger_open(c->ledger_path, err)) == NULL ||
         (ledger_set_retention(d->ledger, c->ledger_retention_ms), 0) || (d->provider = provider_new(c, err)) == NULL ||
-        (d->pacer = pacer_new(c, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
+        (d->pacer = pacer_new(&c->pacer, &site, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
     if ((d->admin = admin_new(d->store, d->ledger, c)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
@@ -231,8 +235,27 @@ fail:
     return -1;
 }
 
-/* SIGHUP: a valid file replaces the limits and cost rules; a bad one is
- * logged and changes nothing. Other settings need a restart. */
+/* config_diff's callbacks for a reload: one line per changed key, never
+ * a change left unsaid. */
+static void otpd_applied(void *ctx, const char *path, int reload)
+{
+    (void)ctx;
+    if (reload)
+        log_event(LOG_INFO, "config.applied", LOG_FIELDS(LOG_STR("key", path)), "reload: %s changed: applied", path);
+}
+
+static void otpd_needs_restart(void *ctx, const char *path, int reload)
+{
+    (void)ctx;
+    if (!reload)
+        log_event(LOG_WARN, "config.restart_needed", LOG_FIELDS(LOG_STR("key", path)),
+                  "reload: %s changed: needs a restart (the running value stays until then)", path);
+}
+
+/* SIGHUP: a valid file replaces what the key table marks reloadable (the
+ * rules, prices and caps, countries, the pumping guard, otp.ttl and
+ * otp.template) and names each other changed key as needing a restart; a
+ * bad file is logged and changes nothing. */
 static void otpd_reload(struct otpd *d, const char *path)
 {
     char *errors = NULL;
@@ -244,12 +267,14 @@ static void otpd_reload(struct otpd *d, const char *path)
         free(errors);
         return;
     }
-    /* The level applies at once; a collector reading the stream would
-     * misread a change of form half-way through it. */
+    /* The level applies at once (log.level reloads); log.format needs a
+     * restart: a collector reading the stream would misread a change of
+     * form half-way through it. */
     log_set_level((enum log_level)c->log_level);
-    if (c->log_format != d->cfg->log_format)
-        log_event(LOG_WARN, "config.restart_needed", LOG_FIELDS(LOG_STR("key", "log.format")),
-                  "reload: log.format changed; it applies at the next restart");
+    /* Reloadable keys against the last reload, the others against the
+     * start: a key that needs a restart is named on every reload until then. */
+    config_diff(d->applied ? d->applied : d->cfg, c, otpd_applied, NULL);
+    config_diff(d->cfg, c, otpd_needs_restart, NULL);
     if (admin_reload(d->admin, c) != OTP_OK)
         log_msg(LOG_ERROR, "reload: out of memory; admin bodies are checked against the old rules");
     if (limits_reload(d->limits, c) == OTP_OK)
@@ -259,7 +284,10 @@ static void otpd_reload(struct otpd *d, const char *path)
                   "reloaded %zu limit rules and %zu cost caps from %s", c->n_rules, c->n_caps, path);
     else
         log_msg(LOG_ERROR, "reload failed: out of memory; the old rules stay");
-    config_free(c);
+    otp_reload(d->otp, c);
+    pacer_set_code_ttl(d->pacer, c->otp_ttl_ms);
+    config_free(d->applied);
+    d->applied = c;
 }
 
 int main(int argc, char **argv)
@@ -275,7 +303,10 @@ int main(int argc, char **argv)
             path = argv[++i];
         else if (strcmp(argv[i], "--check") == 0)
             check = 1;
-        else if (strcmp(argv[i], "--version") == 0) {
+        else if (strcmp(argv[i], "--print-config-table") == 0) {
+            config_print_table(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
             printf("otpd %s\n", OTPD_VERSION);
             return 0;
         } else {
@@ -287,6 +318,10 @@ int main(int argc, char **argv)
         usage();
         return EX_USAGE;
     }
+    /* --check validates the file on any machine (a CI job, an operator's
+     * laptop): each secret's variable must be named, but no value is read. */
+    if (check)
+        config_set_secrets(0);
     d.cfg = config_load(path, &errors);
     if (check) {
         fputs(errors ? errors : "", stderr);
@@ -320,7 +355,7 @@ int main(int argc, char **argv)
     }
     log_event(LOG_INFO, "otpd.started", LOG_FIELDS(LOG_STR("version", OTPD_VERSION)),
               "otpd listening on %s:%d (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host, d.cfg->listen_port,
-              d.provider->ops->name, d.cfg->pacer_rate, d.cfg->n_rules);
+              d.provider->ops->name, d.cfg->pacer.rate, d.cfg->n_rules);
     for (;;) {
         /* Between signals, once a second: the abandons of 503'd requests
          * (limits_flush), so their takes come back without API traffic. */

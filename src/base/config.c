@@ -1,6 +1,8 @@
 /*
  * config: JSON to struct config, with every problem reported, not just the
- * first. Runs at start-up and on SIGHUP, never on a request path.
+ * first. Runs at start-up and on SIGHUP, never on a request path. This file
+ * holds the key table (cfg_rows) and the readers of keys that need more
+ * than their row (hooks); conftab.c walks the table.
  */
 #include "config.h"
 
@@ -12,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "config_int.h"
 #include "duration.h"
 #include "log.h"
 #include "phone.h"
@@ -59,18 +62,8 @@ static char *cfg_strdup(const char *s)
     return p;
 }
 
-/* The parse in progress: the file's name and the errors so far. */
-struct cfg_ctx {
-    const char *file;
-    char *err;
-    size_t err_len;
-    int n_err;
-};
 
-static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
+void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -88,7 +81,7 @@ static void cfg_error(struct cfg_ctx *x, const char *path, const char *fmt, ...)
 }
 
 /* Joins a parent path and a key or index into buf. */
-static const char *cfg_path(char *buf, size_t cap, const char *parent, const char *key)
+const char *cfg_path(char *buf, size_t cap, const char *parent, const char *key)
 {
     if (parent[0] == '\0')
         snprintf(buf, cap, "%s", key);
@@ -97,25 +90,9 @@ static const char *cfg_path(char *buf, size_t cap, const char *parent, const cha
     return buf;
 }
 
-/* Reports every key of obj not in allowed (a NULL-terminated list). */
-static void cfg_unknown(struct cfg_ctx *x, json_t *obj, const char *parent, const char *const *allowed)
-{
-    const char *key;
-    json_t *v;
-    char p[256];
-
-    json_object_foreach(obj, key, v) {
-        const char *const *a;
-        for (a = allowed; *a; a++)
-            if (strcmp(*a, key) == 0)
-                break;
-        if (*a == NULL)
-            cfg_error(x, cfg_path(p, sizeof(p), parent, key), "unknown key");
-    }
-}
 
 /* Gets an object member; reports it when required and absent. */
-static json_t *cfg_member(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required)
+json_t *cfg_member(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required)
 {
     json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     char p[256];
@@ -126,7 +103,7 @@ static json_t *cfg_member(struct cfg_ctx *x, json_t *obj, const char *parent, co
 }
 
 /* Copies a string member into out (cap bytes); keeps out when absent. */
-static int cfg_str(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, char *out,
+int cfg_str(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, char *out,
                    size_t cap)
 {
     json_t *v = cfg_member(x, obj, parent, key, required);
@@ -150,7 +127,7 @@ static int cfg_str(struct cfg_ctx *x, json_t *obj, const char *parent, const cha
 }
 
 /* Reads an integer member within [lo, hi]; keeps *out when absent. */
-static int cfg_int(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, int64_t lo,
+int cfg_int(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, int64_t lo,
                    int64_t hi, int64_t *out)
 {
     json_t *v = cfg_member(x, obj, parent, key, required);
@@ -167,18 +144,9 @@ static int cfg_int(struct cfg_ctx *x, json_t *obj, const char *parent, const cha
     return 1;
 }
 
-static int cfg_int32(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required, int lo,
-                     int hi, int *out)
-{
-    int64_t v = *out;
-    int ok = cfg_int(x, obj, parent, key, required, lo, hi, &v);
-
-    *out = (int)v;
-    return ok;
-}
 
 /* Reads a duration string member ("30s"); keeps *out_ms when absent. */
-static int cfg_dur(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+int cfg_dur(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
                    int64_t *out_ms)
 {
     char s[32], p[256];
@@ -241,7 +209,7 @@ int config_scrub_env(void)
 }
 
 /* Reads the environment variable named by member key; NULL when absent. */
-static char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
                      size_t min_len)
 {
     char name[128], p[256];
@@ -265,7 +233,20 @@ static char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const c
     return copy;
 }
 
-static int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
+/* "\"x\" is not one of the allowed values: a, b, c". */
+static void cfg_enum_error(struct cfg_ctx *x, const char *path, const char *got, const char *const *names)
+{
+    char list[256];
+    size_t n = 0;
+    int i;
+
+    list[0] = '\0';
+    for (i = 0; names[i] && n < sizeof(list); i++)
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? ", " : "", names[i]);
+    cfg_error(x, path, "\"%s\" is not one of the allowed values: %s", got, list);
+}
+
+int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
                     const char *const *names, int *out)
 {
     char s[64], p[256];
@@ -278,7 +259,7 @@ static int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const ch
             *out = i;
             return 1;
         }
-    cfg_error(x, cfg_path(p, sizeof(p), parent, key), "\"%s\" is not one of the allowed values", s);
+    cfg_enum_error(x, cfg_path(p, sizeof(p), parent, key), s, names);
     return 0;
 }
 
@@ -286,6 +267,11 @@ static int cfg_enum(struct cfg_ctx *x, json_t *obj, const char *parent, const ch
 
 static const char *const key_names[] = {"phone",   "device",       "client_ip", "api_key",
                                         "global",  "purpose",      "phone_prefix", "region", NULL};
+static const char *const cfg_on_names[] = {"issue", "verify", "both", NULL};
+static const char *const cfg_mode_names[] = {"enforce", "shadow", NULL};
+static const char *const cfg_down_names[] = {"fail_closed", "local_fallback", NULL};
+static const char *const cfg_cap_key_names[] = {"api_key", NULL};
+static const char *const cfg_provider_names[] = {"file", "webhook", "kannel", "twilio", NULL};
 static const char *const algo_names[] = {"sliding_log",  "fixed_window",    "token_bucket",
                                          "resend_delay", "wrong_guess_cap", "sliding_window_counter", NULL};
 
@@ -396,19 +382,14 @@ static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
     c->redis_db = (int)db;
 }
 
-/* redis.sentinel: {"addrs": ["host:port", ...], "master": "name"}. */
-static void cfg_sentinel(struct cfg_ctx *x, struct config *c, json_t *s)
+/* redis.sentinel.addrs: ["host:port", ...] (s is redis.sentinel). */
+static void cfg_sentinel_addrs(struct cfg_ctx *x, struct config *c, json_t *s)
 {
-    static const char *const keys[] = {"addrs", "master", NULL};
-    json_t *addrs = cfg_member(x, s, "redis.sentinel", "addrs", 1), *a;
+    json_t *addrs = json_object_get(s, "addrs"), *a;
     char buf[300], path[64], *host;
     size_t i;
     long port;
 
-    cfg_unknown(x, s, "redis.sentinel", keys);
-    cfg_str(x, s, "redis.sentinel", "master", 1, c->redis_master, sizeof(c->redis_master));
-    if (addrs == NULL)
-        return;
     if (!json_is_array(addrs) || json_array_size(addrs) == 0 || json_array_size(addrs) > CFG_SENTINELS_MAX) {
         cfg_error(x, "redis.sentinel.addrs", "must be an array of 1 to %d \"HOST:PORT\"", CFG_SENTINELS_MAX);
         return;
@@ -445,65 +426,27 @@ static void cfg_redis_user(struct cfg_ctx *x, struct config *c, json_t *r)
         cfg_error(x, "redis.username", "needs redis.password_env");
 }
 
-/* "http": {"max_conns_per_ip": N, "request_timeout": "30s"}. */
-static void cfg_http(struct cfg_ctx *x, struct config *c, json_t *root)
-{
-    static const char *const keys[] = {"max_conns_per_ip", "request_timeout", NULL};
-    json_t *h = cfg_member(x, root, "", "http", 0);
 
-    if (h == NULL)
-        return;
-    if (!json_is_object(h)) {
-        cfg_error(x, "http", "must be an object");
-        return;
-    }
-    cfg_unknown(x, h, "http", keys);
-    cfg_int32(x, h, "http", "max_conns_per_ip", 0, 1024, 1000000, &c->http_max_conns_per_ip);
-    if (cfg_dur(x, h, "http", "request_timeout", 0, &c->http_request_timeout_ms) &&
-        (c->http_request_timeout_ms < 1000 || c->http_request_timeout_ms > 300000))
-        cfg_error(x, "http.request_timeout", "must be from 1s to 5m");
-}
-
-static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *root)
+/* After redis's rows: the URL (required unless sentinels give the master)
+ * and the ACL user. */
+static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *r)
 {
-    static const char *const keys[] = {"url", "sentinel", "password_env", "timeout_ms", "breaker_failures",
-                                       "breaker_open", "username", NULL};
-    json_t *r = cfg_member(x, root, "", "redis", 1), *sentinel;
+    json_t *sentinel = json_object_get(r, "sentinel");
     char url[CFG_STR_MAX];
 
-    if (r == NULL)
-        return;
-    if (!json_is_object(r)) {
-        cfg_error(x, "redis", "must be an object");
-        return;
-    }
-    cfg_unknown(x, r, "redis", keys);
-    sentinel = json_object_get(r, "sentinel");
-    if (sentinel != NULL && !json_is_object(sentinel))
-        cfg_error(x, "redis.sentinel", "must be an object");
-    else if (sentinel != NULL)
-        cfg_sentinel(x, c, sentinel);
     /* With sentinels the master's address comes from them; the URL, if
      * any, still gives the database. */
     if (cfg_str(x, r, "redis", "url", sentinel == NULL, url, sizeof(url)))
         cfg_redis_url(x, c, url);
-    if (json_object_get(r, "password_env"))
-        c->redis_password = cfg_env(x, r, "redis", "password_env", 0, 1);
     cfg_redis_user(x, c, r);
-    cfg_int32(x, r, "redis", "timeout_ms", 0, 1, 10000, &c->redis_timeout_ms);
-    cfg_int32(x, r, "redis", "breaker_failures", 0, 1, 1000, &c->breaker_failures);
-    cfg_dur(x, r, "redis", "breaker_open", 0, &c->breaker_open_ms);
 }
 
 static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    static const char *const keys[] = {"name", "key_env", "role", NULL};
-    json_t *arr = cfg_member(x, root, "", "api_keys", 1), *k;
+    json_t *arr = json_object_get(root, "api_keys"), *k;
     size_t i, j;
     char p[64], role[16];
 
-    if (arr == NULL)
-        return;
     if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 256) {
         cfg_error(x, "api_keys", "must be an array of 1 to 256 keys");
         return;
@@ -521,7 +464,7 @@ static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
             cfg_error(x, p, "must be an object");
             continue;
         }
-        cfg_unknown(x, k, p, keys);
+        cfg_unknown(x, k, p, "api_keys.*");
         cfg_str(x, k, p, "name", 1, a->name, sizeof(a->name));
         a->key = cfg_env(x, k, p, "key_env", 1, 16);
         if (cfg_str(x, k, p, "role", 0, role, sizeof(role))) {
@@ -553,28 +496,18 @@ static size_t cfg_rendered_max(const char *tmpl, int digits)
     return n;
 }
 
-static void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *root)
+/* After otp's rows: the template must hold the code and fit one message. */
+static void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *o)
 {
-    static const char *const keys[] = {"length", "ttl", "max_attempts", "template", NULL};
-    json_t *o = cfg_member(x, root, "", "otp", 1);
+    json_t *t = json_object_get(o, "template");
 
-    if (o == NULL)
+    /* Only a template that was read (a bad one is reported already). */
+    if (!json_is_string(t) || strcmp(json_string_value(t), c->otp_template) != 0)
         return;
-    if (!json_is_object(o)) {
-        cfg_error(x, "otp", "must be an object");
-        return;
-    }
-    cfg_unknown(x, o, "otp", keys);
-    cfg_int32(x, o, "otp", "length", 0, 4, 10, &c->otp_length);
-    if (cfg_dur(x, o, "otp", "ttl", 0, &c->otp_ttl_ms) && (c->otp_ttl_ms < 10000 || c->otp_ttl_ms > 3600000))
-        cfg_error(x, "otp.ttl", "must be from 10s to 1h");
-    cfg_int32(x, o, "otp", "max_attempts", 0, 1, 100, &c->otp_max_attempts);
-    if (cfg_str(x, o, "otp", "template", 0, c->otp_template, 321)) {
-        if (strstr(c->otp_template, "{code}") == NULL)
-            cfg_error(x, "otp.template", "must contain {code}");
-        else if (cfg_rendered_max(c->otp_template, c->otp_length) > CFG_TEXT_MAX)
-            cfg_error(x, "otp.template", "renders longer than %d bytes", CFG_TEXT_MAX);
-    }
+    if (strstr(c->otp_template, "{code}") == NULL)
+        cfg_error(x, "otp.template", "must contain {code}");
+    else if (cfg_rendered_max(c->otp_template, c->otp_length) > CFG_TEXT_MAX)
+        cfg_error(x, "otp.template", "renders longer than %d bytes", CFG_TEXT_MAX);
 }
 
 /* Reads one key kind ("phone", "phone_prefix:7", ...) into *kind and, for
@@ -650,24 +583,14 @@ static void cfg_rule_key(struct cfg_ctx *x, json_t *r, const char *p, struct cfg
 
 /* phone.types: a list of libphonenumber's type names; a number of any
  * other type is refused before any rule (403 number_type). */
-static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *root)
+static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *o)
 {
-    static const char *const keys[] = {"types", NULL};
-    json_t *o = cfg_member(x, root, "", "phone", 0), *types, *t;
+    json_t *types = json_object_get(o, "types"), *t;
     unsigned seen = 0;
     size_t i;
     char p[64];
     int type;
 
-    if (o == NULL)
-        return;
-    if (!json_is_object(o)) {
-        cfg_error(x, "phone", "must be an object");
-        return;
-    }
-    cfg_unknown(x, o, "phone", keys);
-    if ((types = cfg_member(x, o, "phone", "types", 0)) == NULL)
-        return;
     if (!json_is_array(types) || json_array_size(types) == 0 || json_array_size(types) > PHONE_TYPE_COUNT) {
         cfg_error(x, "phone.types", "must be an array of 1 to %d number types", PHONE_TYPE_COUNT);
         return;
@@ -723,31 +646,40 @@ static size_t cfg_regions(struct cfg_ctx *x, json_t *o, const char *name, char (
     return n;
 }
 
-/* countries: allow, deny and monitor by region (DESIGN.md, "Fraud"),
- * decided before any rule (src/limits/fraud.c). */
-static void cfg_countries(struct cfg_ctx *x, struct config *c, json_t *root)
+static void cfg_countries_allow(struct cfg_ctx *x, struct config *c, json_t *o)
 {
-    static const char *const keys[] = {"allow", "deny", "monitor", NULL};
-    struct cfg_countries *k = &c->countries;
-    json_t *o = cfg_member(x, root, "", "countries", 0);
-    size_t i, j;
     int present;
-    char p[64];
 
-    if (o == NULL)
-        return;
-    if (!json_is_object(o)) {
-        cfg_error(x, "countries", "must be an object");
-        return;
-    }
-    cfg_unknown(x, o, "countries", keys);
-    k->n_allow = cfg_regions(x, o, "allow", k->allow, &present);
-    k->has_allow = present;
-    if (present && k->n_allow == 0)
+    c->countries.n_allow = cfg_regions(x, o, "allow", c->countries.allow, &present);
+    c->countries.has_allow = 1;
+    if (c->countries.n_allow == 0)
         cfg_error(x, "countries.allow", "must list at least one region (an empty allow list serves nobody; "
                   "leave it out to serve every region)");
-    k->n_deny = cfg_regions(x, o, "deny", k->deny, &present);
-    k->n_monitor = cfg_regions(x, o, "monitor", k->monitor, &present);
+}
+
+static void cfg_countries_deny(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    int present;
+
+    c->countries.n_deny = cfg_regions(x, o, "deny", c->countries.deny, &present);
+}
+
+static void cfg_countries_monitor(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    int present;
+
+    c->countries.n_monitor = cfg_regions(x, o, "monitor", c->countries.monitor, &present);
+}
+
+/* countries: allow, deny and monitor by region (DESIGN.md, "Fraud"),
+ * decided before any rule (src/limits/fraud.c); after the three lists. */
+static void cfg_countries(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    struct cfg_countries *k = &c->countries;
+    size_t i, j;
+    char p[64];
+
+    (void)o;
     for (i = 0; i < k->n_deny; i++)
         for (j = 0; j < k->n_allow; j++)
             if (strcmp(k->deny[i], k->allow[j]) == 0) {
@@ -756,56 +688,19 @@ static void cfg_countries(struct cfg_ctx *x, struct config *c, json_t *root)
             }
 }
 
-/* pumping: the SMS pumping guard (DESIGN.md, "Fraud"); absent = off. */
-static void cfg_pumping(struct cfg_ctx *x, struct config *c, json_t *root)
+/* pumping: the SMS pumping guard (DESIGN.md, "Fraud"); absent = off, and
+ * present (even {}) = on with the table's defaults. */
+static void cfg_pumping(struct cfg_ctx *x, struct config *c, json_t *o)
 {
-    static const char *const keys[] = {"prefix_digits", "window", "min_sent", "min_verified_ratio", "hold",
-                                       "mode", NULL};
-    static const char *const modes[] = {"enforce", "shadow", NULL};
-    struct cfg_pumping *g = &c->pumping;
-    json_t *o = cfg_member(x, root, "", "pumping", 0), *ratio;
-    int mode = 0;
-
-    if (o == NULL)
-        return;
-    if (!json_is_object(o)) {
-        cfg_error(x, "pumping", "must be an object");
-        return;
-    }
-    cfg_unknown(x, o, "pumping", keys);
-    g->on = 1;
-    g->prefix_digits = 7;
-    g->window_ms = 3600000;
-    g->min_sent = 30;
-    g->min_ratio_ppm = 200000;
-    g->hold_ms = 12 * 3600000LL;
-    /* A prefix of one or two digits is a whole calling code or zone (+1 is
-     * 25 countries): use countries for that. */
-    cfg_int32(x, o, "pumping", "prefix_digits", 0, 3, 15, &g->prefix_digits);
-    if (cfg_dur(x, o, "pumping", "window", 0, &g->window_ms) &&
-        (g->window_ms < 60000 || g->window_ms > 7 * 86400000LL))
-        cfg_error(x, "pumping.window", "must be from 1m to 7d");
-    cfg_int(x, o, "pumping", "min_sent", 0, 1, 1000000, &g->min_sent);
-    if ((ratio = cfg_member(x, o, "pumping", "min_verified_ratio", 0)) != NULL) {
-        double r = json_is_number(ratio) ? json_number_value(ratio) : -1;
-        if (!(r > 0 && r <= 1))
-            cfg_error(x, "pumping.min_verified_ratio", "must be a number above 0 and at most 1");
-        else
-            g->min_ratio_ppm = (int64_t)(r * 1000000 + 0.5);
-        if (g->min_ratio_ppm < 1)
-            g->min_ratio_ppm = 1;
-    }
-    if (cfg_dur(x, o, "pumping", "hold", 0, &g->hold_ms) && (g->hold_ms < 1000 || g->hold_ms > 30 * 86400000LL))
-        cfg_error(x, "pumping.hold", "must be from 1s to 30d");
-    cfg_enum(x, o, "pumping", "mode", 0, modes, &mode);
-    g->shadow = mode == 1;
+    (void)x;
+    (void)o;
+    c->pumping.on = 1;
 }
 
 /* A rule's optional "penalty" {after, within, block}: every key but
  * wrong_guess_cap's (its lock is its penalty). */
 static void cfg_penalty(struct cfg_ctx *x, json_t *r, const char *parent, struct cfg_rule *rule, int algo)
 {
-    static const char *const keys[] = {"after", "within", "block", NULL};
     static const char *const durs[] = {"within", "block"};
     json_t *o = json_object_get(r, "penalty");
     int64_t *dur_ms[] = {&rule->penalty_within_ms, &rule->penalty_block_ms};
@@ -824,7 +719,7 @@ static void cfg_penalty(struct cfg_ctx *x, json_t *r, const char *parent, struct
         cfg_error(x, p, "does not apply to wrong_guess_cap (its lock is its penalty)");
         return;
     }
-    cfg_unknown(x, o, p, keys);
+    cfg_unknown(x, o, p, "limits.*.penalty");
     ok &= cfg_int(x, o, p, "after", 1, 1, 1000000, &rule->penalty_after);
     for (i = 0; i < 2; i++) {
         if (!cfg_dur(x, o, p, durs[i], 1, dur_ms[i])) {
@@ -840,11 +735,7 @@ static void cfg_penalty(struct cfg_ctx *x, json_t *r, const char *parent, struct
 
 static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)
 {
-    static const char *const keys[] = {"name", "key",           "algorithm",   "limit", "window", "burst",
-                                       "delay", "mode", "if_store_down", "local_limit", "on",    "penalty", NULL};
-    static const char *const ons[] = {"issue", "verify", "both", NULL};
-    static const char *const modes[] = {"enforce", "shadow", NULL};
-    static const char *const down[] = {"fail_closed", "local_fallback", NULL};
+    const char *const *ons = cfg_on_names, *const *modes = cfg_mode_names, *const *down = cfg_down_names;
     struct cfg_rule *rule = &c->rules[c->n_rules];
     int key = -1, algo = -1, mode = 0, fb = 0, on = 0;
     size_t i;
@@ -854,7 +745,7 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
         cfg_error(x, p, "must be an object");
         return;
     }
-    cfg_unknown(x, r, p, keys);
+    cfg_unknown(x, r, p, "limits.*");
     if (cfg_str(x, r, p, "name", 1, rule->name, sizeof(rule->name))) {
         if (rule->name[0] == '\0' || strspn(rule->name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(rule->name))
             cfg_error(x, cfg_path(q, sizeof(q), p, "name"), "must be 1 to 32 of a-z, 0-9 and _");
@@ -948,12 +839,10 @@ static void cfg_fields(struct cfg_ctx *x, struct config *c)
 
 static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    json_t *arr = cfg_member(x, root, "", "limits", 0), *r;
+    json_t *arr = json_object_get(root, "limits"), *r;
     size_t i, wrong = 0;
     char p[64];
 
-    if (arr == NULL)
-        return;
     if (!json_is_array(arr) || json_array_size(arr) > 32) {
         cfg_error(x, "limits", "must be an array of at most 32 rules");
         return;
@@ -985,160 +874,114 @@ static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
     cfg_fields(x, c);
 }
 
-static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *root)
+/* cost.prices: {"+91": 20, "*": 500}, minor units per SMS. */
+static void cfg_prices(struct cfg_ctx *x, struct config *c, json_t *o)
 {
-    static const char *const keys[] = {"currency", "prices", "caps", NULL};
-    static const char *const cap_keys[] = {"window", "max", "key", NULL};
-    static const char *const cap_kinds[] = {"api_key", NULL};
-    json_t *o = cfg_member(x, root, "", "cost", 0), *prices, *caps, *v;
+    json_t *prices = json_object_get(o, "prices"), *v;
     const char *prefix;
+    char p[96];
+
+    if (!json_is_object(prices) || json_object_size(prices) > 1000) {
+        cfg_error(x, "cost.prices", "must be an object of at most 1000 prefixes");
+        return;
+    }
+    if ((c->prices = cfg_calloc(json_object_size(prices) + 1, sizeof(*c->prices))) == NULL) {
+        cfg_error(x, "cost.prices", "out of memory");
+        return;
+    }
+    json_object_foreach(prices, prefix, v) {
+        struct cfg_price *pr = &c->prices[c->n_prices];
+        snprintf(p, sizeof(p), "cost.prices.%s", prefix);
+        if (strcmp(prefix, "*") != 0 && (strlen(prefix) > 16 || strlen(prefix) < 2 || prefix[0] != '+' ||
+                                         strspn(prefix + 1, "0123456789") != strlen(prefix) - 1)) {
+            cfg_error(x, p, "must be \"*\" or \"+\" and digits");
+            continue;
+        }
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000000) {
+            cfg_error(x, p, "must be an integer price in minor units");
+            continue;
+        }
+        snprintf(pr->prefix, sizeof(pr->prefix), "%s", prefix);
+        pr->price_minor = json_integer_value(v);
+        c->n_prices++;
+    }
+}
+
+/* cost.caps: [{"window": "1h", "max": 500000, "key": "api_key"}]. */
+static void cfg_caps(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    const char *const *cap_kinds = cfg_cap_key_names;
+    json_t *caps = json_object_get(o, "caps"), *v;
     size_t i;
     int kind = 0;
     char p[96];
 
-    if (o == NULL)
-        return;
-    if (!json_is_object(o)) {
-        cfg_error(x, "cost", "must be an object");
-        return;
-    }
-    cfg_unknown(x, o, "cost", keys);
-    cfg_str(x, o, "cost", "currency", 1, c->currency, sizeof(c->currency));
-    prices = cfg_member(x, o, "cost", "prices", 1);
-    if (prices != NULL && (!json_is_object(prices) || json_object_size(prices) > 1000)) {
-        cfg_error(x, "cost.prices", "must be an object of at most 1000 prefixes");
-    } else if (prices != NULL &&
-               (c->prices = cfg_calloc(json_object_size(prices) + 1, sizeof(*c->prices))) == NULL) {
-        cfg_error(x, "cost.prices", "out of memory");
-    } else if (prices != NULL) {
-        json_object_foreach(prices, prefix, v) {
-            struct cfg_price *pr = &c->prices[c->n_prices];
-            snprintf(p, sizeof(p), "cost.prices.%s", prefix);
-            if (strcmp(prefix, "*") != 0 && (strlen(prefix) > 16 || strlen(prefix) < 2 || prefix[0] != '+' ||
-                                             strspn(prefix + 1, "0123456789") != strlen(prefix) - 1)) {
-                cfg_error(x, p, "must be \"*\" or \"+\" and digits");
-                continue;
-            }
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000000) {
-                cfg_error(x, p, "must be an integer price in minor units");
-                continue;
-            }
-            snprintf(pr->prefix, sizeof(pr->prefix), "%s", prefix);
-            pr->price_minor = json_integer_value(v);
-            c->n_prices++;
-        }
-    }
-    caps = cfg_member(x, o, "cost", "caps", 0);
-    if (caps != NULL && (!json_is_array(caps) || json_array_size(caps) > 8)) {
+    if (!json_is_array(caps) || json_array_size(caps) > 8) {
         cfg_error(x, "cost.caps", "must be an array of at most 8 caps");
-    } else if (caps != NULL && (c->caps = cfg_calloc(json_array_size(caps) + 1, sizeof(*c->caps))) == NULL) {
-        cfg_error(x, "cost.caps", "out of memory");
-    } else if (caps != NULL) {
-        json_array_foreach(caps, i, v) {
-            struct cfg_cap *cap = &c->caps[c->n_caps++];
-            snprintf(p, sizeof(p), "cost.caps.%zu", i);
-            if (!json_is_object(v)) {
-                cfg_error(x, p, "must be an object");
-                continue;
-            }
-            cfg_unknown(x, v, p, cap_keys);
-            cfg_dur(x, v, p, "window", 1, &cap->window_ms);
-            cfg_int(x, v, p, "max", 1, 0, INT64_MAX / 4, &cap->max_minor);
-            /* Absent: the fleet's one budget. "api_key": a budget per
-             * caller, taken with the global ones (one caller cannot spend
-             * the others' budget). */
-            if (cfg_enum(x, v, p, "key", 0, cap_kinds, &kind))
-                cap->per_key = 1;
-        }
+        return;
     }
+    if ((c->caps = cfg_calloc(json_array_size(caps) + 1, sizeof(*c->caps))) == NULL) {
+        cfg_error(x, "cost.caps", "out of memory");
+        return;
+    }
+    json_array_foreach(caps, i, v) {
+        struct cfg_cap *cap = &c->caps[c->n_caps++];
+        snprintf(p, sizeof(p), "cost.caps.%zu", i);
+        if (!json_is_object(v)) {
+            cfg_error(x, p, "must be an object");
+            continue;
+        }
+        cfg_unknown(x, v, p, "cost.caps.*");
+        cfg_dur(x, v, p, "window", 1, &cap->window_ms);
+        cfg_int(x, v, p, "max", 1, 0, INT64_MAX / 4, &cap->max_minor);
+        /* Absent: the fleet's one budget. "api_key": a budget per
+         * caller, taken with the global ones (one caller cannot spend
+         * the others' budget). */
+        if (cfg_enum(x, v, p, "key", 0, cap_kinds, &kind))
+            cap->per_key = 1;
+    }
+}
+
+/* After cost's rows. */
+static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    json_t *prices = json_object_get(o, "prices");
+
     /* A destination without a price would escape every cap: SMS pumping to
      * unpriced routes is the attack the caps exist for. */
     if (c->n_caps > 0 && prices != NULL && json_object_get(prices, "*") == NULL)
         cfg_error(x, "cost.prices", "must have a \"*\" price for other destinations when cost.caps are set");
 }
 
-static void cfg_pacer(struct cfg_ctx *x, struct config *c, json_t *root)
+
+/* After provider's rows: what each type requires, and its secrets. */
+static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
 {
-    static const char *const keys[] = {"rate",    "capacity",           "max_inflight", "retry",
-                                       "timeout", "on_restart_sending", "takeover",     "instance",
-                                       "share_per_key", NULL};
-    static const char *const retry_keys[] = {"max", "base", NULL};
-    static const char *const sending[] = {"resend", "fail", NULL};
-    json_t *o = cfg_member(x, root, "", "pacer", 0), *r;
-    int pol = 0;
+    static const char *const need[][3] = {
+        [CFG_PROVIDER_FILE] = {"path", NULL, NULL},
+        [CFG_PROVIDER_WEBHOOK] = {"url", NULL, NULL},
+        [CFG_PROVIDER_KANNEL] = {"url", "from", NULL},
+        [CFG_PROVIDER_TWILIO] = {"from", NULL, NULL},
+    };
+    json_t *t = json_object_get(o, "type");
+    char p[64];
+    size_t i;
 
-    if (o == NULL)
+    /* A missing or unknown type is reported already; nothing else means anything then. */
+    if (!json_is_string(t) || strcmp(json_string_value(t), cfg_provider_names[c->provider]) != 0)
         return;
-    if (!json_is_object(o)) {
-        cfg_error(x, "pacer", "must be an object");
-        return;
-    }
-    cfg_unknown(x, o, "pacer", keys);
-    cfg_int32(x, o, "pacer", "rate", 0, 1, 10000, &c->pacer_rate);
-    cfg_int32(x, o, "pacer", "capacity", 0, 1, 1000000, &c->pacer_capacity);
-    r = cfg_member(x, o, "pacer", "share_per_key", 0);
-    if (r != NULL && (!json_is_number(r) || !(json_number_value(r) > 0) || json_number_value(r) > 1))
-        cfg_error(x, "pacer.share_per_key", "must be a number above 0 and at most 1");
-    else if (r != NULL)
-        c->pacer_share_per_key = json_number_value(r);
-    cfg_int32(x, o, "pacer", "max_inflight", 0, 1, 1024, &c->pacer_max_inflight);
-    cfg_dur(x, o, "pacer", "timeout", 0, &c->pacer_timeout_ms);
-    cfg_dur(x, o, "pacer", "takeover", 0, &c->pacer_takeover_ms);
-    if (c->pacer_takeover_ms < 1000 || c->pacer_takeover_ms > 600000)
-        cfg_error(x, "pacer.takeover", "must be between 1s and 10m");
-    cfg_str(x, o, "pacer", "instance", 0, c->pacer_instance, sizeof(c->pacer_instance));
-    if (cfg_enum(x, o, "pacer", "on_restart_sending", 0, sending, &pol))
-        c->pacer_on_restart_sending = (enum cfg_sending)pol;
-    r = cfg_member(x, o, "pacer", "retry", 0);
-    if (r != NULL && !json_is_object(r)) {
-        cfg_error(x, "pacer.retry", "must be an object");
-    } else if (r != NULL) {
-        cfg_unknown(x, r, "pacer.retry", retry_keys);
-        cfg_int32(x, r, "pacer.retry", "max", 0, 0, 20, &c->pacer_retry_max);
-        cfg_dur(x, r, "pacer.retry", "base", 0, &c->pacer_retry_base_ms);
-    }
-}
-
-static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *root)
-{
-    static const char *const keys[] = {"type",           "url",          "username_env", "password_env", "from",
-                                       "account_sid_env", "auth_token_env", "base_url",  "path", "callback_url",
-                                       "callback_ttl", NULL};
-    static const char *const types[] = {"file", "webhook", "kannel", "twilio", NULL};
-    json_t *o = cfg_member(x, root, "", "provider", 1);
-    int type = -1;
-
-    if (o == NULL)
-        return;
-    if (!json_is_object(o)) {
-        cfg_error(x, "provider", "must be an object");
-        return;
-    }
-    cfg_unknown(x, o, "provider", keys);
-    if (!cfg_enum(x, o, "provider", "type", 1, types, &type))
-        return;
-    c->provider = (enum cfg_provider)type;
-    cfg_str(x, o, "provider", "callback_url", 0, c->callback_url, sizeof(c->callback_url));
-    /* A report URL outlives its code: a provider may report days later. */
-    if (cfg_dur(x, o, "provider", "callback_ttl", 0, &c->callback_ttl_ms) &&
-        (c->callback_ttl_ms < 1000 || c->callback_ttl_ms > 30LL * 86400000))
-        cfg_error(x, "provider.callback_ttl", "must be from 1s to 30d");
+    for (i = 0; i < 3 && need[c->provider][i]; i++)
+        if (json_object_get(o, need[c->provider][i]) == NULL)
+            cfg_error(x, cfg_path(p, sizeof(p), "provider", need[c->provider][i]), "is required");
     switch (c->provider) {
     case CFG_PROVIDER_FILE:
-        cfg_str(x, o, "provider", "path", 1, c->provider_path, sizeof(c->provider_path));
-        break;
     case CFG_PROVIDER_WEBHOOK:
-        cfg_str(x, o, "provider", "url", 1, c->provider_url, sizeof(c->provider_url));
         break;
     case CFG_PROVIDER_KANNEL:
-        cfg_str(x, o, "provider", "url", 1, c->provider_url, sizeof(c->provider_url));
-        cfg_str(x, o, "provider", "from", 1, c->provider_from, sizeof(c->provider_from));
         c->provider_user = cfg_env(x, o, "provider", "username_env", 1, 1);
         c->provider_pass = cfg_env(x, o, "provider", "password_env", 1, 1);
         break;
     case CFG_PROVIDER_TWILIO:
-        cfg_str(x, o, "provider", "from", 1, c->provider_from, sizeof(c->provider_from));
-        cfg_str(x, o, "provider", "base_url", 0, c->provider_base_url, sizeof(c->provider_base_url));
         c->provider_user = cfg_env(x, o, "provider", "account_sid_env", 1, 1);
         c->provider_pass = cfg_env(x, o, "provider", "auth_token_env", 1, 1);
         break;
@@ -1147,47 +990,206 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *root)
         cfg_error(x, "provider.url", "must be an http:// or https:// URL");
 }
 
-static void cfg_defaults(struct config *c)
+#define CFG_AT(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
+#define CFG_NONE 0, 0
+
+static const char *const cfg_sending_names[] = {"resend", "fail", NULL};
+static const char *const cfg_role_names[] = {"admin", NULL};
+static const char *const cfg_log_formats[] = {"text", "json", NULL};               /* enum log_format's order */
+static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL}; /* enum log_level's */
+
+static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root);
+
+/* The key table (config_int.h): one row per key, in the order errors are
+ * reported and README lists them. Add a key here and its field in config.h. */
+const struct cfg_row cfg_rows[] = {
+    {"", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_root, NULL, NULL},
+    {"listen", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, 63, NULL, NULL, NULL, "HOST:PORT, [V6]:PORT",
+     "the API's address"},
+    {"http_threads", CFG_T_INT, 0, CFG_AT(http_threads), 1, 256, "4", NULL, NULL, NULL,
+     "libmicrohttpd worker threads"},
+    {"http", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
+    {"http.max_conns_per_ip", CFG_T_INT, 0, CFG_AT(http_max_conns_per_ip), 1024, 1000000, "1024", NULL, NULL, NULL,
+     "connections one client address may hold open; the next is closed at once"},
+    {"http.request_timeout", CFG_T_DUR, 0, CFG_AT(http_request_timeout_ms), 1000, 300000, "30s", NULL, NULL, NULL,
+     "a request (headers and body) must arrive whole within this of the connection opening or of the "
+     "previous answer on it; otpd then shuts the connection itself, whatever the client keeps dribbling "
+     "(libmicrohttpd's own timeout is for inactivity only)"},
+    {"log", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
+    {"log.format", CFG_T_ENUM, 0, CFG_AT(log_format), 0, 0, "text", cfg_log_formats, NULL, NULL,
+     "`text` (readable, then `key=value` pairs) or `json` (one object per line)"},
+    {"log.level", CFG_T_ENUM, CFG_RELOAD, CFG_AT(log_level), 0, 0, "info", cfg_log_levels, NULL, NULL,
+     "the lowest level written"},
+    {"redis", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_redis, NULL, NULL},
+    {"redis.url", CFG_T_STR, CFG_BYHOOK, CFG_NONE, 0, 0, NULL, NULL, NULL,
+     "redis://HOST[:PORT][/DB]; required without redis.sentinel",
+     "a password in the URL is refused"},
+    {"redis.sentinel", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL,
+     "Redis behind Sentinel. Each new connection asks the sentinels in turn where the master is and checks"
+     " `ROLE`; after a failover the breaker's probe finds the new master. `redis.url` is then optional and"
+     " gives only the database. Sentinels without a password only."},
+    {"redis.sentinel.addrs", CFG_T_CUSTOM, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_sentinel_addrs,
+     "1 to 8 \"HOST:PORT\"", NULL},
+    {"redis.sentinel.master", CFG_T_STR, CFG_REQUIRED, CFG_AT(redis_master), 0, 0, NULL, NULL, NULL, NULL, NULL},
+    {"redis.password_env", CFG_T_ENV, 0, CFG_AT(redis_password), 1, 0, NULL, NULL, NULL, NULL,
+     "the environment variable holding Redis's password"},
+    {"redis.username", CFG_T_STR, CFG_BYHOOK, CFG_NONE, 0, CFG_NAME_MAX - 1, NULL, NULL, NULL,
+     "ACL user, printable ASCII; needs redis.password_env",
+     "otpd sends `AUTH username password`"},
+    {"redis.timeout_ms", CFG_T_INT, 0, CFG_AT(redis_timeout_ms), 1, 10000, "50", NULL, NULL, NULL,
+     "one Redis call"},
+    {"redis.breaker_failures", CFG_T_INT, 0, CFG_AT(breaker_failures), 1, 1000, "5", NULL, NULL, NULL,
+     "consecutive Redis failures that open the circuit breaker"},
+    {"redis.breaker_open", CFG_T_DUR, 0, CFG_AT(breaker_open_ms), 0, 0, "2s", NULL, NULL, NULL,
+     "how long the breaker answers 503 at once before a probe"},
+    {"ledger", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
+    {"ledger.path", CFG_T_STR, CFG_REQUIRED, CFG_AT(ledger_path), 0, 0, NULL, NULL, NULL, NULL,
+     "the SQLite audit ledger"},
+    {"ledger.retention", CFG_T_DUR, 0, CFG_AT(ledger_retention_ms), 1000, 0, "90d", NULL, NULL, NULL,
+     "rows older than this are pruned (at start, then hourly); messages still queued or sending are kept"},
+    {"secret_env", CFG_T_ENV, CFG_REQUIRED, CFG_AT(secret), 32, 0, NULL, NULL, NULL, NULL,
+     "the variable holding the key codes are derived from"},
+    {"api_keys", CFG_T_CUSTOM, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_api_keys, "1 to 256 objects",
+     "the callers"},
+    {"api_keys.*.name", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, CFG_NAME_MAX - 1, NULL, NULL, NULL,
+     "unique", NULL},
+    {"api_keys.*.key_env", CFG_T_ENV, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 16, 0, NULL, NULL, NULL, NULL, NULL},
+    {"api_keys.*.role", CFG_T_ENUM, CFG_BYHOOK, CFG_NONE, 0, 0, NULL, cfg_role_names, NULL,
+     "\"admin\": the admin API only; absent: the OTP API only", NULL},
+    {"otp", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_otp, NULL, NULL},
+    {"otp.length", CFG_T_INT, 0, CFG_AT(otp_length), 4, 10, "6", NULL, NULL, NULL,
+     "digits of a code"},
+    {"otp.ttl", CFG_T_DUR, CFG_RELOAD, CFG_AT(otp_ttl_ms), 10000, 3600000, "5m", NULL, NULL, NULL,
+     "a code's life"},
+    {"otp.max_attempts", CFG_T_INT, 0, CFG_AT(otp_max_attempts), 1, 100, "5", NULL, NULL, NULL,
+     "wrong guesses before a code is dead"},
+    {"otp.template", CFG_T_STR, CFG_RELOAD, CFG_AT(otp_template), 0, 320,
+     "{code} is your login code. It expires in {minutes} minutes.", NULL, NULL, NULL,
+     "the SMS text: `{code}`, `{minutes}`"},
+    {"phone", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
+    {"phone.types", CFG_T_CUSTOM, 0, CFG_NONE, 0, 0, NULL, NULL, cfg_phone,
+     "libphonenumber's number types; default mobile, fixed_line_or_mobile",
+     "number types served; others are 403 `number_type`"},
+    {"countries", CFG_T_SECTION, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_countries, NULL,
+     "by region, before any rule (docs/rules.md)"},
+    {"countries.allow", CFG_T_CUSTOM, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_countries_allow,
+     "region codes (\"IN\", \"001\"); absent: every region", NULL},
+    {"countries.deny", CFG_T_CUSTOM, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_countries_deny, "region codes", NULL},
+    {"countries.monitor", CFG_T_CUSTOM, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_countries_monitor,
+     "region codes: served, counted and logged", NULL},
+    {"pumping", CFG_T_SECTION, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_pumping, NULL,
+     "the SMS pumping guard; absent: off (docs/rules.md)"},
+    {"pumping.prefix_digits", CFG_T_INT, CFG_RELOAD, CFG_AT(pumping.prefix_digits), 3, 15, "7", NULL, NULL, NULL, NULL},
+    {"pumping.window", CFG_T_DUR, CFG_RELOAD, CFG_AT(pumping.window_ms), 60000, 7 * 86400000LL, "1h", NULL, NULL,
+     NULL, NULL},
+    {"pumping.min_sent", CFG_T_INT, CFG_RELOAD, CFG_AT(pumping.min_sent), 1, 1000000, "30", NULL, NULL, NULL, NULL},
+    {"pumping.min_verified_ratio", CFG_T_PPM, CFG_RELOAD, CFG_AT(pumping.min_ratio_ppm), 0, 0, "0.2", NULL, NULL,
+     NULL, NULL},
+    {"pumping.hold", CFG_T_DUR, CFG_RELOAD, CFG_AT(pumping.hold_ms), 1000, CFG_30D_MS, "12h", NULL, NULL, NULL, NULL},
+    {"pumping.mode", CFG_T_ENUM, CFG_RELOAD, CFG_AT(pumping.shadow), 0, 0, "enforce", cfg_mode_names, NULL, NULL, NULL},
+    {"limits", CFG_T_CUSTOM, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_limits,
+     "at most 32 rules (docs/rules.md)",
+     "the rules (docs/rules.md)"},
+    {"limits.*.name", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 32, NULL, NULL, NULL,
+     "a-z, 0-9, _; unique", NULL},
+    {"limits.*.key", CFG_T_CUSTOM, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, NULL,
+     "phone, device, client_ip, api_key, global, purpose, phone_prefix:N, region, or a list of 1 to 4", NULL},
+    {"limits.*.algorithm", CFG_T_ENUM, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, algo_names,
+     NULL, NULL, NULL},
+    {"limits.*.limit", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL,
+     "1 to 1000 (sliding_log), 10^6 (sliding_window_counter), 10^9; not for resend_delay", NULL},
+    {"limits.*.window", CFG_T_DUR, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, NULL,
+     "at most 30d for sliding_window_counter; not for resend_delay", NULL},
+    {"limits.*.burst", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL,
+     "token_bucket only; default its limit", NULL},
+    {"limits.*.delay", CFG_T_DUR, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, NULL, "resend_delay only", NULL},
+    {"limits.*.mode", CFG_T_ENUM, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, "enforce", cfg_mode_names, NULL, NULL, NULL},
+    {"limits.*.on", CFG_T_ENUM, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, "issue", cfg_on_names, NULL, NULL, NULL},
+    {"limits.*.if_store_down", CFG_T_ENUM, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, "fail_closed",
+     cfg_down_names, NULL, NULL, NULL},
+    {"limits.*.local_limit", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL, NULL, NULL},
+    {"limits.*.penalty", CFG_T_SECTION, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, NULL,
+     "not for wrong_guess_cap", NULL},
+    {"limits.*.penalty.after", CFG_T_INT, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 1, 1000000, NULL, NULL,
+     NULL, NULL, NULL},
+    {"limits.*.penalty.within", CFG_T_DUR, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 1000, CFG_30D_MS, NULL,
+     NULL, NULL, NULL, NULL},
+    {"limits.*.penalty.block", CFG_T_DUR, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 1000, CFG_30D_MS, NULL,
+     NULL, NULL, NULL, NULL},
+    {"cost", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, cfg_cost, NULL,
+     "prices and spend caps"},
+    {"cost.currency", CFG_T_STR, CFG_REQUIRED, CFG_AT(currency), 0, 0, NULL, NULL, NULL, "\"INR\", \"USD\"", NULL},
+    {"cost.prices", CFG_T_CUSTOM, CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_prices,
+     "{\"+PREFIX\" or \"*\": minor units}; a \"*\" with caps", NULL},
+    {"cost.caps", CFG_T_CUSTOM, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_caps, "at most 8", NULL},
+    {"cost.caps.*.window", CFG_T_DUR, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, NULL,
+     NULL, NULL},
+    {"cost.caps.*.max", CFG_T_INT, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, INT64_MAX / 4, NULL, NULL,
+     NULL, "minor units", NULL},
+    {"cost.caps.*.key", CFG_T_ENUM, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, NULL, cfg_cap_key_names, NULL,
+     "absent: one budget for the fleet", NULL},
+    {"pacer", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
+    {"pacer.rate", CFG_T_INT, 0, CFG_AT(pacer.rate), 1, 10000, "50", NULL, NULL, "sends per second",
+     "the fleet's sends per second"},
+    {"pacer.capacity", CFG_T_INT, 0, CFG_AT(pacer.capacity), 1, 1000000, "500", NULL, NULL, NULL,
+     "messages queued fleet-wide"},
+    {"pacer.share_per_key", CFG_T_RATIO, 0, CFG_AT(pacer.share_per_key), 0, 0, "1", NULL, NULL, NULL,
+     "the part of capacity one caller may hold"},
+    {"pacer.max_inflight", CFG_T_INT, 0, CFG_AT(pacer.max_inflight), 1, 1024, "32", NULL, NULL, NULL,
+     "provider calls at once per instance"},
+    {"pacer.retry", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
+    {"pacer.retry.max", CFG_T_INT, 0, CFG_AT(pacer.retry_max), 0, 20, "3", NULL, NULL, NULL,
+     "retries after the first attempt"},
+    {"pacer.retry.base", CFG_T_DUR, 0, CFG_AT(pacer.retry_base_ms), 0, 0, "500ms", NULL, NULL, NULL,
+     "the first backoff, doubled each retry"},
+    {"pacer.timeout", CFG_T_DUR, 0, CFG_AT(pacer.timeout_ms), 0, 0, "10s", NULL, NULL, NULL,
+     "one provider call, connect included"},
+    {"pacer.takeover", CFG_T_DUR, 0, CFG_AT(pacer.takeover_ms), 1000, 600000, "10s", NULL, NULL, NULL,
+     "a message claimed by an instance that has not touched its claims for this long is taken over by another"},
+    {"pacer.instance", CFG_T_STR, 0, CFG_AT(pacer.instance), 0, 0, NULL, NULL, NULL,
+     "default HOSTNAME:PORT",
+     "this instance's name in the fleet's consumer group: unique per live instance, the same across its "
+     "restarts (a restart takes its own messages back at once)"},
+    {"pacer.on_restart_sending", CFG_T_ENUM, 0, CFG_AT(pacer.on_restart_sending), 0, 0, "resend",
+     cfg_sending_names, NULL, NULL,
+     "a message taken back after a crash (by its instance's restart or a takeover) while it was `sending`:"
+     " `resend` (at least once; duplicates at most the dead instance's `max_inflight`) or `fail`"},
+    {"provider", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_provider, NULL, NULL},
+    {"provider.type", CFG_T_ENUM, CFG_REQUIRED, CFG_AT(provider), 0, 0, NULL, cfg_provider_names, NULL, NULL,
+     "the SMS provider's adapter"},
+    {"provider.path", CFG_T_STR, 0, CFG_AT(provider_path), 0, 0, NULL, NULL, NULL, "file: required", NULL},
+    {"provider.url", CFG_T_STR, 0, CFG_AT(provider_url), 0, 0, NULL, NULL, NULL,
+     "webhook, kannel: required, http(s)://", NULL},
+    {"provider.from", CFG_T_STR, 0, CFG_AT(provider_from), 0, 0, NULL, NULL, NULL, "kannel, twilio: required", NULL},
+    {"provider.base_url", CFG_T_STR, 0, CFG_AT(provider_base_url), 0, 0, "https://api.twilio.com", NULL, NULL,
+     "twilio", NULL},
+    {"provider.username_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "kannel: required", NULL},
+    {"provider.password_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "kannel: required", NULL},
+    {"provider.account_sid_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "twilio: required", NULL},
+    {"provider.auth_token_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "twilio: required", NULL},
+    {"provider.callback_url", CFG_T_STR, 0, CFG_AT(callback_url), 0, 0, NULL, NULL, NULL,
+     "otpd's own base URL for delivery reports",
+     "with it Kannel and Twilio send delivery reports to `/v1/dlr/kannel` and `/v1/dlr/twilio` (see "
+     "\"Delivery reports\")"},
+    {"provider.callback_ttl", CFG_T_DUR, 0, CFG_AT(callback_ttl_ms), 1000, CFG_30D_MS, "7d", NULL, NULL, NULL,
+     "how long a report URL is accepted after its message was accepted"},
+};
+const size_t cfg_n_rows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
+
+/* After the top level's rows. */
+static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root)
 {
-    snprintf(c->listen_host, sizeof(c->listen_host), "127.0.0.1");
-    c->listen_port = 8080;
-    c->http_threads = 4;
-    c->http_max_conns_per_ip = 1024;
-    c->http_request_timeout_ms = 30000;
-    c->redis_timeout_ms = 50;
-    c->breaker_failures = 5;
-    c->breaker_open_ms = 2000;
-    snprintf(c->ledger_path, sizeof(c->ledger_path), "var/ledger.db");
-    c->ledger_retention_ms = 90LL * 24 * 3600 * 1000;
-    c->otp_length = 6;
-    c->otp_ttl_ms = 5 * 60 * 1000;
-    c->otp_max_attempts = 5;
-    c->phone_types = PHONE_TYPES_DEFAULT;
-    snprintf(c->otp_template, sizeof(c->otp_template), "{code} is your login code. It expires in {minutes} minutes.");
-    c->pacer_rate = 50;
-    c->pacer_capacity = 500;
-    c->pacer_share_per_key = 1;
-    c->pacer_max_inflight = 32;
-    c->pacer_retry_max = 3;
-    c->pacer_retry_base_ms = 500;
-    c->pacer_timeout_ms = 10000;
-    c->pacer_takeover_ms = 10000;
-    snprintf(c->provider_base_url, sizeof(c->provider_base_url), "https://api.twilio.com");
-    c->callback_ttl_ms = 7LL * 86400000;
-    c->log_level = LOG_INFO;
+    cfg_listen(x, c, root);
+    if (c->secret != NULL)
+        c->secret_len = strlen((const char *)c->secret);
 }
 
 struct config *config_parse(const char *text, const char *file, char **errors)
 {
-    static const char *const keys[] = {"listen", "http_threads", "redis",  "ledger",   "secret_env", "api_keys",
-                                       "otp",    "limits",       "cost",   "pacer",    "provider",   "http",
-                                       "phone",  "countries",    "pumping",  "log",
-                                       NULL};
     struct cfg_ctx x = {file, NULL, 0, 0};
     struct config *c = NULL;
     json_error_t jerr;
-    json_t *root = NULL, *ledger, *lg;
-    char *secret;
+    json_t *root = NULL;
 
     if (errors)
         *errors = NULL;
@@ -1203,43 +1205,9 @@ struct config *config_parse(const char *text, const char *file, char **errors)
         goto out;
     }
     cfg_defaults(c);
-    cfg_unknown(&x, root, "", keys);
-    cfg_listen(&x, c, root);
-    cfg_int32(&x, root, "", "http_threads", 0, 1, 256, &c->http_threads);
-    cfg_http(&x, c, root);
-    cfg_redis(&x, c, root);
-    ledger = cfg_member(&x, root, "", "ledger", 1);
-    if (ledger != NULL) {
-        static const char *const lkeys[] = {"path", "retention", NULL};
-        cfg_unknown(&x, ledger, "ledger", lkeys);
-        cfg_str(&x, ledger, "ledger", "path", 1, c->ledger_path, sizeof(c->ledger_path));
-        if (cfg_dur(&x, ledger, "ledger", "retention", 0, &c->ledger_retention_ms) && c->ledger_retention_ms < 1000)
-            cfg_error(&x, "ledger.retention", "must be at least 1s");
-    }
-    if ((lg = cfg_member(&x, root, "", "log", 0)) != NULL && !json_is_object(lg))
-        cfg_error(&x, "log", "must be an object");
-    else if (lg != NULL) {
-        static const char *const lgkeys[] = {"format", "level", NULL};
-        static const char *const formats[] = {"text", "json", NULL}; /* enum log_format's order */
-        static const char *const levels[] = {"debug", "info", "warn", "error", NULL}; /* enum log_level's */
-        cfg_unknown(&x, lg, "log", lgkeys);
-        cfg_enum(&x, lg, "log", "format", 0, formats, &c->log_format);
-        cfg_enum(&x, lg, "log", "level", 0, levels, &c->log_level);
-    }
-    secret = cfg_env(&x, root, "", "secret_env", 1, 32);
-    if (secret != NULL) {
-        c->secret = (unsigned char *)secret;
-        c->secret_len = strlen(secret);
-    }
-    cfg_api_keys(&x, c, root);
-    cfg_otp(&x, c, root);
-    cfg_phone(&x, c, root);
-    cfg_countries(&x, c, root);
-    cfg_pumping(&x, c, root);
-    cfg_limits(&x, c, root);
-    cfg_cost(&x, c, root);
-    cfg_pacer(&x, c, root);
-    cfg_provider(&x, c, root);
+    cfg_read_section(&x, c, &cfg_rows[0], root, "");
+    if (x.n_err == 0)
+        c->json = json_incref(root);
 out:
     json_decref(root);
     if (x.n_err > 0) {
@@ -1313,16 +1281,22 @@ void config_free(struct config *c)
     free(c->rules);
     free(c->prices);
     free(c->caps);
+    json_decref(c->json);
     free(c);
 }
 
 int64_t config_price(const struct config *c, const char *phone)
 {
+    return config_price_in(c->prices, c->n_prices, phone);
+}
+
+int64_t config_price_in(const struct cfg_price *prices, size_t n_prices, const char *phone)
+{
     size_t i, best_len = 0;
     int64_t best = -1;
 
-    for (i = 0; i < c->n_prices; i++) {
-        const struct cfg_price *p = &c->prices[i];
+    for (i = 0; i < n_prices; i++) {
+        const struct cfg_price *p = &prices[i];
         size_t n = strlen(p->prefix);
         if (strcmp(p->prefix, "*") == 0) {
             if (best_len == 0)

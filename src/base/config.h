@@ -7,6 +7,7 @@
 #define OTPD_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define CFG_NAME_MAX 33 /* rule and API key names: 32 bytes and NUL */
@@ -108,6 +109,24 @@ struct cfg_pumping {
     int shadow;             /* 1: count and log holds, refuse nothing */
 };
 
+/* pacer: the send queue's section (DESIGN.md, "Pacer"); src/pacer reads
+ * only this. */
+struct pacer_conf {
+    int rate;               /* sends per second, 1 to 10000 */
+    int capacity;           /* queued messages, fleet-wide */
+    double share_per_key;   /* the part of capacity one caller may hold, (0, 1] */
+    int max_inflight;       /* provider calls at once */
+    int retry_max;          /* retries after the first attempt */
+    int64_t retry_base_ms;
+    int64_t timeout_ms;     /* one provider call */
+    int64_t takeover_ms;    /* a message claimed by a silent instance is taken over after this */
+    /* This instance's name in the fleet's consumer group; "" for
+     * "<hostname>:<listen port>". Unique per live instance, stable across
+     * its restarts (a restart takes its own messages back at once). */
+    char instance[CFG_NAME_MAX];
+    enum cfg_sending on_restart_sending;
+};
+
 struct config {
     char listen_host[64];
     int listen_port;
@@ -155,19 +174,7 @@ struct config {
     struct cfg_cap *caps;
     size_t n_caps;
 
-    int pacer_rate;          /* sends per second, 1 to 10000 */
-    int pacer_capacity;      /* queued messages */
-    double pacer_share_per_key; /* pacer.share_per_key: the part of capacity one caller may hold, (0, 1] */
-    int pacer_max_inflight;  /* provider calls at once */
-    int pacer_retry_max;     /* retries after the first attempt */
-    int64_t pacer_retry_base_ms;
-    int64_t pacer_timeout_ms; /* one provider call */
-    int64_t pacer_takeover_ms; /* a message claimed by a silent instance is taken over after this */
-    /* This instance's name in the fleet's consumer group; "" for
-     * "<hostname>:<listen port>". Unique per live instance, stable across
-     * its restarts (a restart takes its own messages back at once). */
-    char pacer_instance[CFG_NAME_MAX];
-    enum cfg_sending pacer_on_restart_sending;
+    struct pacer_conf pacer;
 
     enum cfg_provider provider;
     char provider_url[CFG_STR_MAX];     /* kannel, webhook */
@@ -180,6 +187,8 @@ struct config {
     int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
     int log_format;                 /* enum log_format: text (default) or json; a restart changes it */
     int log_level;                  /* enum log_level: the lowest printed (default info); SIGHUP changes it */
+
+    void *json; /* the parsed file (a jansson json_t), for config_diff */
 };
 
 /*
@@ -215,6 +224,22 @@ void config_set_secrets(int read);
 /* The price of one SMS to phone: the longest matching prefix, else "*",
  * else -1 when no price applies (no cost block). */
 int64_t config_price(const struct config *c, const char *phone);
+
+/* The same over a price list (n entries). */
+int64_t config_price_in(const struct cfg_price *prices, size_t n, const char *phone);
+
+/*
+ * What SIGHUP does with a changed key. config_diff calls fn once per key
+ * (dotted path, as in the file) whose value differs between old and new,
+ * with reload 1 when a reload applies it and 0 when it needs a restart.
+ * Returns how many keys changed.
+ */
+size_t config_diff(const struct config *old, const struct config *new_cfg,
+                   void (*fn)(void *ctx, const char *path, int reload), void *ctx);
+
+/* Prints the key table (Markdown, one row per key: type, default, bounds,
+ * reload) to f, as README's "Configuration keys" holds it. */
+void config_print_table(FILE *f);
 
 const char *config_key_name(enum cfg_key k);
 const char *config_algo_name(enum cfg_algo a);

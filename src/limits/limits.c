@@ -343,10 +343,10 @@ struct limits *limits_new(struct store *s, const struct config *c)
         return NULL;
     }
     l->store = s;
-    l->capacity = c->pacer_capacity;
+    l->capacity = c->pacer.capacity;
     /* Read at start, like capacity. A share that cannot bind below the
      * capacity is not tracked: no Redis work when the feature is off. */
-    l->share = share_max(c->pacer_share_per_key, l->capacity);
+    l->share = share_max(c->pacer.share_per_key, l->capacity);
     if (l->share >= l->capacity)
         l->share = 0;
     l->h_issue = store_script(s, limits_issue_lua);

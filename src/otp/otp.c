@@ -69,6 +69,11 @@ struct otp {
     char cap_window[LIMITS_HEADROOM_MAX][24];       /* "1h", for the label */
     const char *cap_caller[LIMITS_HEADROOM_MAX];    /* NULL for a global cap */
     size_t n_caps;
+    /* What SIGHUP changes here (otp_reload), under live_mu: a new code's
+     * life and the text of messages rendered from then on. */
+    pthread_mutex_t live_mu;
+    int64_t ttl_ms;
+    char tmpl[CFG_STR_MAX];
 };
 
 /* The refusal labels known from the start, each shown with 0: the
@@ -142,7 +147,17 @@ struct otp *otp_new(const struct otp_deps *d)
     pthread_mutex_init(&o->mu, NULL);
     refusals_seed(o);
     caps_seed(o);
+    pthread_mutex_init(&o->live_mu, NULL);
+    otp_reload(o, d->cfg);
     return o;
+}
+
+void otp_reload(struct otp *o, const struct config *c)
+{
+    pthread_mutex_lock(&o->live_mu);
+    o->ttl_ms = c->otp_ttl_ms;
+    snprintf(o->tmpl, sizeof(o->tmpl), "%s", c->otp_template);
+    pthread_mutex_unlock(&o->live_mu);
 }
 
 void otp_free(struct otp *o)
@@ -150,6 +165,7 @@ void otp_free(struct otp *o)
     if (o == NULL)
         return;
     pthread_mutex_destroy(&o->mu);
+    pthread_mutex_destroy(&o->live_mu);
     idem_free(o->idem);
     report_free(o->report);
     free(o);
@@ -388,11 +404,14 @@ static void pump_note(struct otp *o, const struct otp_req *rq, const struct limi
 /* The message text for verification vid, expiring in expires_in_ms. */
 static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms, char *text, size_t cap)
 {
-    char code[CODE_MAX_DIGITS + 1];
+    char code[CODE_MAX_DIGITS + 1], tmpl[CFG_STR_MAX];
     enum otp_rc rc;
 
+    pthread_mutex_lock(&o->live_mu);
+    memcpy(tmpl, o->tmpl, sizeof(tmpl));
+    pthread_mutex_unlock(&o->live_mu);
     code_derive(o->d.keys, vid, o->d.cfg->otp_length, code);
-    rc = code_render(o->d.cfg->otp_template, code, (int)((expires_in_ms + 59999) / 60000), text, cap);
+    rc = code_render(tmpl, code, (int)((expires_in_ms + 59999) / 60000), text, cap);
     code_wipe(code, sizeof(code));
     return rc;
 }
@@ -543,7 +562,9 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     lr.mid = out->id;
     lr.vid = vid;
     lr.vhash = vhash;
-    lr.ttl_ms = c->otp_ttl_ms;
+    pthread_mutex_lock(&o->live_mu);
+    lr.ttl_ms = o->ttl_ms;
+    pthread_mutex_unlock(&o->live_mu);
     lr.max_attempts = c->otp_max_attempts;
     if (limits_issue(o->d.limits, &lr, &li, err) != OTP_OK) {
         store_down(o, out, "issue", err);
@@ -558,7 +579,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         snprintf(out->reason, sizeof(out->reason), "%s", li.reason);
         if (li.rc == OTP_EFULL) {
             answer(out, OUT_QUEUE_FULL, "the send queue is full");
-            out->retry_after_s = sched_full_retry_s(li.depth, c->pacer_rate);
+            out->retry_after_s = sched_full_retry_s(li.depth, c->pacer.rate);
         } else if (li.rc == OTP_ECOST) {
             answer(out, OUT_COST_CAP, "the SMS budget is spent for now");
         } else if (li.rc == OTP_ELOCKED) {

@@ -71,6 +71,11 @@ struct admin *otp_admin(struct otp *o);
 struct otp *otp_new(const struct otp_deps *d);
 void otp_free(struct otp *o);
 
+/* SIGHUP: c's otp.ttl applies to codes issued from now on and its
+ * otp.template to messages rendered from now on (codes already issued
+ * keep their expiry). Copies what it needs; c may be freed after. */
+void otp_reload(struct otp *o, const struct config *c);
+
 /* The Idempotency-Key state (DESIGN.md, "One request, issue path"), owned
  * by o; the HTTP layer claims keys and stores answers through it. */
 struct idem *otp_idem(struct otp *o);

@@ -86,7 +86,8 @@ struct pacer_item {
 };
 
 struct pacer {
-    const struct config *cfg;
+    const struct pacer_conf *cfg;
+    struct pacer_site site;
     struct provider *provider;
     struct ledger *ledger;
     struct queue *queue;
@@ -94,7 +95,7 @@ struct pacer {
     struct pacer_money money;
     int has_money;
     struct pacer_render render;
-    int64_t min_life_ms;
+    int64_t min_life_ms;             /* from otp.ttl; atomic: pacer_set_code_ttl changes it */
     int64_t period_us;
     char consumer[QUEUE_NAME_MAX];
     unsigned seed;                   /* the sender's backoff jitter */
@@ -140,8 +141,8 @@ struct pacer {
 static void pacer_xfer_wrote(void *ctx, void *item);
 static void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r);
 
-struct pacer *pacer_new(const struct config *c, struct store *s, struct provider *p, struct ledger *l,
-                        const struct pacer_money *money, char *err)
+struct pacer *pacer_new(const struct pacer_conf *c, const struct pacer_site *site, struct store *s,
+                        struct provider *p, struct ledger *l, const struct pacer_money *money, char *err)
 {
     struct pacer *pc = calloc(1, sizeof(*pc));
     struct xfer_hooks hooks;
@@ -152,23 +153,24 @@ struct pacer *pacer_new(const struct config *c, struct store *s, struct provider
         return NULL;
     }
     pc->cfg = c;
+    pc->site = *site;
     pc->provider = p;
     pc->ledger = l;
     if (money != NULL) {
         pc->money = *money;
         pc->has_money = 1;
     }
-    pc->min_life_ms = sched_min_life_ms(c->otp_ttl_ms);
-    pc->period_us = sched_period_us(c->pacer_rate);
+    __atomic_store_n(&pc->min_life_ms, sched_min_life_ms(site->otp_ttl_ms), __ATOMIC_RELAXED);
+    pc->period_us = sched_period_us(c->rate);
     pc->seed = (unsigned)clock_mono_ns();
     pc->resync = 1;
     snprintf(pc->own_cursor, sizeof(pc->own_cursor), "0-0");
     snprintf(pc->takeover_cursor, sizeof(pc->takeover_cursor), "0-0");
-    if (c->pacer_instance[0]) {
-        snprintf(pc->consumer, sizeof(pc->consumer), "%s", c->pacer_instance);
+    if (c->instance[0]) {
+        snprintf(pc->consumer, sizeof(pc->consumer), "%s", c->instance);
     } else {
         gethostname(host, sizeof(host) - 1);
-        snprintf(pc->consumer, sizeof(pc->consumer), "%s:%d", host, c->listen_port);
+        snprintf(pc->consumer, sizeof(pc->consumer), "%s:%d", host, site->listen_port);
     }
     pthread_mutex_init(&pc->mu, NULL);
     pthread_mutex_init(&pc->wmu, NULL);
@@ -193,6 +195,17 @@ static void pacer_kick(struct pacer *pc)
     pc->woken = 1;
     pthread_cond_signal(&pc->wcond);
     pthread_mutex_unlock(&pc->wmu);
+}
+
+/* The least life a message must have left to go on the wire. */
+static int64_t pacer_min_life(const struct pacer *pc)
+{
+    return __atomic_load_n(&pc->min_life_ms, __ATOMIC_RELAXED);
+}
+
+void pacer_set_code_ttl(struct pacer *pc, int64_t otp_ttl_ms)
+{
+    __atomic_store_n(&pc->min_life_ms, sched_min_life_ms(otp_ttl_ms), __ATOMIC_RELAXED);
 }
 
 void pacer_wake(struct pacer *pc)
@@ -248,7 +261,8 @@ static int pacer_priced(const struct pacer *pc, const struct pacer_item *it)
  * price (no caps configured), else 0. */
 static int64_t pacer_price(const struct pacer *pc, const struct pacer_item *it)
 {
-    int64_t p = it->e.price_minor >= 0 ? it->e.price_minor : config_price(pc->cfg, it->e.to);
+    int64_t p = it->e.price_minor >= 0 ? it->e.price_minor
+                                       : config_price_in(pc->site.prices, pc->site.n_prices, it->e.to);
 
     return p > 0 ? p : 0;
 }
@@ -352,7 +366,7 @@ static void pacer_xfer_wrote(void *ctx, void *item)
  * that grows with each 429 in a row. */
 static void pacer_pause(struct pacer *pc, int64_t retry_after_ms)
 {
-    int64_t ms = sched_pause_ms(pc->n429, pc->cfg->pacer_retry_base_ms, retry_after_ms);
+    int64_t ms = sched_pause_ms(pc->n429, pc->cfg->retry_base_ms, retry_after_ms);
     uint64_t until = clock_mono_ns() + (uint64_t)ms * SCHED_NS_PER_MS;
 
     pc->n429++;
@@ -372,14 +386,14 @@ static void pacer_retry(struct pacer *pc, struct pacer_item *it, int64_t retry_a
 {
     int64_t backoff_ms;
 
-    if (it->attempts > pc->cfg->pacer_retry_max) {
+    if (it->attempts > pc->cfg->retry_max) {
         snprintf(it->detail, sizeof(it->detail), "retries exhausted: %s", why);
         pacer_end(pc, it, "failed", it->detail, NULL);
         return;
     }
-    backoff_ms = sched_backoff_ms(it->attempts, pc->cfg->pacer_retry_base_ms, (unsigned)rand_r(&pc->seed),
+    backoff_ms = sched_backoff_ms(it->attempts, pc->cfg->retry_base_ms, (unsigned)rand_r(&pc->seed),
                                   retry_after_ms);
-    if (clock_wall_ms() + backoff_ms + pc->min_life_ms > it->e.expires_ms) {
+    if (clock_wall_ms() + backoff_ms + pacer_min_life(pc) > it->e.expires_ms) {
         snprintf(it->detail, sizeof(it->detail), "too little life left for a retry: %s", why);
         pacer_end(pc, it, "expired", it->detail, NULL);
         return;
@@ -526,7 +540,7 @@ static struct pacer_item *pacer_next_armed(struct pacer *pc)
     struct pacer_item *it = NULL;
 
     pthread_mutex_lock(&pc->mu);
-    if (pc->armed && pc->inflight < pc->cfg->pacer_max_inflight)
+    if (pc->armed && pc->inflight < pc->cfg->max_inflight)
         it = pc->armed;
     pthread_mutex_unlock(&pc->mu);
     return it;
@@ -567,7 +581,7 @@ static void *pacer_sender_main(void *arg)
             it->missed = 1;
             PACER_COUNT(pc, slots_missed, 1);
             pacer_job(pc, it, PACER_JOB_RESLOT);
-        } else if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pc->min_life_ms)) {
+        } else if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pacer_min_life(pc))) {
             pacer_end(pc, it, "expired", "too little life left when it would go on the wire", NULL);
         } else {
             it->attempts++;
@@ -780,7 +794,7 @@ static int pacer_claim(struct pacer *pc, enum queue_mode mode, int want)
     char *cursor = mode == QUEUE_OWN ? pc->own_cursor : pc->takeover_cursor;
     int64_t depth = 0;
     int n = 0, i;
-    enum otp_rc rc = queue_claim(pc->queue, mode, want, pc->cfg->pacer_takeover_ms, cursor, got, &n, &depth, err);
+    enum otp_rc rc = queue_claim(pc->queue, mode, want, pc->cfg->takeover_ms, cursor, got, &n, &depth, err);
 
     pacer_redis(pc, rc, "claiming messages", err);
     if (rc != OTP_OK) {
@@ -1026,8 +1040,8 @@ static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
         it->next = NULL;
         /* Checked again now, not only when its slot was taken: a cancel
          * on any instance meanwhile stops it (slot.lua 'arm'). */
-        if ((r = queue_arm(pc->queue, &it->e, pc->min_life_ms,
-                           it->adopted && pc->cfg->pacer_on_restart_sending == CFG_SENDING_FAIL, !it->missed, &qs,
+        if ((r = queue_arm(pc->queue, &it->e, pacer_min_life(pc),
+                           it->adopted && pc->cfg->on_restart_sending == CFG_SENDING_FAIL, !it->missed, &qs,
                            err)) != OTP_OK)
             r = -1;
         else if (!pacer_verdict(pc, it, qs.verdict))
@@ -1072,7 +1086,7 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
         pacer_end(pc, it, "failed", "cancelled", NULL);
         return;
     }
-    if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pc->min_life_ms)) {
+    if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pacer_min_life(pc))) {
         pacer_end(pc, it, "expired", "too little life left in the queue", NULL);
         return;
     }
@@ -1091,8 +1105,8 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
     }
     for (tries = 0; tries < PACER_SLOT_TRIES; tries++) {
         uint64_t sent = clock_mono_ns(), recv;
-        enum otp_rc rc = queue_slot(pc->queue, &it->e, pc->min_life_ms, pc->period_us,
-                                    it->adopted && pc->cfg->pacer_on_restart_sending == CFG_SENDING_FAIL, &qs, err);
+        enum otp_rc rc = queue_slot(pc->queue, &it->e, pacer_min_life(pc), pc->period_us,
+                                    it->adopted && pc->cfg->on_restart_sending == CFG_SENDING_FAIL, &qs, err);
         pacer_redis(pc, rc, "taking a send slot", err);
         if (rc != OTP_OK)
             goto later;
@@ -1119,7 +1133,7 @@ static int pacer_room(struct pacer *pc)
 
     pthread_mutex_lock(&pc->mu);
     room = !pc->stopping && pc->n_armed < PACER_AHEAD &&
-           pc->n_armed + pc->inflight < pc->cfg->pacer_max_inflight;
+           pc->n_armed + pc->inflight < pc->cfg->max_inflight;
     pthread_mutex_unlock(&pc->mu);
     return room;
 }
@@ -1151,7 +1165,7 @@ static void *pacer_queue_main(void *arg)
 {
     struct pacer *pc = arg;
     uint64_t next_touch = 0, next_takeover = 0, idle_until = 0, next_depth = 0;
-    uint64_t touch_ns = (uint64_t)pc->cfg->pacer_takeover_ms * SCHED_NS_PER_MS / 3;
+    uint64_t touch_ns = (uint64_t)pc->cfg->takeover_ms * SCHED_NS_PER_MS / 3;
     int stop = 0, stopping;
 
     while (!stop) {
@@ -1222,7 +1236,7 @@ enum otp_rc pacer_start(struct pacer *pc, const struct pacer_render *render, cha
 {
     pc->render = *render;
     log_msg(LOG_INFO, "pacer: instance %s of the fleet, %d sends a second shared, takeover after %lld ms",
-            pc->consumer, pc->cfg->pacer_rate, (long long)pc->cfg->pacer_takeover_ms);
+            pc->consumer, pc->cfg->rate, (long long)pc->cfg->takeover_ms);
     if (pthread_create(&pc->qthread, NULL, pacer_queue_main, pc) != 0) {
         snprintf(err, OTP_ERR_LEN, "pacer: cannot start the queue thread");
         return OTP_EIO;
@@ -1356,7 +1370,7 @@ int pacer_full(struct pacer *pc)
 
     pacer_depth_refresh(pc); /* afresh when Redis answers (any thread may ask), else the last look */
     pthread_mutex_lock(&pc->mu);
-    full = pc->stopping || pc->depth >= pc->cfg->pacer_capacity;
+    full = pc->stopping || pc->depth >= pc->cfg->capacity;
     pthread_mutex_unlock(&pc->mu);
     return full;
 }
@@ -1364,7 +1378,7 @@ int pacer_full(struct pacer *pc)
 size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
 {
     struct pacer_stats st;
-    const char *cur = pc->cfg->currency[0] ? pc->cfg->currency : "none";
+    const char *cur = pc->site.currency[0] ? pc->site.currency : "none";
     size_t n = 0;
     int i, k;
 
@@ -1435,7 +1449,7 @@ size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
               "otpd_pacer_slots_total{use=\"unplaced\"} %llu\n"
               "# HELP otpd_pacer_slot_wait_seconds_total Time from taking each slot to the slot, summed.\n"
               "# TYPE otpd_pacer_slot_wait_seconds_total counter\notpd_pacer_slot_wait_seconds_total %.6f\n",
-              pc->cfg->pacer_capacity, (unsigned long long)st.takeovers, (unsigned long long)st.restored,
+              pc->cfg->capacity, (unsigned long long)st.takeovers, (unsigned long long)st.restored,
               (unsigned long long)st.lost, (unsigned long long)st.slots, (unsigned long long)st.slots_missed,
               (unsigned long long)st.slots_refused, (double)st.slot_wait_us / 1e6);
 #undef PACER_PUT

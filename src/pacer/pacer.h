@@ -86,14 +86,25 @@ struct pacer_stats {
     uint64_t cause[PROVIDER_C_COUNT]; /* attempts by cause */
 };
 
+/* What the pacer takes from outside its own section (struct pacer_conf),
+ * all borrowed: they outlive the pacer. */
+struct pacer_site {
+    int64_t otp_ttl_ms;             /* a message this close to its code's expiry is not sent (sched_min_life_ms) */
+    int listen_port;                /* the default consumer name is HOSTNAME:PORT */
+    const char *currency;           /* the spend metrics' label; "" for none */
+    const struct cfg_price *prices; /* the list price of a message queued without one */
+    size_t n_prices;
+};
+
 /*
- * Builds a pacer for c's pacer block that sends through p and records in l
- * (both borrowed, outliving the pacer); money (copied; NULL for none) is
- * how it reserves and gives back cost. Does not start the threads. NULL
- * with detail in err on failure.
+ * Builds a pacer for the pacer section conf (borrowed, outliving the
+ * pacer) that sends through p and records in l (both borrowed too); site
+ * (copied) is what it needs from the rest of the config; money (copied;
+ * NULL for none) is how it reserves and gives back cost. Does not start
+ * the threads. NULL with detail in err on failure.
  */
-struct pacer *pacer_new(const struct config *c, struct store *s, struct provider *p, struct ledger *l,
-                        const struct pacer_money *money, char *err);
+struct pacer *pacer_new(const struct pacer_conf *conf, const struct pacer_site *site, struct store *s,
+                        struct provider *p, struct ledger *l, const struct pacer_money *money, char *err);
 
 /* Renders message id's text (it holds the code: memory only, never
  * logged) and its delivery-report query ("" for none), for a code of
@@ -114,6 +125,10 @@ enum otp_rc pacer_start(struct pacer *pc, const struct pacer_render *render, cha
  * put in the fleet's queue unless Redis knows it (an upgrade loses
  * nothing). Before pacer_start. OTP_OK (*added 0 or 1) or OTP_ESTORE. */
 enum otp_rc pacer_import(struct pacer *pc, const struct ledger_message *m, int *added, char *err);
+
+/* SIGHUP changed otp.ttl: the least life a message must have left to be
+ * sent follows it (sched_min_life_ms). Any thread. */
+void pacer_set_code_ttl(struct pacer *pc, int64_t otp_ttl_ms);
 
 /* A new message may be in the queue: claim now rather than at the next poll. */
 void pacer_wake(struct pacer *pc);

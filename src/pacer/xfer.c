@@ -39,7 +39,7 @@ struct xfer_call {
 };
 
 struct xfer {
-    const struct config *cfg;
+    const struct pacer_conf *cfg;
     struct provider *provider;
     struct xfer_hooks hooks;
     CURLM *multi;
@@ -48,7 +48,7 @@ struct xfer {
     uint64_t lead_ns; /* how long calls have been taking to be ready to write */
 };
 
-struct xfer *xfer_new(const struct config *c, struct provider *p, const struct xfer_hooks *hooks, char *err)
+struct xfer *xfer_new(const struct pacer_conf *c, struct provider *p, const struct xfer_hooks *hooks, char *err)
 {
     struct xfer *x = calloc(1, sizeof(*x));
 
@@ -64,7 +64,7 @@ struct xfer *xfer_new(const struct config *c, struct provider *p, const struct x
         free(x);
         return NULL;
     }
-    curl_multi_setopt(x->multi, CURLMOPT_MAXCONNECTS, (long)c->pacer_max_inflight);
+    curl_multi_setopt(x->multi, CURLMOPT_MAXCONNECTS, (long)c->max_inflight);
     return x;
 }
 
@@ -189,9 +189,9 @@ void xfer_start(struct xfer *x, const struct sms *sms, const struct sched_slot *
     }
     curl_easy_setopt(k->easy, CURLOPT_URL, k->req.url);
     curl_easy_setopt(k->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long)x->cfg->pacer_timeout_ms);
+    curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long)x->cfg->timeout_ms);
     curl_easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(x->cfg->pacer_timeout_ms < 5000 ? x->cfg->pacer_timeout_ms : 5000));
+                     (long)(x->cfg->timeout_ms < 5000 ? x->cfg->timeout_ms : 5000));
     curl_easy_setopt(k->easy, CURLOPT_WRITEFUNCTION, xfer_on_body);
     curl_easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
     curl_easy_setopt(k->easy, CURLOPT_HEADERFUNCTION, xfer_on_header);

@@ -36,7 +36,7 @@ struct xfer_hooks {
 };
 
 /* NULL with detail in err on failure. p is borrowed. */
-struct xfer *xfer_new(const struct config *c, struct provider *p, const struct xfer_hooks *hooks, char *err);
+struct xfer *xfer_new(const struct pacer_conf *c, struct provider *p, const struct xfer_hooks *hooks, char *err);
 
 /* Aborts the calls still in flight (their items go back through done, as
  * unknown when their request was written) and frees x. */

@@ -27,13 +27,14 @@ class ConfigCheckTest(OtpdTest):
         cfg["limits"] = [{"name": "x", "key": "phone", "algorithm": "sliding_log", "limit": 3, "window": "10 m"}]
         cfg["pacer"]["rate"] = 0
         cfg["surprise"] = True
+        # --check reads no secret (issue 12): an empty key variable is the
+        # service's start-up error (test_start_fails_clearly_without_a_secret), not the file's.
         rc, errors, path = self.check(cfg, {"OTPD_KEY_LOGIN_APP": ""})
         self.assertEqual(rc, 1)
-        want = ["otp.length", "redis.url", "limits.0.window", "pacer.rate", "surprise", "api_keys.1.key_env"]
+        want = ["otp.length", "redis.url", "limits.0.window", "pacer.rate", "surprise"]
         for key in want:
             self.assertTrue(any(e.startswith("%s: %s: " % (path, key)) for e in errors), (key, errors))
         self.assertEqual(len(errors), len(want), errors)
-        self.assertTrue(any("OTPD_KEY_LOGIN_APP" in e for e in errors))
 
     def test_broken_json_and_missing_file(self):
         rc, errors, path = self.check('{"listen": ')

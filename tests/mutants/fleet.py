@@ -16,8 +16,8 @@ MUTANTS = [
          why="the fleet's queue accepts pacer.capacity + 1 messages"),
     dict(name="readyz-full-one-late",
          file="src/pacer/pacer.c",
-         old="full = pc->stopping || pc->depth >= pc->cfg->pacer_capacity;",
-         new="full = pc->stopping || pc->depth > pc->cfg->pacer_capacity;",
+         old="full = pc->stopping || pc->depth >= pc->cfg->capacity;",
+         new="full = pc->stopping || pc->depth > pc->cfg->capacity;",
          test="test_pacer.QueueTest",
          why=("/readyz says ready while the fleet's queue is full: a load balancer keeps sending issues to be "
               "refused")),

@@ -21,8 +21,8 @@ MUTANTS = [
               "spell shorter than a period) forgets the last send and bursts past the rate")),
     dict(name="pacer-min-life-ignored",
          file="src/pacer/pacer.c",
-         old="pc->min_life_ms = sched_min_life_ms(c->otp_ttl_ms);",
-         new="pc->min_life_ms = 0;",
+         old="__atomic_store_n(&pc->min_life_ms, sched_min_life_ms(site->otp_ttl_ms), __ATOMIC_RELAXED);",
+         new="__atomic_store_n(&pc->min_life_ms, 0, __ATOMIC_RELAXED);",
          test="test_money.MinLifeTest",
          why=("a code with seconds left is still sent (paid for, arrives dead): the pacer's and slot.lua's checks "
               "alike")),

@@ -40,7 +40,7 @@ MUTANTS = [
          test="test_phone.NumberTypeTest",
          why="issue ignores phone.types: toll-free and premium-rate numbers are sent codes"),
     dict(name="phone-type-default-all",
-         file="src/base/config.c",
+         file="src/base/conftab.c",
          old="c->phone_types = PHONE_TYPES_DEFAULT;",
          new="c->phone_types = ~0u;",
          test="unit:test_config",

@@ -302,13 +302,13 @@ static void test_dev_config(void **state)
     assert_int_equal(c->caps[1].window_ms, 86400000);
     assert_int_equal(c->caps[1].max_minor, 5000000);
 
-    assert_int_equal(c->pacer_rate, 50);
-    assert_int_equal(c->pacer_capacity, 500);
-    assert_int_equal(c->pacer_max_inflight, 32);
-    assert_int_equal(c->pacer_retry_max, 3);
-    assert_int_equal(c->pacer_retry_base_ms, 500);
-    assert_int_equal(c->pacer_timeout_ms, 10000);
-    assert_int_equal(c->pacer_on_restart_sending, CFG_SENDING_RESEND);
+    assert_int_equal(c->pacer.rate, 50);
+    assert_int_equal(c->pacer.capacity, 500);
+    assert_int_equal(c->pacer.max_inflight, 32);
+    assert_int_equal(c->pacer.retry_max, 3);
+    assert_int_equal(c->pacer.retry_base_ms, 500);
+    assert_int_equal(c->pacer.timeout_ms, 10000);
+    assert_int_equal(c->pacer.on_restart_sending, CFG_SENDING_RESEND);
 
     assert_int_equal(c->provider, CFG_PROVIDER_FILE);
     assert_string_equal(c->provider_path, "run/dev/sms.jsonl");
@@ -355,8 +355,8 @@ static void test_minimal_and_options(void **state)
     assert_int_equal(c->n_rules, 0);
     assert_int_equal(c->n_prices, 0);
     assert_int_equal(c->n_caps, 0);
-    assert_int_equal(c->pacer_rate, 50);
-    assert_int_equal(c->pacer_retry_max, 3);
+    assert_int_equal(c->pacer.rate, 50);
+    assert_int_equal(c->pacer.retry_max, 3);
     assert_int_equal(config_price(c, "+919812345678"), -1);
     config_free(c);
 
@@ -395,13 +395,13 @@ static void test_minimal_and_options(void **state)
                          " 'on_restart_sending': 'fail', 'retry': {'max': 0, 'base': '1ms'}}",
                          P_OTP,
                          "'otp': {'length': 10, 'ttl': '1h', 'max_attempts': 100, 'template': '{code}'}"));
-    assert_int_equal(c->pacer_rate, 10000);
-    assert_int_equal(c->pacer_capacity, 1);
-    assert_int_equal(c->pacer_max_inflight, 1024);
-    assert_int_equal(c->pacer_timeout_ms, 2000);
-    assert_int_equal(c->pacer_on_restart_sending, CFG_SENDING_FAIL);
-    assert_int_equal(c->pacer_retry_max, 0);
-    assert_int_equal(c->pacer_retry_base_ms, 1);
+    assert_int_equal(c->pacer.rate, 10000);
+    assert_int_equal(c->pacer.capacity, 1);
+    assert_int_equal(c->pacer.max_inflight, 1024);
+    assert_int_equal(c->pacer.timeout_ms, 2000);
+    assert_int_equal(c->pacer.on_restart_sending, CFG_SENDING_FAIL);
+    assert_int_equal(c->pacer.retry_max, 0);
+    assert_int_equal(c->pacer.retry_base_ms, 1);
     assert_int_equal(c->otp_length, 10);
     assert_int_equal(c->otp_ttl_ms, 3600000);
     assert_int_equal(c->otp_max_attempts, 100);
@@ -661,6 +661,15 @@ static void run_cases(const struct err_case *cases, size_t n_cases)
 
 #define RULE_PRE "'limits': [{'name': 'a', "
 
+/* config_diff's callback: appends "path:reload;" to ctx (1024 bytes). */
+static void diff_seen(void *ctx, const char *path, int reload)
+{
+    char *s = ctx;
+    size_t n = strlen(s);
+
+    snprintf(s + n, 1024 - n, "%s:%d;", path, reload);
+}
+
 static void test_rule_errors(void **state)
 {
     static const struct err_case cases[] = {
@@ -824,6 +833,77 @@ static void test_rule_errors(void **state)
 
     (void)state;
     run_cases(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+/* The key table: an unknown key names its nearest sibling when one is
+ * close (at most 2 edits, fewer than the key's length), and only from its
+ * own level; an enum's error lists its values. */
+static void test_table_messages(void **state)
+{
+    static const struct err_case cases[] = {
+        {P_OTP, "'otp': {'tll': '5m'}", "otp.tll", "unknown key (did you mean \"ttl\"?)", 1},
+        {P_PACER, "'pacer': {'retry': {'bsae': '1s'}}", "pacer.retry.bsae", "unknown key (did you mean \"base\"?)",
+         1},
+        {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'sliding_log', 'limit': 3, 'windw': '1m'}]",
+         "limits.0.windw", "unknown key (did you mean \"window\"?)", 2},
+        /* "rate" is a pacer key, not an otp one: no guess across levels. */
+        {P_OTP, "'otp': {'rate': 5}", "otp.rate", "unknown key", 1},
+        {P_EXTRA, "'pacr': {}", "pacr", "unknown key (did you mean \"pacer\"?)", 1},
+        {P_PACER, "'pacer': {'on_restart_sending': 'retry'}", "pacer.on_restart_sending",
+         "\"retry\" is not one of the allowed values: resend, fail", 1},
+        {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'leaky', 'limit': 1, 'window': '1m'}]",
+         "limits.0.algorithm",
+         "is not one of the allowed values: sliding_log, fixed_window, token_bucket, resend_delay, "
+         "wrong_guess_cap, sliding_window_counter",
+         1},
+        /* Bounds of durations come from the table's milliseconds. */
+        {P_PACER, "'pacer': {'takeover': '11m'}", "pacer.takeover", "must be from 1s to 10m", 1},
+        {P_LEDGER, "'ledger': {'path': 'a.db', 'retention': '500ms'}", "ledger.retention", "must be at least 1s", 1},
+    };
+    char buf[8192], *errors = NULL;
+    struct config *c;
+
+    (void)state;
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]));
+    /* "2 edits" only when the key is longer than 2: "ab" is no typo of "at". */
+    c = config_parse(build(buf, sizeof(buf), P_EXTRA, "'zz': 1"), FILE_NAME, &errors);
+    assert_null(c);
+    assert_non_null(strstr(errors, "zz: unknown key\n"));
+    free(errors);
+}
+
+static void test_diff(void **state)
+{
+    static char seen[1024];
+    char buf[8192], *errors = NULL;
+    struct config *a, *b;
+    size_t n;
+
+    (void)state;
+    seen[0] = '\0';
+    a = config_parse(DEV_JSON, FILE_NAME, &errors);
+    assert_non_null(a);
+    b = config_parse(build(buf, sizeof(buf), P_PACER, "'pacer': {'rate': 7, 'capacity': 500, 'max_inflight': 32, "
+                                                      "'retry': {'max': 3, 'base': '500ms'}}"),
+                     FILE_NAME, &errors);
+    assert_non_null(b);
+    assert_int_equal(config_diff(a, a, diff_seen, seen), 0);
+    n = config_diff(a, b, diff_seen, seen);
+    assert_int_equal(n, 1);
+    assert_string_equal(seen, "pacer.rate:0;");
+    config_free(b);
+    seen[0] = '\0';
+    /* length, max_attempts and template dropped for their defaults (the
+     * same values): no change; a pumping block with every default turns
+     * the guard on: the section itself changed, each key kept its value. */
+    b = config_parse(build2(buf, sizeof(buf), P_OTP, "'otp': {'ttl': '2m', 'length': 6}", P_EXTRA, "'pumping': {}"),
+                     FILE_NAME, &errors);
+    assert_non_null(b);
+    n = config_diff(a, b, diff_seen, seen);
+    assert_string_equal(seen, "otp.ttl:1;pumping:1;");
+    assert_int_equal(n, 2);
+    config_free(b);
+    config_free(a);
 }
 
 static void test_member_errors(void **state)
@@ -1477,6 +1557,8 @@ int main(void)
         cmocka_unit_test(test_providers),
         cmocka_unit_test(test_rule_errors),
         cmocka_unit_test(test_member_errors),
+        cmocka_unit_test(test_table_messages),
+        cmocka_unit_test(test_diff),
         cmocka_unit_test(test_string_bounds),
         cmocka_unit_test(test_many_errors),
         cmocka_unit_test(test_json_errors),
