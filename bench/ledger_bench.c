@@ -89,10 +89,14 @@ int main(int argc, char **argv)
     struct ledger_stats st;
     struct timespec a, b;
     char path[4096], err[OTP_ERR_LEN];
-    int threads, i;
+    int threads = 0, i;
     double s;
 
-    if (argc != 4 || (threads = atoi(argv[3])) < 1 || threads > 64 || (bench_loops = atoi(argv[2])) < 1) {
+    if (argc == 4) {
+        threads = (int)strtol(argv[3], NULL, 10);
+        bench_loops = (int)strtol(argv[2], NULL, 10);
+    }
+    if (argc != 4 || threads < 1 || threads > 64 || bench_loops < 1) {
         fprintf(stderr, "usage: ledger_bench DIR LOOPS THREADS\n");
         return 64;
     }

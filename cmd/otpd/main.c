@@ -213,7 +213,7 @@ static int otpd_start(struct otpd *d)
     }
     money = (struct pacer_money){otpd_reserve, otpd_refund, d->money};
     if ((d->ledger = ledger_open(c->ledger_path, err)) == NULL ||
-        (ledger_set_retention(d->ledger, c->ledger_retention_ms), 0) || (d->provider = provider_new(c, err)) == NULL ||
+        (ledger_set_retention(d->ledger, c->ledger_retention_ms), 0) || (d->provider = provider_new(&c->provider, err)) == NULL ||
         (d->pacer = pacer_new(&c->pacer, &site, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
     if ((d->admin = admin_new(d->store, d->ledger, c)) == NULL) {

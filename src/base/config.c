@@ -968,25 +968,25 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
     size_t i;
 
     /* A missing or unknown type is reported already; nothing else means anything then. */
-    if (!json_is_string(t) || strcmp(json_string_value(t), cfg_provider_names[c->provider]) != 0)
+    if (!json_is_string(t) || strcmp(json_string_value(t), cfg_provider_names[c->provider.type]) != 0)
         return;
-    for (i = 0; i < 3 && need[c->provider][i]; i++)
-        if (json_object_get(o, need[c->provider][i]) == NULL)
-            cfg_error(x, cfg_path(p, sizeof(p), "provider", need[c->provider][i]), "is required");
-    switch (c->provider) {
+    for (i = 0; i < 3 && need[c->provider.type][i]; i++)
+        if (json_object_get(o, need[c->provider.type][i]) == NULL)
+            cfg_error(x, cfg_path(p, sizeof(p), "provider", need[c->provider.type][i]), "is required");
+    switch (c->provider.type) {
     case CFG_PROVIDER_FILE:
     case CFG_PROVIDER_WEBHOOK:
         break;
     case CFG_PROVIDER_KANNEL:
-        c->provider_user = cfg_env(x, o, "provider", "username_env", 1, 1);
-        c->provider_pass = cfg_env(x, o, "provider", "password_env", 1, 1);
+        c->provider.user = cfg_env(x, o, "provider", "username_env", 1, 1);
+        c->provider.pass = cfg_env(x, o, "provider", "password_env", 1, 1);
         break;
     case CFG_PROVIDER_TWILIO:
-        c->provider_user = cfg_env(x, o, "provider", "account_sid_env", 1, 1);
-        c->provider_pass = cfg_env(x, o, "provider", "auth_token_env", 1, 1);
+        c->provider.user = cfg_env(x, o, "provider", "account_sid_env", 1, 1);
+        c->provider.pass = cfg_env(x, o, "provider", "auth_token_env", 1, 1);
         break;
     }
-    if (c->provider_url[0] && strncmp(c->provider_url, "http://", 7) && strncmp(c->provider_url, "https://", 8))
+    if (c->provider.url[0] && strncmp(c->provider.url, "http://", 7) && strncmp(c->provider.url, "https://", 8))
         cfg_error(x, "provider.url", "must be an http:// or https:// URL");
 }
 
@@ -1155,23 +1155,23 @@ const struct cfg_row cfg_rows[] = {
      "a message taken back after a crash (by its instance's restart or a takeover) while it was `sending`:"
      " `resend` (at least once; duplicates at most the dead instance's `max_inflight`) or `fail`"},
     {"provider", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_provider, NULL, NULL},
-    {"provider.type", CFG_T_ENUM, CFG_REQUIRED, CFG_AT(provider), 0, 0, NULL, cfg_provider_names, NULL, NULL,
+    {"provider.type", CFG_T_ENUM, CFG_REQUIRED, CFG_AT(provider.type), 0, 0, NULL, cfg_provider_names, NULL, NULL,
      "the SMS provider's adapter"},
-    {"provider.path", CFG_T_STR, 0, CFG_AT(provider_path), 0, 0, NULL, NULL, NULL, "file: required", NULL},
-    {"provider.url", CFG_T_STR, 0, CFG_AT(provider_url), 0, 0, NULL, NULL, NULL,
+    {"provider.path", CFG_T_STR, 0, CFG_AT(provider.path), 0, 0, NULL, NULL, NULL, "file: required", NULL},
+    {"provider.url", CFG_T_STR, 0, CFG_AT(provider.url), 0, 0, NULL, NULL, NULL,
      "webhook, kannel: required, http(s)://", NULL},
-    {"provider.from", CFG_T_STR, 0, CFG_AT(provider_from), 0, 0, NULL, NULL, NULL, "kannel, twilio: required", NULL},
-    {"provider.base_url", CFG_T_STR, 0, CFG_AT(provider_base_url), 0, 0, "https://api.twilio.com", NULL, NULL,
+    {"provider.from", CFG_T_STR, 0, CFG_AT(provider.from), 0, 0, NULL, NULL, NULL, "kannel, twilio: required", NULL},
+    {"provider.base_url", CFG_T_STR, 0, CFG_AT(provider.base_url), 0, 0, "https://api.twilio.com", NULL, NULL,
      "twilio", NULL},
     {"provider.username_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "kannel: required", NULL},
     {"provider.password_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "kannel: required", NULL},
     {"provider.account_sid_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "twilio: required", NULL},
     {"provider.auth_token_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "twilio: required", NULL},
-    {"provider.callback_url", CFG_T_STR, 0, CFG_AT(callback_url), 0, 0, NULL, NULL, NULL,
+    {"provider.callback_url", CFG_T_STR, 0, CFG_AT(provider.callback_url), 0, 0, NULL, NULL, NULL,
      "otpd's own base URL for delivery reports",
      "with it Kannel and Twilio send delivery reports to `/v1/dlr/kannel` and `/v1/dlr/twilio` (see "
      "\"Delivery reports\")"},
-    {"provider.callback_ttl", CFG_T_DUR, 0, CFG_AT(callback_ttl_ms), 1000, CFG_30D_MS, "7d", NULL, NULL, NULL,
+    {"provider.callback_ttl", CFG_T_DUR, 0, CFG_AT(provider.callback_ttl_ms), 1000, CFG_30D_MS, "7d", NULL, NULL, NULL,
      "how long a report URL is accepted after its message was accepted"},
 };
 const size_t cfg_n_rows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
@@ -1276,8 +1276,8 @@ void config_free(struct config *c)
     free(c->api_keys);
     cfg_free_secret((char *)c->secret);
     cfg_free_secret(c->redis_password);
-    cfg_free_secret(c->provider_user);
-    cfg_free_secret(c->provider_pass);
+    cfg_free_secret(c->provider.user);
+    cfg_free_secret(c->provider.pass);
     free(c->rules);
     free(c->prices);
     free(c->caps);

@@ -127,6 +127,20 @@ struct pacer_conf {
     enum cfg_sending on_restart_sending;
 };
 
+/* The provider section (provider.*): all src/provider and the delivery
+ * reports read of the config. */
+struct provider_conf {
+    enum cfg_provider type;
+    char url[CFG_STR_MAX];      /* kannel, webhook */
+    char base_url[CFG_STR_MAX]; /* twilio */
+    char path[CFG_STR_MAX];     /* file */
+    char from[64];
+    char *user;                 /* kannel username or twilio account SID */
+    char *pass;                 /* kannel password or twilio auth token */
+    char callback_url[CFG_STR_MAX]; /* otpd's own base URL for delivery reports; "" = none */
+    int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
+};
+
 struct config {
     char listen_host[64];
     int listen_port;
@@ -176,15 +190,7 @@ struct config {
 
     struct pacer_conf pacer;
 
-    enum cfg_provider provider;
-    char provider_url[CFG_STR_MAX];     /* kannel, webhook */
-    char provider_base_url[CFG_STR_MAX]; /* twilio */
-    char provider_path[CFG_STR_MAX];    /* file */
-    char provider_from[64];
-    char *provider_user;  /* kannel username or twilio account SID */
-    char *provider_pass;  /* kannel password or twilio auth token */
-    char callback_url[CFG_STR_MAX]; /* otpd's own base URL for delivery reports; "" = none */
-    int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
+    struct provider_conf provider;
     int log_format;                 /* enum log_format: text (default) or json; a restart changes it */
     int log_level;                  /* enum log_level: the lowest printed (default info); SIGHUP changes it */
 

@@ -51,7 +51,7 @@ static void file_free(void *self)
 
 static const struct provider_ops file_ops = {"file", file_prepare, file_classify, file_free};
 
-struct provider *provider_file_new(const struct config *c, char *err)
+struct provider *provider_file_new(const struct provider_conf *c, char *err)
 {
     struct file_sink *fs = calloc(1, sizeof(*fs));
 
@@ -59,8 +59,8 @@ struct provider *provider_file_new(const struct config *c, char *err)
         snprintf(err, OTP_ERR_LEN, "provider: out of memory");
         return NULL;
     }
-    if ((fs->f = fopen(c->provider_path, "a")) == NULL) {
-        snprintf(err, OTP_ERR_LEN, "provider: cannot open %.200s", c->provider_path);
+    if ((fs->f = fopen(c->path, "a")) == NULL) {
+        snprintf(err, OTP_ERR_LEN, "provider: cannot open %.200s", c->path);
         free(fs);
         return NULL;
     }

@@ -91,16 +91,16 @@ static void kannel_free(void *self)
 
 static const struct provider_ops kannel_ops = {"kannel", kannel_prepare, kannel_classify, kannel_free};
 
-struct provider *provider_kannel_new(const struct config *c, char *err)
+struct provider *provider_kannel_new(const struct provider_conf *c, char *err)
 {
     struct kannel *k = calloc(1, sizeof(*k));
 
     if (k != NULL) {
-        snprintf(k->url, sizeof(k->url), "%s", c->provider_url);
-        snprintf(k->from, sizeof(k->from), "%s", c->provider_from);
+        snprintf(k->url, sizeof(k->url), "%s", c->url);
+        snprintf(k->from, sizeof(k->from), "%s", c->from);
         snprintf(k->callback, sizeof(k->callback), "%s", c->callback_url);
-        k->user = c->provider_user;
-        k->pass = c->provider_pass;
+        k->user = c->user;
+        k->pass = c->pass;
     }
     return provider_wrap(&kannel_ops, k, err);
 }

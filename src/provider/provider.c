@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct provider *provider_new(const struct config *c, char *err)
+struct provider *provider_new(const struct provider_conf *c, char *err)
 {
-    switch (c->provider) {
+    switch (c->type) {
     case CFG_PROVIDER_FILE:
         return provider_file_new(c, err);
     case CFG_PROVIDER_WEBHOOK:

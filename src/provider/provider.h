@@ -103,7 +103,7 @@ struct provider {
 
 /* Builds the adapter the config names. Returns NULL with detail in err.
  * The caller frees with provider_free. Called by one thread at a time. */
-struct provider *provider_new(const struct config *c, char *err);
+struct provider *provider_new(const struct provider_conf *c, char *err);
 void provider_free(struct provider *p);
 
 /* The classification every HTTP adapter shares, for an answer with a
@@ -116,10 +116,10 @@ void provider_classify_status(long status, struct provider_result *res);
 int provider_urlencode(char *out, size_t cap, const char *s);
 
 /* Adapter constructors, each in its own file. */
-struct provider *provider_file_new(const struct config *c, char *err);
-struct provider *provider_webhook_new(const struct config *c, char *err);
-struct provider *provider_kannel_new(const struct config *c, char *err);
-struct provider *provider_twilio_new(const struct config *c, char *err);
+struct provider *provider_file_new(const struct provider_conf *c, char *err);
+struct provider *provider_webhook_new(const struct provider_conf *c, char *err);
+struct provider *provider_kannel_new(const struct provider_conf *c, char *err);
+struct provider *provider_twilio_new(const struct provider_conf *c, char *err);
 
 /* Wraps self and ops; frees self with ops->free when out of memory. */
 struct provider *provider_wrap(const struct provider_ops *ops, void *self, char *err);

@@ -79,16 +79,16 @@ static void twilio_free(void *self)
 
 static const struct provider_ops twilio_ops = {"twilio", twilio_prepare, twilio_classify, twilio_free};
 
-struct provider *provider_twilio_new(const struct config *c, char *err)
+struct provider *provider_twilio_new(const struct provider_conf *c, char *err)
 {
     struct twilio *t = calloc(1, sizeof(*t));
 
     if (t != NULL) {
-        snprintf(t->base, sizeof(t->base), "%s", c->provider_base_url);
-        snprintf(t->from, sizeof(t->from), "%s", c->provider_from);
+        snprintf(t->base, sizeof(t->base), "%s", c->base_url);
+        snprintf(t->from, sizeof(t->from), "%s", c->from);
         snprintf(t->callback, sizeof(t->callback), "%s", c->callback_url);
-        t->sid = c->provider_user;
-        t->token = c->provider_pass;
+        t->sid = c->user;
+        t->token = c->pass;
     }
     return provider_wrap(&twilio_ops, t, err);
 }

@@ -53,11 +53,11 @@ static void webhook_free(void *self)
 
 static const struct provider_ops webhook_ops = {"webhook", webhook_prepare, webhook_classify, webhook_free};
 
-struct provider *provider_webhook_new(const struct config *c, char *err)
+struct provider *provider_webhook_new(const struct provider_conf *c, char *err)
 {
     struct webhook *w = calloc(1, sizeof(*w));
 
     if (w != NULL)
-        snprintf(w->url, sizeof(w->url), "%s", c->provider_url);
+        snprintf(w->url, sizeof(w->url), "%s", c->url);
     return provider_wrap(&webhook_ops, w, err);
 }

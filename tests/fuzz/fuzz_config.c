@@ -77,8 +77,8 @@ static void fuzz_config_check(const struct config *c)
         FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 60, text, sizeof(text)) == OTP_OK);
         FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 1, text, sizeof(text)) == OTP_OK);
     }
-    if (c->provider == CFG_PROVIDER_KANNEL || c->provider == CFG_PROVIDER_TWILIO)
-        FUZZ_CHECK(c->provider_user != NULL && c->provider_pass != NULL);
+    if (c->provider.type == CFG_PROVIDER_KANNEL || c->provider.type == CFG_PROVIDER_TWILIO)
+        FUZZ_CHECK(c->provider.user != NULL && c->provider.pass != NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -310,11 +310,11 @@ static void test_dev_config(void **state)
     assert_int_equal(c->pacer.timeout_ms, 10000);
     assert_int_equal(c->pacer.on_restart_sending, CFG_SENDING_RESEND);
 
-    assert_int_equal(c->provider, CFG_PROVIDER_FILE);
-    assert_string_equal(c->provider_path, "run/dev/sms.jsonl");
-    assert_string_equal(c->callback_url, "");
-    assert_null(c->provider_user);
-    assert_null(c->provider_pass);
+    assert_int_equal(c->provider.type, CFG_PROVIDER_FILE);
+    assert_string_equal(c->provider.path, "run/dev/sms.jsonl");
+    assert_string_equal(c->provider.callback_url, "");
+    assert_null(c->provider.user);
+    assert_null(c->provider.pass);
     config_free(c);
 }
 
@@ -591,8 +591,8 @@ static void test_providers(void **state)
     (void)state;
     c = expect_ok("webhook", build(buf, sizeof(buf), P_PROVIDER,
                                    "'provider': {'type': 'webhook', 'url': 'https://sms.example/send'}"));
-    assert_int_equal(c->provider, CFG_PROVIDER_WEBHOOK);
-    assert_string_equal(c->provider_url, "https://sms.example/send");
+    assert_int_equal(c->provider.type, CFG_PROVIDER_WEBHOOK);
+    assert_string_equal(c->provider.url, "https://sms.example/send");
     config_free(c);
 
     c = expect_ok("kannel",
@@ -600,29 +600,29 @@ static void test_providers(void **state)
                         "'provider': {'type': 'kannel', 'url': 'http://127.0.0.1:13013/cgi-bin/sendsms',"
                         " 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'from': 'OTPD',"
                         " 'callback_url': 'http://127.0.0.1:8080'}"));
-    assert_int_equal(c->provider, CFG_PROVIDER_KANNEL);
-    assert_string_equal(c->provider_url, "http://127.0.0.1:13013/cgi-bin/sendsms");
-    assert_string_equal(c->provider_from, "OTPD");
-    assert_string_equal(c->provider_user, "kuser");
-    assert_string_equal(c->provider_pass, "kpass");
-    assert_string_equal(c->callback_url, "http://127.0.0.1:8080");
+    assert_int_equal(c->provider.type, CFG_PROVIDER_KANNEL);
+    assert_string_equal(c->provider.url, "http://127.0.0.1:13013/cgi-bin/sendsms");
+    assert_string_equal(c->provider.from, "OTPD");
+    assert_string_equal(c->provider.user, "kuser");
+    assert_string_equal(c->provider.pass, "kpass");
+    assert_string_equal(c->provider.callback_url, "http://127.0.0.1:8080");
     config_free(c);
 
     c = expect_ok("twilio", build(buf, sizeof(buf), P_PROVIDER,
                                   "'provider': {'type': 'twilio', 'from': '+15550001111',"
                                   " 'account_sid_env': 'TWILIO_SID', 'auth_token_env': 'TWILIO_TOKEN'}"));
-    assert_int_equal(c->provider, CFG_PROVIDER_TWILIO);
-    assert_string_equal(c->provider_from, "+15550001111");
-    assert_string_equal(c->provider_base_url, "https://api.twilio.com"); /* the default */
-    assert_string_equal(c->provider_user, "AC0123");
-    assert_string_equal(c->provider_pass, "tok456");
+    assert_int_equal(c->provider.type, CFG_PROVIDER_TWILIO);
+    assert_string_equal(c->provider.from, "+15550001111");
+    assert_string_equal(c->provider.base_url, "https://api.twilio.com"); /* the default */
+    assert_string_equal(c->provider.user, "AC0123");
+    assert_string_equal(c->provider.pass, "tok456");
     config_free(c);
 
     c = expect_ok("twilio base_url", build(buf, sizeof(buf), P_PROVIDER,
                                            "'provider': {'type': 'twilio', 'from': 'X', 'base_url': "
                                            "'http://127.0.0.1:9999', 'account_sid_env': 'TWILIO_SID',"
                                            " 'auth_token_env': 'TWILIO_TOKEN'}"));
-    assert_string_equal(c->provider_base_url, "http://127.0.0.1:9999");
+    assert_string_equal(c->provider.base_url, "http://127.0.0.1:9999");
     config_free(c);
 
     /* The production-shaped config parses too. */
@@ -1438,15 +1438,15 @@ static void test_callback_ttl(void **state)
 
     (void)state;
     c = expect_ok("default", build(buf, sizeof(buf), P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://x'}"));
-    assert_int_equal(c->callback_ttl_ms, 7LL * 86400000);
+    assert_int_equal(c->provider.callback_ttl_ms, 7LL * 86400000);
     config_free(c);
     c = expect_ok("1s", build(buf, sizeof(buf), P_PROVIDER,
                               "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '1s'}"));
-    assert_int_equal(c->callback_ttl_ms, 1000);
+    assert_int_equal(c->provider.callback_ttl_ms, 1000);
     config_free(c);
     c = expect_ok("30d", build(buf, sizeof(buf), P_PROVIDER,
                                "'provider': {'type': 'webhook', 'url': 'http://x', 'callback_ttl': '30d'}"));
-    assert_int_equal(c->callback_ttl_ms, 30LL * 86400000);
+    assert_int_equal(c->provider.callback_ttl_ms, 30LL * 86400000);
     config_free(c);
     run_cases(cases, sizeof(cases) / sizeof(cases[0]));
 }
