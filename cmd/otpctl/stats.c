@@ -87,11 +87,15 @@ static void stats_table(const struct summary *s)
     printf("%-24s %lld\n", "verifies verified", (long long)s->verified_requests);
     printf("%-24s %lld\n", "refused", (long long)s->refused);
     by = stats_by(s, 1);
-    json_object_foreach(by, key, v) printf("  %-22s %lld\n", key, (long long)json_integer_value(v));
+    json_object_foreach(by, key, v) {
+        printf("  %-22s %lld\n", key, (long long)json_integer_value(v));
+    }
     json_decref(by);
     printf("%-24s\n", "refused by decision");
     by = stats_by(s, 0);
-    json_object_foreach(by, key, v) printf("  %-22s %lld\n", key, (long long)json_integer_value(v));
+    json_object_foreach(by, key, v) {
+        printf("  %-22s %lld\n", key, (long long)json_integer_value(v));
+    }
     json_decref(by);
     printf("%-24s %lld (sent %lld, transient %lld, permanent %lld)\n", "provider calls",
            (long long)(s->calls[0] + s->calls[1] + s->calls[2]), (long long)s->calls[0],
