@@ -34,7 +34,8 @@
 /* issue.lua's reply: allowed, now, vid, expires_in, is_new, cost_retry,
  * next (resend_after), then 3 per rule (limits.c's enum issue_reply). */
 #define FUZZ_ISSUE_FIXED 8
-#define FUZZ_REPLY_MAX (FUZZ_ISSUE_FIXED + 3 * FUZZ_RULES_MAX)
+#define FUZZ_PUMP_N 4 /* issue.lua's reply ends with the pumping guard's state, wait, sent, verified */
+#define FUZZ_REPLY_MAX (FUZZ_ISSUE_FIXED + 3 * FUZZ_RULES_MAX + FUZZ_PUMP_N)
 #define FUZZ_LUA_INT_MAX (1LL << 53) /* beyond it a Lua double skips integers */
 
 /* limits.c's UNITTEST functions. */
@@ -153,17 +154,33 @@ static int fuzz_parse(struct fuzz_in *in, char *text)
 }
 
 /* issue_read's promises (see its comment in limits.c and limits.h). */
-static int fuzz_issue(const struct fuzz_in *in)
+static int fuzz_issue(struct fuzz_in *in)
 {
     const struct store_reply *rep = &in->rep;
     const struct cfg_rule *lock = NULL;
     struct limits_issue out;
     int64_t longest = INT64_MIN;
     int limited = 0;
-    size_t i;
+    size_t i, base = FUZZ_ISSUE_FIXED + in->n_rules * 3;
+    const long long *pump;
 
-    if (rep->n != FUZZ_ISSUE_FIXED + in->n_rules * 3 || rep->strs[0] != NULL || rep->ints[0] < 0)
+    /* A reply without the pumping guard's values is read as the guard off
+     * (the seeds written before it). */
+    if (rep->n == base && base + FUZZ_PUMP_N <= FUZZ_REPLY_MAX) {
+        for (i = 0; i < FUZZ_PUMP_N; i++)
+            in->ints[base + i] = 0, in->strs[base + i] = NULL;
+        in->rep.n += FUZZ_PUMP_N;
+    }
+    if (rep->n != base + FUZZ_PUMP_N || rep->strs[0] != NULL || rep->ints[0] < 0)
         return 0; /* limits_issue answers OTP_ESTORE (a bad or an abandoned call's reply) */
+    pump = rep->ints + base;
+    if (pump[0] == LIMITS_PUMP_HELD || pump[0] == LIMITS_PUMP_STARTED) {
+        /* Refused by the guard before any rule: no rule is named. */
+        memset(&out, 0, sizeof(out));
+        issue_read(in->used, in->n_rules, rep, &out);
+        FUZZ_CHECK(out.rc == OTP_EPUMPING && out.retry_ms == pump[1] && out.reason[0] == '\0');
+        return 1;
+    }
     for (i = 0; i < in->n_rules; i++)
         if (rep->ints[FUZZ_ISSUE_FIXED + i * 3] != 1 && rep->ints[FUZZ_ISSUE_FIXED + 2 + i * 3] < 1)
             return 0; /* not a refusal issue.lua gives */
@@ -199,7 +216,9 @@ static int fuzz_issue(const struct fuzz_in *in)
                            rep->ints[FUZZ_ISSUE_FIXED + 2 + i * 3] == longest);
     } else if (rep->ints[7] >= 0 && rep->ints[5] == 0) {
         /* The queue alone refused: queue_full, without RateLimit headers. */
-        FUZZ_CHECK(out.rc == OTP_EFULL && out.reason[0] == '\0' && out.depth == rep->ints[7]);
+        /* is_new (4) says the caller's share refused it, not the fleet's capacity. */
+        FUZZ_CHECK(out.rc == OTP_EFULL && out.depth == rep->ints[7] &&
+                   strcmp(out.reason, rep->ints[4] == 1 ? "share_per_key" : "") == 0);
         FUZZ_CHECK(out.header.name[0] == '\0');
     } else {
         FUZZ_CHECK(out.rc == OTP_ECOST && out.reason[0] == '\0');
