@@ -483,31 +483,38 @@ static int http_out_unpack(const char *text, struct http_out *out)
 
 static const char http_bad_idem_key[] = "Idempotency-Key must be 1 to 64 printable ASCII bytes, given once";
 
-/* Counts the Idempotency-Key headers and keeps the first. */
-static enum MHD_Result http_idem_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                        const char *value)
+/* One request header's count and first value (http_header_first). */
+struct http_header_seen {
+    const char *name;
+    const char *value;
+    int n;
+};
+
+static enum MHD_Result http_header_count(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
-    struct {
-        const char *value;
-        int n;
-    } *x = cls;
+    struct http_header_seen *x = cls;
 
     (void)kind;
-    if (strcasecmp(key, "Idempotency-Key") == 0 && x->n++ == 0)
+    if (strcasecmp(key, x->name) == 0 && x->n++ == 0)
         x->value = value;
     return MHD_YES;
+}
+
+/* Counts the headers called name and keeps the first one's value. */
+static struct http_header_seen http_header_first(struct MHD_Connection *con, const char *name)
+{
+    struct http_header_seen x = {name, NULL, 0};
+
+    MHD_get_connection_values(con, MHD_HEADER_KIND, http_header_count, &x);
+    return x;
 }
 
 /* The request's Idempotency-Key in *key (NULL when absent); 0 when it is
  * not 1 to IDEM_KEY_MAX printable ASCII bytes, or given twice. */
 static int http_idem_key(struct MHD_Connection *con, const char **key)
 {
-    struct {
-        const char *value;
-        int n;
-    } x = {NULL, 0};
+    struct http_header_seen x = http_header_first(con, "Idempotency-Key");
 
-    MHD_get_connection_values(con, MHD_HEADER_KIND, http_idem_header, &x);
     *key = x.value;
     return x.n == 0 || (x.n == 1 && idem_key_ok(x.value));
 }
@@ -1124,21 +1131,6 @@ static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, st
     return http_verify(h, con, rq, api_key);
 }
 
-/* Counts the X-Request-Id headers and keeps the first. */
-static enum MHD_Result http_request_id_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                              const char *value)
-{
-    struct {
-        const char *value;
-        int n;
-    } *x = cls;
-
-    (void)kind;
-    if (strcasecmp(key, "X-Request-Id") == 0 && x->n++ == 0)
-        x->value = value;
-    return MHD_YES;
-}
-
 /* 1 when a client's request id may be kept: 1 to LOG_REQUEST_ID_MAX bytes
  * of printable ASCII without spaces (a UUID, a W3C trace id, a load
  * balancer's "Root=1-...;Parent=..."), so it fits a header and a log field
@@ -1158,14 +1150,10 @@ UNITTEST int http_request_id_ok(const char *s)
 static void http_request_id(struct MHD_Connection *con, char *out)
 {
     static const char hex[] = "0123456789abcdef";
-    struct {
-        const char *value;
-        int n;
-    } x = {NULL, 0};
+    struct http_header_seen x = http_header_first(con, "X-Request-Id");
     unsigned char r[16];
     size_t i;
 
-    MHD_get_connection_values(con, MHD_HEADER_KIND, http_request_id_header, &x);
     if (x.n == 1 && http_request_id_ok(x.value)) {
         snprintf(out, LOG_REQUEST_ID_MAX + 1, "%s", x.value);
         return;
