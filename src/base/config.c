@@ -1042,7 +1042,7 @@ const struct cfg_row cfg_rows[] = {
      "a second listener, plain HTTP, that alone serves `/healthz`, `/readyz` and `/metrics` (`listen` then "
      "answers 404 there): keep it on loopback or a private interface"},
     {"tls", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, cfg_tls, NULL,
-     "HTTPS on `listen` (README, \"TLS\"); absent: plain HTTP"},
+     "HTTPS on `listen` (README, \"TLS and private probes\"); absent: plain HTTP"},
     {"tls.cert", CFG_T_STR, CFG_REQUIRED | CFG_RELOAD, CFG_AT(tls.cert), 0, 0, NULL, NULL, NULL, "a PEM file",
      "the certificate, then its intermediates; read again on SIGHUP (new handshakes get it, open connections "
      "stay; a bad one is refused and the old one kept)"},
