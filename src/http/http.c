@@ -291,6 +291,26 @@ static void http_out_problem(struct http *h, struct http_out *out, enum otp_outc
                  http_problem_text((unsigned)row->http_status, row->error, row->title, detail, a), a);
 }
 
+/* text (taken) followed by the served certificate's expiry, when HTTPS is
+ * on: what an alert on renewal watches. NULL when out of memory. */
+static char *http_metrics_tls(struct http *h, char *text)
+{
+    struct tls_info ti;
+    char *more;
+
+    if (h->tls == NULL || text == NULL)
+        return text;
+    tls_info(h->tls, &ti);
+    if (asprintf(&more, "%s# HELP otpd_tls_certificate_expiry_timestamp_seconds When the certificate HTTPS serves "
+                        "stops being valid (Unix time); SIGHUP loads a renewed one.\n"
+                        "# TYPE otpd_tls_certificate_expiry_timestamp_seconds gauge\n"
+                        "otpd_tls_certificate_expiry_timestamp_seconds %lld\n",
+                 text, (long long)ti.not_after_s) < 0)
+        more = NULL;
+    free(text);
+    return more;
+}
+
 /* The Prometheus text of this layer's own problems, each outcome it can
  * answer shown (0 until it happens); malloc'd, NULL when out of memory. */
 static char *http_metrics_text(struct http *h)
@@ -315,7 +335,7 @@ static char *http_metrics_text(struct http *h)
         free(text);
         text = more;
     }
-    return text;
+    return http_metrics_tls(h, text);
 }
 
 /* Compares a presented key with each configured one in constant time;
@@ -1425,12 +1445,15 @@ static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port
         tls_opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)HTTP_TLS_PRIORITIES};
     }
     d = MHD_start_daemon(flags, 0, NULL, NULL, internal ? http_handle_internal : http_handle, h,
-                         MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
-                         internal ? 1u : (unsigned)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
-                         internal ? HTTP_INTERNAL_CONNS : http_connection_limit(), MHD_OPTION_CONNECTION_TIMEOUT,
-                         30u, MHD_OPTION_NOTIFY_COMPLETED, http_done, h, MHD_OPTION_NOTIFY_CONNECTION,
-                         internal ? http_notify_internal : http_notify, h, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                         (unsigned)c->http_max_conns_per_ip, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+                         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                         MHD_OPTION_THREAD_POOL_SIZE, internal ? 1u : (unsigned)c->http_threads,
+                         MHD_OPTION_CONNECTION_LIMIT, internal ? HTTP_INTERNAL_CONNS : http_connection_limit(),
+                         MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                         MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
+                         MHD_OPTION_NOTIFY_CONNECTION, internal ? http_notify_internal : http_notify, h,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->http_max_conns_per_ip,
+                         MHD_OPTION_ARRAY, tls_opts,
+                         MHD_OPTION_END);
     freeaddrinfo(ai);
     if (d == NULL)
         snprintf(err, OTP_ERR_LEN, "http: cannot listen on %s:%d%s", host, port,
