@@ -22,6 +22,15 @@
  * queue thread's wake-up) never nest; the store, ledger, limits and otp
  * each guard their own state and hold no lock across a call into another
  * module.
+ *
+ * HTTP. With listen_internal set, a second libmicrohttpd daemon (one
+ * thread) serves the probes and metrics; both share http's deadline reaper
+ * thread and its mu (the open connections). With tls, the certificate
+ * lives in src/http/tls.c under its own mutex: MHD's workers take it for a
+ * pointer read at each handshake, the main thread to swap a new one in on
+ * SIGHUP, and the reaper to free replaced ones once no connection opened
+ * before the swap remains. The reaper releases http's mu before it takes
+ * the certificate's, so the two never nest.
  */
 #include <pthread.h>
 #include <signal.h>
