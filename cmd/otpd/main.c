@@ -264,6 +264,8 @@ static void otpd_tls_log(const char *event, const struct tls_info *ti, int64_t n
                          LOG_STR("not_after", until), LOG_INT("chain", ti->chain)),
               "tls: serving %s (SHA-256 %s, %u in chain), valid until %s", ti->subject, ti->fingerprint, ti->chain,
               until);
+    if (ti->warning[0])
+        log_event(LOG_WARN, "tls.chain_out_of_date", NULL, 0, "%s", ti->warning);
     if (ti->not_after_s - now_s < OTPD_TLS_WARN_S)
         log_event(LOG_WARN, "tls.expires_soon", LOG_FIELDS(LOG_STR("not_after", until)),
                   "tls: the certificate expires at %s: renew it, then SIGHUP", until);

@@ -135,14 +135,35 @@ static void tls_describe(gnutls_x509_crt_t crt, struct tls_info *info)
     }
 }
 
-/* 0 when every certificate of the chain is valid at now_s; else -1 with
- * err naming the one that is not and when it stops or starts being valid. */
+/* "" in why when now_s is within [from, to], else what is wrong. */
+static void tls_dates(int64_t from, int64_t to, int64_t now_s, char *why, size_t cap)
+{
+    char when[TIMESTAMP_LEN];
+
+    why[0] = '\0';
+    if (now_s > to) {
+        timestamp_format(to * 1000, when, sizeof(when));
+        snprintf(why, cap, "expired at %s", when);
+    } else if (now_s < from) {
+        timestamp_format(from * 1000, when, sizeof(when));
+        snprintf(why, cap, "is not valid before %s", when);
+    }
+}
+
+/*
+ * The chain's dates at now_s. The leaf must be valid: 0, or -1 with err.
+ * An intermediate out of its dates is only noted in info->warning: clients
+ * that can build another path (a cross-signed root that expired in a chain
+ * that still works, as happened with Let's Encrypt's) would otherwise cost
+ * the operator a start for nothing.
+ */
 static int tls_check_times(const char *path, gnutls_x509_crt_t *crts, unsigned n, int64_t now_s,
                            struct tls_info *info, char *err)
 {
-    char when[TIMESTAMP_LEN], which[40] = "";
+    char which[40] = "", why[64];
     unsigned i;
 
+    info->warning[0] = '\0';
     for (i = 0; i < n; i++) {
         int64_t from = (int64_t)gnutls_x509_crt_get_activation_time(crts[i]);
         int64_t to = (int64_t)gnutls_x509_crt_get_expiration_time(crts[i]);
@@ -152,19 +173,18 @@ static int tls_check_times(const char *path, gnutls_x509_crt_t *crts, unsigned n
             snprintf(err, TLS_ERR_LEN, "tls.cert: %.150s%s: cannot read its validity dates", path, which);
             return -1;
         }
+        tls_dates(from, to, now_s, why, sizeof(why));
         if (i == 0) {
             info->not_before_s = from;
             info->not_after_s = to;
-        }
-        if (now_s > to) {
-            timestamp_format(to * 1000, when, sizeof(when));
-            snprintf(err, TLS_ERR_LEN, "tls.cert: %.150s%s expired at %s", path, which, when);
-            return -1;
-        }
-        if (now_s < from) {
-            timestamp_format(from * 1000, when, sizeof(when));
-            snprintf(err, TLS_ERR_LEN, "tls.cert: %.150s%s is not valid before %s", path, which, when);
-            return -1;
+            if (why[0]) {
+                snprintf(err, TLS_ERR_LEN, "tls.cert: %.150s%s %s", path, which, why);
+                return -1;
+            }
+        } else if (why[0] && info->warning[0] == '\0') {
+            snprintf(info->warning, sizeof(info->warning),
+                     "tls.cert: %.150s%s %s: clients that need it fail; use the chain your CA serves now", path,
+                     which, why);
         }
     }
     return 0;

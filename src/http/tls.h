@@ -28,12 +28,14 @@ struct tls_info {
     int64_t not_before_s;  /* Unix seconds */
     int64_t not_after_s;
     unsigned chain;        /* certificates in the file, the leaf first */
+    char warning[320];     /* "" or what is wrong with an intermediate (out of its dates); served anyway */
 };
 
 /*
  * Reads conf's certificate and key and checks them at now_s (Unix seconds):
- * each file readable and PEM, every certificate valid at now_s (not expired,
- * not yet valid), the key the leaf's. Returns the loaded object (tls_free),
+ * each file readable and PEM, the leaf valid at now_s (not expired, not
+ * yet valid), the key the leaf's (an intermediate out of its dates is only
+ * noted in tls_info's warning). Returns the loaded object (tls_free),
  * or NULL with err (TLS_ERR_LEN) as "tls.cert: what is wrong" or "tls.key:
  * ...". err never holds the key's content. Only one object may exist at a
  * time (GnuTLS's certificate callback takes no context): a second is refused.

@@ -229,6 +229,24 @@ class HttpsTest(TlsBase):
         self.assertNotIn("event=tls.reloaded", self.otpd.log())
 
 
+class ChainTest(TlsBase):
+    def test_an_out_of_date_intermediate_is_served_with_a_warning(self):
+        """Only the leaf's dates stop a start: an extra certificate out of its
+        dates (an old cross-sign left in a chain) is logged and served."""
+        now = time.time()
+        old = self.certs.leaf("old", now - 40 * 86400, now - 86400)[0]
+        with open(self.first[0]) as a, open(old) as b, open(self.cert_path + ".new", "w") as out:
+            out.write(a.read() + b.read())
+        os.replace(self.cert_path + ".new", self.cert_path)
+        self.restart()
+        log = self.otpd.log()
+        self.assertIn("event=tls.chain_out_of_date", log)
+        self.assertIn("(certificate 2 of 2) expired at", log)
+        self.assertIn("chain=2", log)
+        self.assertEqual(self.served(), fingerprint(self.first[0]))
+        self.assertEqual(self.curl("GET", "/healthz", auth=None)[0], 200)
+
+
 class StartupErrorTest(TlsBase):
     """A bad certificate or key stops otpd before it listens, with EX_CONFIG
     and the reason; --check says the same with exit code 1."""
