@@ -199,8 +199,15 @@ install: all
 run: deps all
 	sh tests/run_dev.sh
 
-bench: deps-test all
-	python3 bench/run.py
+# Issue 13's table (bench/perf.py; saved in bench/results/). The older sections: python3 bench/run.py [section].
+# bench/bare429.c is ceiling B: libmicrohttpd alone, with otpd's thread model.
+build/bench/bare429: bench/bare429.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(shell pkg-config --cflags libmicrohttpd) -o $@ $< \
+	  $(shell pkg-config --libs libmicrohttpd)
+
+bench: deps-test all build/bench/bare429
+	python3 bench/run.py perf
 
 lint:
 	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.cc' '*.h') || \
