@@ -772,13 +772,24 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
         if (json_object_get(r, "limit") || json_object_get(r, "window") || json_object_get(r, "burst"))
             cfg_error(x, p, "resend_delay takes delay only, not limit, window or burst");
     } else if (algo >= 0) {
-        cfg_int(x, r, p, "limit", 1, 1, config_limit_max((enum cfg_algo)algo), &rule->limit);
+        json_t *lim = json_object_get(r, "limit");
+        const char *why;
+        /* A sliding log's bound has a reason worth saying; the others are
+         * plain ranges. */
+        if (algo == CFG_ALGO_SLIDING_LOG && json_is_integer(lim) && json_integer_value(lim) > 1 &&
+            (why = config_limit_why((enum cfg_algo)algo, 0, json_integer_value(lim))) != NULL)
+            cfg_error(x, cfg_path(q, sizeof(q), p, "limit"), "must be %s", why);
+        else
+            cfg_int(x, r, p, "limit", 1, 1, config_limit_max((enum cfg_algo)algo), &rule->limit);
         /* The counter's script weighs counts in exact integer ms (limit x
          * window stays below 2^53); longer quotas are fixed_window's. */
         if (cfg_dur(x, r, p, "window", 1, &rule->window_ms) && algo == CFG_ALGO_SLIDING_WINDOW_COUNTER &&
             rule->window_ms > CFG_30D_MS)
             cfg_error(x, cfg_path(q, sizeof(q), p, "window"),
                       "must be at most 30d for sliding_window_counter (use fixed_window for longer quotas)");
+        else if (algo == CFG_ALGO_TOKEN_BUCKET && rule->limit > 0 && rule->window_ms > 0 &&
+                 (why = config_limit_why((enum cfg_algo)algo, rule->window_ms, rule->limit)) != NULL)
+            cfg_error(x, cfg_path(q, sizeof(q), p, "limit"), "must be %s", why);
         if (json_object_get(r, "delay"))
             cfg_error(x, cfg_path(q, sizeof(q), p, "delay"), "applies to resend_delay only");
         rule->burst = rule->limit;
@@ -1221,7 +1232,8 @@ const struct cfg_row cfg_rows[] = {
     {"limits.*.algorithm", CFG_T_ENUM, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, algo_names,
      NULL, NULL, NULL},
     {"limits.*.limit", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL,
-     "1 to 1000 (sliding_log), 10^6 (sliding_window_counter), 10^9; not for resend_delay", NULL},
+     "1 to 1000 (sliding_log: its memory grows with the limit), 10^6 (sliding_window_counter), 10^9 "
+     "(fixed_window; token_bucket: at most one per ms of its window); not for resend_delay", NULL},
     {"limits.*.window", CFG_T_DUR, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, NULL,
      "at most 30d for sliding_window_counter; not for resend_delay", NULL},
     {"limits.*.burst", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL,
@@ -1460,6 +1472,17 @@ int64_t config_price_in(const struct cfg_price *prices, size_t n_prices, const c
         }
     }
     return best;
+}
+
+const char *config_limit_why(enum cfg_algo a, int64_t window_ms, int64_t limit)
+{
+    if (a == CFG_ALGO_SLIDING_LOG && limit > config_limit_max(a))
+        return "at most 1000 for sliding_log, which keeps every request of its window (its memory grows with "
+               "the limit); use sliding_window_counter, fixed_window or token_bucket for larger limits";
+    if (a == CFG_ALGO_TOKEN_BUCKET && limit > window_ms)
+        return "at most the window in ms for token_bucket, which spaces requests at least 1 ms apart; use a "
+               "longer window, or fixed_window or sliding_window_counter";
+    return NULL;
 }
 
 int64_t config_limit_max(enum cfg_algo a)

@@ -699,6 +699,44 @@ static void test_providers(void **state)
     config_free(c);
 }
 
+/* Limits that fit real traffic: the counter kinds take 10^6 (an IP's
+ * 5,000 an hour among them), a sliding log its 1000, a token bucket one
+ * request per ms of its window. */
+static void test_counter_limits(void **state)
+{
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    c = expect_ok("10^6", build(buf, sizeof(buf), P_LIMITS,
+                                "'limits': ["
+                                "{'name': 'ip_hour', 'key': 'client_ip', 'algorithm': 'sliding_window_counter',"
+                                " 'limit': 5000, 'window': '1h'},"
+                                "{'name': 'swc', 'key': 'global', 'algorithm': 'sliding_window_counter',"
+                                " 'limit': 1000000, 'window': '1d'},"
+                                "{'name': 'fw', 'key': 'api_key', 'algorithm': 'fixed_window', 'limit': 1000000,"
+                                " 'window': '1h'},"
+                                "{'name': 'tb', 'key': 'device', 'algorithm': 'token_bucket', 'limit': 1000000,"
+                                " 'window': '1h', 'burst': 1000000},"
+                                "{'name': 'tb_ms', 'key': 'purpose', 'algorithm': 'token_bucket', 'limit': 1000,"
+                                " 'window': '1s'},"
+                                "{'name': 'log', 'key': 'phone', 'algorithm': 'sliding_log', 'limit': 1000,"
+                                " 'window': '1h'}]"));
+    assert_int_equal(c->n_rules, 6);
+    assert_int_equal(c->rules[0].limit, 5000);
+    assert_int_equal(c->rules[1].limit, 1000000);
+    assert_int_equal(c->rules[2].limit, 1000000);
+    assert_int_equal(c->rules[3].limit, 1000000);
+    assert_int_equal(c->rules[4].limit, 1000);
+    assert_int_equal(c->rules[5].limit, 1000);
+    assert_null(config_limit_why(CFG_ALGO_SLIDING_LOG, 1000, 1000));
+    assert_non_null(config_limit_why(CFG_ALGO_SLIDING_LOG, 3600000, 1001));
+    assert_null(config_limit_why(CFG_ALGO_TOKEN_BUCKET, 1000, 1000));
+    assert_non_null(config_limit_why(CFG_ALGO_TOKEN_BUCKET, 1000, 1001));
+    assert_null(config_limit_why(CFG_ALGO_FIXED_WINDOW, 1000, 1000000));
+    config_free(c);
+}
+
 /* One mistake: member part replaced by text gives exactly n lines, one of
  * them at path with msg. */
 struct err_case {
@@ -753,9 +791,19 @@ static void test_rule_errors(void **state)
          "is required", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'limit': 1, 'window': '1m'}]", "limits.0.algorithm",
          "is required", 1},
-        /* Limits by algorithm: sliding_log keeps every event, so 1000. */
+        /* Limits by algorithm: sliding_log keeps every event, so 1000, and
+         * says why and what to use instead. */
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'sliding_log', 'limit': 1001, 'window': '1m'}]",
+         "limits.0.limit",
+         "must be at most 1000 for sliding_log, which keeps every request of its window (its memory grows with "
+         "the limit); use sliding_window_counter, fixed_window or token_bucket for larger limits", 1},
+        {P_LIMITS, RULE_PRE "'key': 'client_ip', 'algorithm': 'sliding_log', 'limit': 5000, 'window': '1h'}]",
+         "limits.0.limit", "its memory grows with the limit", 1},
+        {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'sliding_log', 'limit': 0, 'window': '1m'}]",
          "limits.0.limit", "from 1 to 1000", 1},
+        /* A token bucket spaces requests in whole ms: one per ms at most. */
+        {P_LIMITS, RULE_PRE "'key': 'global', 'algorithm': 'token_bucket', 'limit': 1001, 'window': '1s'}]",
+         "limits.0.limit", "at most the window in ms for token_bucket, which spaces requests at least 1 ms apart", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'fixed_window', 'limit': 0, 'window': '1m'}]",
          "limits.0.limit", "from 1 to 1000000000", 1},
         {P_LIMITS,
@@ -964,6 +1012,40 @@ static void test_diff(void **state)
     n = config_diff(a, b, diff_seen, seen);
     assert_string_equal(seen, "otp.ttl:1;pumping:1;");
     assert_int_equal(n, 2);
+    config_free(b);
+    config_free(a);
+
+    /* Issue 14's provider keys need a restart (the adapter is built once),
+     * a secret's variable named by its key, never its value. */
+    seen[0] = '\0';
+    a = config_parse(build(buf, sizeof(buf), P_PROVIDER,
+                           "'provider': {'type': 'webhook', 'url': 'http://w', 'token_env': 'WEBHOOK_TOKEN'}"),
+                     FILE_NAME, &errors);
+    assert_non_null(a);
+    b = config_parse(build(buf, sizeof(buf), P_PROVIDER,
+                           "'provider': {'type': 'webhook', 'url': 'http://w', 'token_env': 'OTPD_TEST_KEY_16',"
+                           " 'signing_secret_env': 'OTPD_TEST_SECRET_32'}"),
+                     FILE_NAME, &errors);
+    assert_non_null(b);
+    assert_int_equal(config_diff(a, b, diff_seen, seen), 2);
+    assert_string_equal(seen, "provider.token_env:0;provider.signing_secret_env:0;");
+    config_free(b);
+    config_free(a);
+    seen[0] = '\0';
+    a = config_parse(build(buf, sizeof(buf), P_PROVIDER,
+                           "'provider': {'type': 'kannel', 'url': 'http://k/', 'username_env': 'KANNEL_USER',"
+                           " 'password_env': 'KANNEL_PASS', 'from': 'OTPD'}"),
+                     FILE_NAME, &errors);
+    assert_non_null(a);
+    b = config_parse(build(buf, sizeof(buf), P_PROVIDER,
+                           "'provider': {'type': 'kannel', 'url': 'http://k/', 'username_env': 'KANNEL_USER',"
+                           " 'password_env': 'KANNEL_PASS', 'from': 'OTPD', 'smsc': 's', 'priority': 1,"
+                           " 'validity': '3m', 'dlr_mask': 19, 'callback_url': 'http://o'}"),
+                     FILE_NAME, &errors);
+    assert_non_null(b);
+    /* dlr_mask 19 is its default: no change. */
+    assert_int_equal(config_diff(a, b, diff_seen, seen), 4);
+    assert_string_equal(seen, "provider.smsc:0;provider.priority:0;provider.validity:0;provider.callback_url:0;");
     config_free(b);
     config_free(a);
 }
@@ -1656,6 +1738,7 @@ int main(void)
         cmocka_unit_test(test_sentinel),
         cmocka_unit_test(test_rule_count),
         cmocka_unit_test(test_providers),
+        cmocka_unit_test(test_counter_limits),
         cmocka_unit_test(test_rule_errors),
         cmocka_unit_test(test_member_errors),
         cmocka_unit_test(test_table_messages),
