@@ -13,7 +13,7 @@ import re
 import time
 import urllib.parse
 
-from harness import OtpdTest, code_of, twilio_signature, wait_until
+from harness import ROOT, OtpdTest, code_of, twilio_signature, wait_until
 
 AC = "AC0123456789abcdef0123456789abcdef"
 SK = "SKfedcba9876543210fedcba9876543210"
@@ -194,6 +194,18 @@ class WebhookSignedTest(ProviderTest):
         # Another secret, time or body gives another signature: the check means something.
         self.assertNotEqual(m.group(2), hmac.new(SIGNING.encode(), ("%d." % (t + 1)).encode() + req["body"].encode(),
                                                  hashlib.sha256).hexdigest())
+        # README's receiver-side check accepts it, and refuses it altered or stale.
+        with open(os.path.join(ROOT, "README.md")) as f:
+            readme = f.read()
+        code = re.search(r"```python\n(.*?)```", readme[readme.index("#### Webhook signatures"):], re.S).group(1)
+        ns = {}
+        exec(code, ns)
+        ok = ns["otpd_request_ok"]
+        raw = req["body"].encode()
+        self.assertTrue(ok(SIGNING.encode(), sig, raw))
+        self.assertFalse(ok(SIGNING.encode(), sig, raw.replace(b"+9198", b"+9199")))
+        self.assertFalse(ok(b"another-secret", sig, raw))
+        self.assertFalse(ok(SIGNING.encode(), sig, raw, max_age_s=int(time.time()) - t - 1))
         self.assert_no_secrets(self.otpd.log())
 
     def test_secrets_stay_out_of_check_and_log(self):
@@ -236,7 +248,7 @@ class KannelFieldsTest(ProviderTest):
     def configure(self, cfg):
         cfg["provider"] = {"type": "kannel", "url": self.fake.url + "/cgi-bin/sendsms", "from": "OTPD",
                            "username_env": "KANNEL_USER", "password_env": "KANNEL_PASS", "smsc": "route-a",
-                           "priority": 2, "validity": "7m", "dlr_mask": 31, "callback_url": "http://" + cfg["listen"]}
+                           "priority": 0, "validity": "7m", "dlr_mask": 31, "callback_url": "http://" + cfg["listen"]}
         return cfg
 
     def test_configured_fields(self):
@@ -247,7 +259,7 @@ class KannelFieldsTest(ProviderTest):
         args = req["args"]
         self.assertEqual(sorted(args), ["dlr-mask", "dlr-url", "from", "password", "priority", "smsc", "text", "to",
                                         "username", "validity"])
-        self.assertEqual((args["smsc"], args["priority"], args["validity"], args["dlr-mask"]), ("route-a", "2", "7", "31"))
+        self.assertEqual((args["smsc"], args["priority"], args["validity"], args["dlr-mask"]), ("route-a", "0", "7", "31"))
         self.assertEqual((args["to"], args["from"], args["username"], args["password"]),
                          ("+919812345678", "OTPD", "otpd", KPASS))
         self.assertTrue(args["dlr-url"].startswith("http://%s/v1/dlr/kannel?" % self.otpd.config["listen"]), args)
