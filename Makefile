@@ -42,13 +42,13 @@ PREFIX  ?= /usr/local
 # The git describe at build time, for `otpd --version` (a source tree without git says "unknown").
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
-BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.c \
+BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clock.c src/base/log.c \
                 src/base/config.c src/base/conftab.c src/base/timestamp.c src/base/metrics.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
 STORE_SRC    := src/store/store.c
-LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/sha256.c src/ledger/chain.c src/ledger/ro.c src/ledger/chaincheck.c src/ledger/summary.c
+LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/chain.c src/ledger/ro.c src/ledger/chaincheck.c src/ledger/summary.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c
@@ -201,8 +201,15 @@ install: all
 run: deps all
 	sh tests/run_dev.sh
 
-bench: deps-test all
-	python3 bench/run.py
+# Issue 13's table (bench/perf.py; saved in bench/results/). The older sections: python3 bench/run.py [section].
+# bench/bare429.c is ceiling B: libmicrohttpd alone, with otpd's thread model.
+build/bench/bare429: bench/bare429.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(shell pkg-config --cflags libmicrohttpd) -o $@ $< \
+	  $(shell pkg-config --libs libmicrohttpd)
+
+bench: deps-test all build/bench/bare429
+	python3 bench/run.py perf
 
 lint:
 	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.cc' '*.h') || \

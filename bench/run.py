@@ -11,11 +11,17 @@ same run, because these machines are shared and noisy.
   fleet:     1 and 3 instances on one Redis (bench/fleet.py): pacing,
              Redis commands per message, and accepted-issue throughput of
              BENCH_BEFORE_REV's otpd against bin/otpd. Not run by default.
+  perf:      issue 13's table (bench/perf.py), what `make bench` runs:
+             refusals, decisions and accepted issues against redis-benchmark
+             and a bare libmicrohttpd server, the ledger's rows/s, RSS under
+             overload; saved in bench/results/. Not run by default.
 
-Usage: python3 bench/run.py [decisions] [latency] [pacing] [fleet]
+Usage: python3 bench/run.py [decisions] [latency] [pacing] [fleet] [perf]
 """
+import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -172,11 +178,20 @@ def main():
     if "fleet" in what:
         # By path: tests/integration (on sys.path for the harness) may hold a
         # fleet.py of its own.
-        import importlib.util
         spec = importlib.util.spec_from_file_location("bench_fleet", os.path.join(HERE, "fleet.py"))
         fleet = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(fleet)
         fleet.bench_fleet(tmp, wrk, evalsha_baseline, decisions_config)
+    if "perf" in what:
+        spec = importlib.util.spec_from_file_location("bench_perf", os.path.join(HERE, "perf.py"))
+        perf = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(perf)
+        perf_tmp = os.path.join(tmp, "perf")
+        os.mkdir(perf_tmp)
+        perf.bench_perf(perf_tmp)
+        if not os.environ.get("OTPD_KEEP"):
+            # Its otpd logs a line per request: a run leaves hundreds of MB.
+            shutil.rmtree(perf_tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
