@@ -335,6 +335,37 @@ static void cfg_listen(struct cfg_ctx *x, struct config *c, json_t *root)
     c->listen_port = (int)port;
 }
 
+/* listen_internal: like listen, and not listen's own address (the
+ * second bind would fail later, with a vaguer message). */
+static void cfg_listen_internal(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    char s[64], *host;
+    long port;
+
+    if (!cfg_str(x, root, "", "listen_internal", 0, s, sizeof(s)))
+        return;
+    if ((host = cfg_hostport(s, &port)) == NULL || host[0] == '\0') {
+        cfg_error(x, "listen_internal", "must be HOST:PORT, IPv6 as [ADDR]:PORT; port must be from 1 to 65535");
+        return;
+    }
+    if (port == c->listen_port && strcmp(host, c->listen_host) == 0) {
+        cfg_error(x, "listen_internal", "must differ from listen");
+        return;
+    }
+    snprintf(c->listen_internal_host, sizeof(c->listen_internal_host), "%s", host);
+    c->listen_internal_port = (int)port;
+}
+
+/* tls: present means HTTPS; both files are required (rows), and named. */
+static void cfg_tls(struct cfg_ctx *x, struct config *c, json_t *obj)
+{
+    if (json_is_string(json_object_get(obj, "cert")) && c->tls.cert[0] == '\0')
+        cfg_error(x, "tls.cert", "must name a file");
+    if (json_is_string(json_object_get(obj, "key")) && c->tls.key[0] == '\0')
+        cfg_error(x, "tls.key", "must name a file");
+    c->tls.on = 1;
+}
+
 /* "redis://host[:port][/db]"; the password comes from redis.password_env. */
 static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
 {
@@ -1141,6 +1172,17 @@ const struct cfg_row cfg_rows[] = {
     {"", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_root, NULL, NULL},
     {"listen", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, 63, NULL, NULL, NULL, "HOST:PORT, [V6]:PORT",
      "the API's address"},
+    {"listen_internal", CFG_T_STR, CFG_BYHOOK, CFG_NONE, 0, 63, NULL, NULL, NULL,
+     "HOST:PORT, [V6]:PORT; not listen's",
+     "a second listener, plain HTTP, that alone serves `/healthz`, `/readyz` and `/metrics` (`listen` then "
+     "answers 404 there): keep it on loopback or a private interface"},
+    {"tls", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, cfg_tls, NULL,
+     "HTTPS on `listen` (README, \"TLS and private probes\"); absent: plain HTTP"},
+    {"tls.cert", CFG_T_STR, CFG_REQUIRED | CFG_RELOAD, CFG_AT(tls.cert), 0, 0, NULL, NULL, NULL, "a PEM file",
+     "the certificate, then its intermediates; read again on SIGHUP (new handshakes get it, open connections "
+     "stay; a bad one is refused and the old one kept)"},
+    {"tls.key", CFG_T_STR, CFG_REQUIRED | CFG_RELOAD, CFG_AT(tls.key), 0, 0, NULL, NULL, NULL,
+     "a PEM file, unencrypted", "the certificate's private key; read with the certificate, never logged"},
     {"http_threads", CFG_T_INT, 0, CFG_AT(http_threads), 1, 256, "4", NULL, NULL, NULL,
      "libmicrohttpd worker threads"},
     {"http", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
@@ -1340,6 +1382,7 @@ const size_t cfg_n_rows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
 static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     cfg_listen(x, c, root);
+    cfg_listen_internal(x, c, root);
     if (c->secret != NULL)
         c->secret_len = strlen((const char *)c->secret);
 }

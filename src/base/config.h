@@ -154,9 +154,22 @@ struct provider_conf {
     int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
 };
 
+/* tls: HTTPS on listen (README, "TLS"); src/http/tls.c reads only this. The
+ * files are read at start-up and again on each SIGHUP, never here. */
+struct tls_conf {
+    int on;                 /* 1: the tls section is present (a change needs a restart) */
+    char cert[CFG_STR_MAX]; /* PEM: the certificate, then its intermediates */
+    char key[CFG_STR_MAX];  /* PEM: its private key, unencrypted; the file's content is a secret */
+};
+
 struct config {
     char listen_host[64];
     int listen_port;
+    /* listen_internal: a second, plain listener that alone serves /healthz,
+     * /readyz and /metrics; "" and 0 when none. */
+    char listen_internal_host[64];
+    int listen_internal_port;
+    struct tls_conf tls;
     int http_threads;
     int http_max_conns_per_ip;       /* http.max_conns_per_ip, at least 1,024 */
     int64_t http_request_timeout_ms; /* http.request_timeout: a request arrives whole by then */

@@ -398,6 +398,20 @@ static void test_minimal_and_options(void **state)
     assert_int_equal(c->listen_port, 65535);
     config_free(c);
 
+    /* HTTPS on listen and the probes on a second listener. */
+    c = expect_ok("tls", build(buf, sizeof(buf), P_EXTRA,
+                               "'tls': {'cert': 'c.pem', 'key': 'k.pem'}, 'listen_internal': '[::1]:9101'"));
+    assert_int_equal(c->tls.on, 1);
+    assert_string_equal(c->tls.cert, "c.pem");
+    assert_string_equal(c->tls.key, "k.pem");
+    assert_string_equal(c->listen_internal_host, "::1");
+    assert_int_equal(c->listen_internal_port, 9101);
+    config_free(c);
+    c = expect_ok("no tls", DEV_JSON);
+    assert_int_equal(c->tls.on, 0);
+    assert_int_equal(c->listen_internal_port, 0);
+    config_free(c);
+
     /* Pacer and otp extremes, and the other restart policy. */
     c = expect_ok("pacer",
                   build2(buf, sizeof(buf), P_PACER,
@@ -1014,6 +1028,25 @@ static void test_diff(void **state)
     assert_int_equal(n, 2);
     config_free(b);
     config_free(a);
+    /* tls: other files reload (SIGHUP reads them); tls coming or going, or
+     * listen_internal, needs a restart. */
+    a = config_parse(build(buf, sizeof(buf), P_EXTRA, "'tls': {'cert': 'a.pem', 'key': 'a.key'}"), FILE_NAME,
+                     &errors);
+    assert_non_null(a);
+    b = config_parse(build(buf, sizeof(buf), P_EXTRA, "'tls': {'cert': 'b.pem', 'key': 'a.key'}"), FILE_NAME,
+                     &errors);
+    assert_non_null(b);
+    seen[0] = '\0';
+    assert_int_equal(config_diff(a, b, diff_seen, seen), 1);
+    assert_string_equal(seen, "tls.cert:1;");
+    config_free(b);
+    b = config_parse(build(buf, sizeof(buf), P_EXTRA, "'listen_internal': '127.0.0.1:9101'"), FILE_NAME, &errors);
+    assert_non_null(b);
+    seen[0] = '\0';
+    config_diff(a, b, diff_seen, seen);
+    assert_string_equal(seen, "listen_internal:0;tls:0;tls.cert:1;tls.key:1;");
+    config_free(b);
+    config_free(a);
 
     /* Issue 14's provider keys need a restart (the adapter is built once),
      * a secret's variable named by its key, never its value. */
@@ -1241,6 +1274,15 @@ static void test_member_errors(void **state)
         {P_EXTRA, "'bogus': 1", "bogus", "unknown key", 1},
         {P_EXTRA, "'http_threads': 0", "http_threads", "from 1 to 256", 1},
         {P_EXTRA, "'http_threads': 257", "http_threads", "from 1 to 256", 1},
+        /* tls and listen_internal (the files themselves are src/http/tls.c's, checked at start) */
+        {P_EXTRA, "'listen_internal': '127.0.0.1'", "listen_internal", "must be HOST:PORT", 1},
+        {P_EXTRA, "'listen_internal': '127.0.0.1:8080'", "listen_internal", "must differ from listen", 1},
+        {P_EXTRA, "'listen_internal': 9101", "listen_internal", "must be a string", 1},
+        {P_EXTRA, "'tls': {'cert': 'c.pem'}", "tls.key", "is required", 1},
+        {P_EXTRA, "'tls': {'key': 'k.pem'}", "tls.cert", "is required", 1},
+        {P_EXTRA, "'tls': {'cert': '', 'key': 'k.pem'}", "tls.cert", "must name a file", 1},
+        {P_EXTRA, "'tls': {'cert': 'c.pem', 'key': 'k.pem', 'ca': 'x'}", "tls.ca", "unknown key", 1},
+        {P_EXTRA, "'tls': 'c.pem'", "tls", "must be an object", 1},
     };
 
     (void)state;
