@@ -152,30 +152,30 @@ static struct limits_rules *rules_new(const struct config *c)
     if (r == NULL)
         return NULL;
     r->refs = 1;
-    r->rules = dup_array(c->rules, c->n_rules, sizeof(*c->rules));
-    r->prices = dup_array(c->prices, c->n_prices, sizeof(*c->prices));
-    r->caps = calloc(c->n_caps + 1, sizeof(*c->caps));
+    r->rules = dup_array(c->limits.rules, c->limits.n_rules, sizeof(*c->limits.rules));
+    r->prices = dup_array(c->limits.prices, c->limits.n_prices, sizeof(*c->limits.prices));
+    r->caps = calloc(c->limits.n_caps + 1, sizeof(*c->limits.caps));
     if (!r->rules || !r->prices || !r->caps) {
         rules_free(r);
         return NULL;
     }
-    r->n_rules = c->n_rules;
-    r->n_prices = c->n_prices;
-    r->countries = c->countries;
-    r->pumping = c->pumping;
+    r->n_rules = c->limits.n_rules;
+    r->n_prices = c->limits.n_prices;
+    r->countries = c->limits.countries;
+    r->pumping = c->limits.pumping;
     /* Cap state is named by its window (limits_cap_field), and a caller's
      * by its window and the caller: caps with one window of one kind count
      * one sum, so they become one cap with the tightest max, and every
      * script reads, takes and gives back that sum once. */
-    for (i = 0; i < c->n_caps; i++) {
-        for (j = 0; j < r->n_caps && (r->caps[j].window_ms != c->caps[i].window_ms ||
-                                      r->caps[j].per_key != c->caps[i].per_key);
+    for (i = 0; i < c->limits.n_caps; i++) {
+        for (j = 0; j < r->n_caps && (r->caps[j].window_ms != c->limits.caps[i].window_ms ||
+                                      r->caps[j].per_key != c->limits.caps[i].per_key);
              j++)
             ;
         if (j == r->n_caps)
-            r->caps[r->n_caps++] = c->caps[i];
-        else if (c->caps[i].max_minor < r->caps[j].max_minor)
-            r->caps[j].max_minor = c->caps[i].max_minor;
+            r->caps[r->n_caps++] = c->limits.caps[i];
+        else if (c->limits.caps[i].max_minor < r->caps[j].max_minor)
+            r->caps[j].max_minor = c->limits.caps[i].max_minor;
     }
     return r;
 }
@@ -538,8 +538,8 @@ static int64_t price_of(const struct limits_rules *r, const char *phone)
 {
     struct config c = {0};
 
-    c.prices = r->prices;
-    c.n_prices = r->n_prices;
+    c.limits.prices = r->prices;
+    c.limits.n_prices = r->n_prices;
     return config_price(&c, phone);
 }
 
