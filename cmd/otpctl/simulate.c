@@ -468,7 +468,7 @@ static int sim_start(struct sim *s, struct simredis *r)
          * The queue is never full here (the drop after each accepted
          * issue), and so no caller's share of it is either. */
         s->cfg->pacer.share_per_key = 1;
-        if ((s->store = store_new(&o)) == NULL || (s->limits = limits_new(s->store, s->cfg)) == NULL) {
+        if ((s->store = store_new(&o)) == NULL || (s->limits = limits_new(s->store, &s->cfg->limits, &s->cfg->pacer)) == NULL) {
             fputs("otpctl simulate: out of memory\n", stderr);
             return EX_OSERR;
         }

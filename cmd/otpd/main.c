@@ -219,7 +219,7 @@ static int otpd_start(struct otpd *d)
     pso = so;
     pso.quiet = 1; /* the API's store reports Redis's risky settings */
     if ((d->store = store_new(&so)) == NULL || (d->pacer_store = store_new(&pso)) == NULL ||
-        (d->limits = limits_new(d->store, c)) == NULL ||
+        (d->limits = limits_new(d->store, &c->limits, &c->pacer)) == NULL ||
         (d->money = limits_money_new(d->limits, d->pacer_store)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
@@ -336,7 +336,7 @@ static void otpd_reload(struct otpd *d, const char *path)
     config_diff(d->cfg, c, otpd_needs_restart, NULL);
     if (admin_reload(d->admin, c) != OTP_OK)
         log_msg(LOG_ERROR, "reload: out of memory; admin bodies are checked against the old rules");
-    if (limits_reload(d->limits, c) == OTP_OK)
+    if (limits_reload(d->limits, &c->limits) == OTP_OK)
         log_event(LOG_INFO, "config.reload",
                   LOG_FIELDS(LOG_INT("rules", c->limits.n_rules), LOG_INT("caps", c->limits.n_caps),
                              LOG_STR("log_level", log_level_name((enum log_level)c->log.level))),

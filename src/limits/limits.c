@@ -144,7 +144,7 @@ static void *dup_array(const void *src, size_t n, size_t size)
     return p;
 }
 
-static struct limits_rules *rules_new(const struct config *c)
+static struct limits_rules *rules_new(const struct limits_conf *c)
 {
     struct limits_rules *r = calloc(1, sizeof(*r));
     size_t i, j;
@@ -152,30 +152,30 @@ static struct limits_rules *rules_new(const struct config *c)
     if (r == NULL)
         return NULL;
     r->refs = 1;
-    r->rules = dup_array(c->limits.rules, c->limits.n_rules, sizeof(*c->limits.rules));
-    r->prices = dup_array(c->limits.prices, c->limits.n_prices, sizeof(*c->limits.prices));
-    r->caps = calloc(c->limits.n_caps + 1, sizeof(*c->limits.caps));
+    r->rules = dup_array(c->rules, c->n_rules, sizeof(*c->rules));
+    r->prices = dup_array(c->prices, c->n_prices, sizeof(*c->prices));
+    r->caps = calloc(c->n_caps + 1, sizeof(*c->caps));
     if (!r->rules || !r->prices || !r->caps) {
         rules_free(r);
         return NULL;
     }
-    r->n_rules = c->limits.n_rules;
-    r->n_prices = c->limits.n_prices;
-    r->countries = c->limits.countries;
-    r->pumping = c->limits.pumping;
+    r->n_rules = c->n_rules;
+    r->n_prices = c->n_prices;
+    r->countries = c->countries;
+    r->pumping = c->pumping;
     /* Cap state is named by its window (limits_cap_field), and a caller's
      * by its window and the caller: caps with one window of one kind count
      * one sum, so they become one cap with the tightest max, and every
      * script reads, takes and gives back that sum once. */
-    for (i = 0; i < c->limits.n_caps; i++) {
-        for (j = 0; j < r->n_caps && (r->caps[j].window_ms != c->limits.caps[i].window_ms ||
-                                      r->caps[j].per_key != c->limits.caps[i].per_key);
+    for (i = 0; i < c->n_caps; i++) {
+        for (j = 0; j < r->n_caps && (r->caps[j].window_ms != c->caps[i].window_ms ||
+                                      r->caps[j].per_key != c->caps[i].per_key);
              j++)
             ;
         if (j == r->n_caps)
-            r->caps[r->n_caps++] = c->limits.caps[i];
-        else if (c->limits.caps[i].max_minor < r->caps[j].max_minor)
-            r->caps[j].max_minor = c->limits.caps[i].max_minor;
+            r->caps[r->n_caps++] = c->caps[i];
+        else if (c->caps[i].max_minor < r->caps[j].max_minor)
+            r->caps[j].max_minor = c->caps[i].max_minor;
     }
     return r;
 }
@@ -334,7 +334,7 @@ static void rules_put(struct limits *l, struct limits_rules *r)
 
 static int64_t share_max(double share, int64_t capacity);
 
-struct limits *limits_new(struct store *s, const struct config *c)
+struct limits *limits_new(struct store *s, const struct limits_conf *c, const struct pacer_conf *pc)
 {
     struct limits *l = calloc(1, sizeof(*l));
 
@@ -343,10 +343,10 @@ struct limits *limits_new(struct store *s, const struct config *c)
         return NULL;
     }
     l->store = s;
-    l->capacity = c->pacer.capacity;
+    l->capacity = pc->capacity;
     /* Read at start, like capacity. A share that cannot bind below the
      * capacity is not tracked: no Redis work when the feature is off. */
-    l->share = share_max(c->pacer.share_per_key, l->capacity);
+    l->share = share_max(pc->share_per_key, l->capacity);
     if (l->share >= l->capacity)
         l->share = 0;
     l->h_issue = store_script(s, limits_issue_lua);
@@ -370,7 +370,7 @@ void limits_free(struct limits *l)
     free(l);
 }
 
-enum otp_rc limits_reload(struct limits *l, const struct config *c)
+enum otp_rc limits_reload(struct limits *l, const struct limits_conf *c)
 {
     struct limits_rules *r = rules_new(c), *old;
 
@@ -536,11 +536,7 @@ int limits_rule_key(const struct cfg_rule *r, const struct limits_request *rq, c
 
 static int64_t price_of(const struct limits_rules *r, const char *phone)
 {
-    struct config c = {0};
-
-    c.limits.prices = r->prices;
-    c.limits.n_prices = r->n_prices;
-    return config_price(&c, phone);
+    return config_price_in(r->prices, r->n_prices, phone);
 }
 
 static int64_t ceil_s(int64_t ms)
