@@ -229,7 +229,7 @@ static int otpd_start(struct otpd *d)
         (ledger_set_retention(d->ledger, c->ledger.retention_ms), 0) || (d->provider = provider_new(&c->provider, err)) == NULL ||
         (d->pacer = pacer_new(&c->pacer, &site, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
-    if ((d->admin = admin_new(d->store, d->ledger, c)) == NULL) {
+    if ((d->admin = admin_new(d->store, d->ledger, &c->limits)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
@@ -334,7 +334,7 @@ static void otpd_reload(struct otpd *d, const char *path)
      * start: a key that needs a restart is named on every reload until then. */
     config_diff(d->applied ? d->applied : d->cfg, c, otpd_applied, NULL);
     config_diff(d->cfg, c, otpd_needs_restart, NULL);
-    if (admin_reload(d->admin, c) != OTP_OK)
+    if (admin_reload(d->admin, &c->limits) != OTP_OK)
         log_msg(LOG_ERROR, "reload: out of memory; admin bodies are checked against the old rules");
     if (limits_reload(d->limits, &c->limits) == OTP_OK)
         log_event(LOG_INFO, "config.reload",

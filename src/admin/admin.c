@@ -93,16 +93,16 @@ static void snap_put(struct admin *a, struct admin_snap *s)
         snap_free(s);
 }
 
-static struct cfg_rule *rules_copy(const struct config *c)
+static struct cfg_rule *rules_copy(const struct limits_conf *c)
 {
-    struct cfg_rule *r = calloc(c->limits.n_rules + 1, sizeof(*r));
+    struct cfg_rule *r = calloc(c->n_rules + 1, sizeof(*r));
 
-    if (r != NULL && c->limits.n_rules > 0)
-        memcpy(r, c->limits.rules, c->limits.n_rules * sizeof(*r));
+    if (r != NULL && c->n_rules > 0)
+        memcpy(r, c->rules, c->n_rules * sizeof(*r));
     return r;
 }
 
-struct admin *admin_new(struct store *s, struct ledger *lg, const struct config *c)
+struct admin *admin_new(struct store *s, struct ledger *lg, const struct limits_conf *c)
 {
     struct admin *a = calloc(1, sizeof(*a));
 
@@ -114,7 +114,7 @@ struct admin *admin_new(struct store *s, struct ledger *lg, const struct config 
         return NULL;
     }
     a->snap->refs = 1;
-    a->n_rules = c->limits.n_rules;
+    a->n_rules = c->n_rules;
     a->store = s;
     a->ledger = lg;
     a->h = store_script(s, admin_admin_lua);
@@ -132,7 +132,7 @@ void admin_free(struct admin *a)
     free(a);
 }
 
-enum otp_rc admin_reload(struct admin *a, const struct config *c)
+enum otp_rc admin_reload(struct admin *a, const struct limits_conf *c)
 {
     struct cfg_rule *r = rules_copy(c), *old;
 
@@ -141,7 +141,7 @@ enum otp_rc admin_reload(struct admin *a, const struct config *c)
     pthread_mutex_lock(&a->mu);
     old = a->rules;
     a->rules = r;
-    a->n_rules = c->limits.n_rules;
+    a->n_rules = c->n_rules;
     pthread_mutex_unlock(&a->mu);
     free(old);
     return OTP_OK;
