@@ -233,7 +233,8 @@ static int otpd_start(struct otpd *d)
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger, .admin = d->admin,
+    deps = (struct otp_deps){{&c->otp, &c->limits, &c->keys, &c->pacer, &c->provider},
+                             d->keys, d->store, d->limits, d->pacer, d->ledger, .admin = d->admin,
                              .version = OTPD_VERSION};
     if ((d->otp = otp_new(&deps)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
@@ -343,7 +344,7 @@ static void otpd_reload(struct otpd *d, const char *path)
                   "reloaded %zu limit rules and %zu cost caps from %s", c->limits.n_rules, c->limits.n_caps, path);
     else
         log_msg(LOG_ERROR, "reload failed: out of memory; the old rules stay");
-    otp_reload(d->otp, c);
+    otp_reload(d->otp, &c->otp);
     pacer_set_code_ttl(d->pacer, c->otp.ttl_ms);
     otpd_tls_reload(d, c);
     config_free(d->applied);
