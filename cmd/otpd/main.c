@@ -241,7 +241,7 @@ static int otpd_start(struct otpd *d)
         goto fail;
     }
     if (otp_start_pacer(d->otp, err) != OTP_OK ||
-        (d->http = http_new(c, d->otp, d->tls, err)) == NULL)
+        (d->http = http_new(&c->http, &c->keys, d->otp, d->tls, err)) == NULL)
         goto fail;
     return 0;
 fail:
