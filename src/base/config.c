@@ -1167,7 +1167,7 @@ static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", N
 static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root);
 
 /* The key table (config_int.h): one row per key, in the order errors are
- * reported and README lists them. Add a key here and its field in config.h. */
+ * reported and README lists them. Add a key here and its field in its section (conf.h). */
 const struct cfg_row cfg_rows[] = {
     {"", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_root, NULL, NULL},
     {"listen", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, 63, NULL, NULL, NULL, "HOST:PORT, [V6]:PORT",
