@@ -110,7 +110,7 @@ static int otpctl_config_command(int argc, char **argv)
         config_free(c);
         return EX_OK;
     }
-    rc = history_recent(db ? db : c->ledger_path, table, phone, (int)rows, print_row, NULL, err);
+    rc = history_recent(db ? db : c->ledger.path, table, phone, (int)rows, print_row, NULL, err);
     if (rc != OTP_OK)
         fprintf(stderr, "otpctl audit: %s\n", err);
     config_free(c);

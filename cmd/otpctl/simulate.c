@@ -185,8 +185,8 @@ static int sim_rule_index(const struct config *c, const char *name)
 {
     size_t i;
 
-    for (i = 0; i < c->n_rules; i++)
-        if (strcmp(c->rules[i].name, name) == 0)
+    for (i = 0; i < c->limits.n_rules; i++)
+        if (strcmp(c->limits.rules[i].name, name) == 0)
             return (int)i;
     return -1;
 }
@@ -199,7 +199,7 @@ static int sim_count_rule(struct sim *s, int i, const struct limits_request *lr,
     char label[512];
     struct tally_entry *e;
 
-    sim_rule_key(&s->cfg->rules[i], lr, pi, s->reveal, key, kcap, label, sizeof(label));
+    sim_rule_key(&s->cfg->limits.rules[i], lr, pi, s->reveal, key, kcap, label, sizeof(label));
     if ((e = tally_get(s->rules[i].keys, key, label)) == NULL)
         return -1;
     e->n++;
@@ -302,7 +302,7 @@ static enum otp_rc sim_verify(struct sim *s, struct limits_request *lr, int righ
     lr->rid = rid;
     code_hash(s->keys, lr->phone, right ? "right" : "wrong", hash);
     memset(&lv, 0, sizeof(lv));
-    if (limits_verify(s->limits, lr, hash, s->cfg->otp_max_attempts, &lv, err) != OTP_OK)
+    if (limits_verify(s->limits, lr, hash, s->cfg->otp.max_attempts, &lv, err) != OTP_OK)
         return OTP_ESTORE;
     out->rule = out->other = -1;
     switch (lv.rc) {
@@ -375,12 +375,12 @@ static int sim_request(struct sim *s, const struct history_event *ev, char *err)
     lr.scope = scope;
     code_hash(s->keys, lr.phone, "right", vhash);
     lr.vhash = vhash;
-    lr.ttl_ms = s->cfg->otp_ttl_ms;
-    lr.max_attempts = s->cfg->otp_max_attempts;
+    lr.ttl_ms = s->cfg->otp.ttl_ms;
+    lr.max_attempts = s->cfg->otp.max_attempts;
     lr.at_ms = ev->ts_ms > 0 ? ev->ts_ms : 1;
     /* phone.types, then countries, are checked before any rule, as otp.c
      * does (on issue; a verify is never refused by them). */
-    served = (unsigned)pi.type < PHONE_TYPE_COUNT && (s->cfg->phone_types & PHONE_TYPE_BIT(pi.type)) != 0;
+    served = (unsigned)pi.type < PHONE_TYPE_COUNT && (s->cfg->limits.phone_types & PHONE_TYPE_BIT(pi.type)) != 0;
     country = served && issue && limits_country(s->limits, lr.region) == FRAUD_DENY;
     for (i = 0; i < count; i++) {
         struct sim_outcome o = {"number_type", -1, SO_NUMBER_TYPE, ""};
@@ -468,7 +468,7 @@ static int sim_start(struct sim *s, struct simredis *r)
          * The queue is never full here (the drop after each accepted
          * issue), and so no caller's share of it is either. */
         s->cfg->pacer.share_per_key = 1;
-        if ((s->store = store_new(&o)) == NULL || (s->limits = limits_new(s->store, s->cfg)) == NULL) {
+        if ((s->store = store_new(&o)) == NULL || (s->limits = limits_new(s->store, &s->cfg->limits, &s->cfg->pacer)) == NULL) {
             fputs("otpctl simulate: out of memory\n", stderr);
             return EX_OSERR;
         }
@@ -548,15 +548,15 @@ static json_t *sim_json(const struct sim *s, int top)
     int64_t saved = 0;
     size_t i, n;
 
-    for (i = 0; i < s->cfg->n_rules; i++) {
+    for (i = 0; i < s->cfg->limits.n_rules; i++) {
         const struct sim_bucket *b = &s->rules[i];
         json_t *r = json_object();
-        json_object_set_new(r, "mode", json_string(s->cfg->rules[i].shadow ? "shadow" : "enforce"));
+        json_object_set_new(r, "mode", json_string(s->cfg->limits.rules[i].shadow ? "shadow" : "enforce"));
         json_object_set_new(r, "refused", json_integer(b->refused));
         json_object_set_new(r, "keys", json_integer((json_int_t)tally_size(b->keys)));
         json_object_set_new(r, "spend_saved_minor", json_integer(b->spend_saved));
         json_object_set_new(r, "top", sim_top_json(b, top));
-        json_object_set_new(rules, s->cfg->rules[i].name, r);
+        json_object_set_new(rules, s->cfg->limits.rules[i].name, r);
         saved += b->spend_saved;
     }
     for (i = 0; i < SO_N; i++) {
@@ -586,8 +586,8 @@ static json_t *sim_json(const struct sim *s, int top)
     json_object_set_new(root, "simulated", json_pack("{s:o}", "decisions", sim_tally_json(s->sim_dec)));
     json_object_set_new(root, "agree", json_integer(s->agree));
     json_object_set_new(root, "changes", changes);
-    if (s->cfg->currency[0])
-        json_object_set_new(root, "currency", json_string(s->cfg->currency));
+    if (s->cfg->limits.currency[0])
+        json_object_set_new(root, "currency", json_string(s->cfg->limits.currency));
     return root;
 }
 
@@ -656,7 +656,7 @@ static void sim_free(struct sim *s)
     size_t i;
 
     if (s->rules)
-        for (i = 0; i < s->cfg->n_rules; i++)
+        for (i = 0; i < s->cfg->limits.n_rules; i++)
             tally_free(s->rules[i].keys);
     free(s->rules);
     tally_free(s->ledger_dec);
@@ -767,15 +767,15 @@ int otpctl_simulate(int argc, char **argv)
     code_new_id(secret + CODE_ID_LEN);
     s.keys = code_keys_new((const unsigned char *)secret, strlen(secret));
     code_wipe(secret, sizeof(secret));
-    s.rules = calloc(s.cfg->n_rules + 1, sizeof(*s.rules));
+    s.rules = calloc(s.cfg->limits.n_rules + 1, sizeof(*s.rules));
     s.ledger_dec = tally_new();
     s.sim_dec = tally_new();
     s.changes = tally_new();
     s.messages = tally_new();
-    for (i = 0; s.rules && i < (int)s.cfg->n_rules; i++)
+    for (i = 0; s.rules && i < (int)s.cfg->limits.n_rules; i++)
         if ((s.rules[i].keys = tally_new()) == NULL)
             break;
-    if (s.keys == NULL || s.rules == NULL || i < (int)s.cfg->n_rules || !s.ledger_dec || !s.sim_dec || !s.changes ||
+    if (s.keys == NULL || s.rules == NULL || i < (int)s.cfg->limits.n_rules || !s.ledger_dec || !s.sim_dec || !s.changes ||
         !s.messages) {
         fputs("otpctl simulate: out of memory\n", stderr);
         ex = EX_OSERR;

@@ -202,14 +202,14 @@ out:
 static int otpd_start(struct otpd *d)
 {
     const struct config *c = d->cfg;
-    struct store_opts so = {c->redis_host,         c->redis_port,          c->redis_db,
-                            c->redis_password,     c->redis_timeout_ms,    c->breaker_failures,
-                            c->breaker_open_ms,    c->redis_sentinel_hosts, c->redis_sentinel_ports,
-                            c->n_sentinels,        c->redis_master,        c->redis_username, 0};
+    struct store_opts so = {c->redis.host,           c->redis.port,           c->redis.db,
+                            c->redis.password,       c->redis.timeout_ms,     c->redis.breaker_failures,
+                            c->redis.breaker_open_ms, c->redis.sentinel_hosts, c->redis.sentinel_ports,
+                            c->redis.n_sentinels,    c->redis.master,         c->redis.username, 0};
     struct store_opts pso;
     struct otp_deps deps;
     struct pacer_money money;
-    struct pacer_site site = {c->otp_ttl_ms, c->listen_port, c->currency, c->prices, c->n_prices};
+    struct pacer_site site = {c->otp.ttl_ms, c->http.listen_port, c->limits.currency, c->limits.prices, c->limits.n_prices};
     char err[OTP_ERR_LEN] = "";
 
     if ((d->keys = code_keys_new(c->secret, c->secret_len)) == NULL) {
@@ -219,28 +219,29 @@ static int otpd_start(struct otpd *d)
     pso = so;
     pso.quiet = 1; /* the API's store reports Redis's risky settings */
     if ((d->store = store_new(&so)) == NULL || (d->pacer_store = store_new(&pso)) == NULL ||
-        (d->limits = limits_new(d->store, c)) == NULL ||
+        (d->limits = limits_new(d->store, &c->limits, &c->pacer)) == NULL ||
         (d->money = limits_money_new(d->limits, d->pacer_store)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
     money = (struct pacer_money){otpd_reserve, otpd_refund, d->money};
-    if ((d->ledger = ledger_open(c->ledger_path, err)) == NULL ||
-        (ledger_set_retention(d->ledger, c->ledger_retention_ms), 0) || (d->provider = provider_new(&c->provider, err)) == NULL ||
+    if ((d->ledger = ledger_open(c->ledger.path, err)) == NULL ||
+        (ledger_set_retention(d->ledger, c->ledger.retention_ms), 0) || (d->provider = provider_new(&c->provider, err)) == NULL ||
         (d->pacer = pacer_new(&c->pacer, &site, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
-    if ((d->admin = admin_new(d->store, d->ledger, c)) == NULL) {
+    if ((d->admin = admin_new(d->store, d->ledger, &c->limits)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    deps = (struct otp_deps){c, d->keys, d->store, d->limits, d->pacer, d->ledger, .admin = d->admin,
+    deps = (struct otp_deps){{&c->otp, &c->limits, &c->keys, &c->pacer, &c->provider},
+                             d->keys, d->store, d->limits, d->pacer, d->ledger, .admin = d->admin,
                              .version = OTPD_VERSION};
     if ((d->otp = otp_new(&deps)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
     if (otp_start_pacer(d->otp, err) != OTP_OK ||
-        (d->http = http_new(c, d->otp, d->tls, err)) == NULL)
+        (d->http = http_new(&c->http, &c->keys, d->otp, d->tls, err)) == NULL)
         goto fail;
     return 0;
 fail:
@@ -329,22 +330,22 @@ static void otpd_reload(struct otpd *d, const char *path)
     /* The level applies at once (log.level reloads); log.format needs a
      * restart: a collector reading the stream would misread a change of
      * form half-way through it. */
-    log_set_level((enum log_level)c->log_level);
+    log_set_level((enum log_level)c->log.level);
     /* Reloadable keys against the last reload, the others against the
      * start: a key that needs a restart is named on every reload until then. */
     config_diff(d->applied ? d->applied : d->cfg, c, otpd_applied, NULL);
     config_diff(d->cfg, c, otpd_needs_restart, NULL);
-    if (admin_reload(d->admin, c) != OTP_OK)
+    if (admin_reload(d->admin, &c->limits) != OTP_OK)
         log_msg(LOG_ERROR, "reload: out of memory; admin bodies are checked against the old rules");
-    if (limits_reload(d->limits, c) == OTP_OK)
+    if (limits_reload(d->limits, &c->limits) == OTP_OK)
         log_event(LOG_INFO, "config.reload",
-                  LOG_FIELDS(LOG_INT("rules", c->n_rules), LOG_INT("caps", c->n_caps),
-                             LOG_STR("log_level", log_level_name((enum log_level)c->log_level))),
-                  "reloaded %zu limit rules and %zu cost caps from %s", c->n_rules, c->n_caps, path);
+                  LOG_FIELDS(LOG_INT("rules", c->limits.n_rules), LOG_INT("caps", c->limits.n_caps),
+                             LOG_STR("log_level", log_level_name((enum log_level)c->log.level))),
+                  "reloaded %zu limit rules and %zu cost caps from %s", c->limits.n_rules, c->limits.n_caps, path);
     else
         log_msg(LOG_ERROR, "reload failed: out of memory; the old rules stay");
-    otp_reload(d->otp, c);
-    pacer_set_code_ttl(d->pacer, c->otp_ttl_ms);
+    otp_reload(d->otp, &c->otp);
+    pacer_set_code_ttl(d->pacer, c->otp.ttl_ms);
     otpd_tls_reload(d, c);
     config_free(d->applied);
     d->applied = c;
@@ -407,7 +408,7 @@ int main(int argc, char **argv)
         free(errors);
         return EX_CONFIG;
     }
-    log_setup((enum log_format)d.cfg->log_format, (enum log_level)d.cfg->log_level);
+    log_setup((enum log_format)d.cfg->log.format, (enum log_level)d.cfg->log.level);
     /* The certificate before anything opens: a bad one is the config's
      * fault, told before any listening. */
     if (d.cfg->tls.on) {
@@ -439,11 +440,11 @@ int main(int argc, char **argv)
         return EX_UNAVAILABLE;
     }
     log_event(LOG_INFO, "otpd.started", LOG_FIELDS(LOG_STR("version", OTPD_VERSION)),
-              "otpd listening on %s:%d%s (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host, d.cfg->listen_port,
-              d.tls ? " with TLS" : "", d.provider->ops->name, d.cfg->pacer.rate, d.cfg->n_rules);
-    if (d.cfg->listen_internal_port != 0)
-        log_msg(LOG_INFO, "probes and metrics on %s:%d only (listen_internal)", d.cfg->listen_internal_host,
-                d.cfg->listen_internal_port);
+              "otpd listening on %s:%d%s (provider %s, rate %d/s, %zu rules)", d.cfg->http.listen_host, d.cfg->http.listen_port,
+              d.tls ? " with TLS" : "", d.provider->ops->name, d.cfg->pacer.rate, d.cfg->limits.n_rules);
+    if (d.cfg->http.listen_internal_port != 0)
+        log_msg(LOG_INFO, "probes and metrics on %s:%d only (listen_internal)", d.cfg->http.listen_internal_host,
+                d.cfg->http.listen_internal_port);
     for (;;) {
         /* Between signals, once a second: the abandons of 503'd requests
          * (limits_flush), so their takes come back without API traffic. */

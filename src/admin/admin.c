@@ -93,7 +93,7 @@ static void snap_put(struct admin *a, struct admin_snap *s)
         snap_free(s);
 }
 
-static struct cfg_rule *rules_copy(const struct config *c)
+static struct cfg_rule *rules_copy(const struct limits_conf *c)
 {
     struct cfg_rule *r = calloc(c->n_rules + 1, sizeof(*r));
 
@@ -102,7 +102,7 @@ static struct cfg_rule *rules_copy(const struct config *c)
     return r;
 }
 
-struct admin *admin_new(struct store *s, struct ledger *lg, const struct config *c)
+struct admin *admin_new(struct store *s, struct ledger *lg, const struct limits_conf *c)
 {
     struct admin *a = calloc(1, sizeof(*a));
 
@@ -132,7 +132,7 @@ void admin_free(struct admin *a)
     free(a);
 }
 
-enum otp_rc admin_reload(struct admin *a, const struct config *c)
+enum otp_rc admin_reload(struct admin *a, const struct limits_conf *c)
 {
     struct cfg_rule *r = rules_copy(c), *old;
 

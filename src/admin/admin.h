@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/config.h"
+#include "../base/conf.h"
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
 #include "../store/store.h"
@@ -79,14 +79,14 @@ struct admin_subject {
 
 struct admin;
 
-/* Registers admin.lua with s (call before s is shared) and copies c's
- * rules (for validating overrides and for unlock). NULL when out of
- * memory. s and lg outlive the admin. */
-struct admin *admin_new(struct store *s, struct ledger *lg, const struct config *c);
+/* Registers admin.lua with s (call before s is shared) and copies the
+ * rules of c, the limits' section (for validating overrides and for
+ * unlock). NULL when out of memory. s and lg outlive the admin. */
+struct admin *admin_new(struct store *s, struct ledger *lg, const struct limits_conf *c);
 void admin_free(struct admin *a);
 
-/* Takes c's rules (SIGHUP). */
-enum otp_rc admin_reload(struct admin *a, const struct config *c);
+/* Takes the rules of c, the limits' section (SIGHUP). */
+enum otp_rc admin_reload(struct admin *a, const struct limits_conf *c);
 
 /*
  * POST /v1/admin/overrides or /blocks: validates body (len bytes of JSON),

@@ -331,8 +331,8 @@ static void cfg_listen(struct cfg_ctx *x, struct config *c, json_t *root)
         cfg_error(x, "listen", "must be HOST:PORT, IPv6 as [ADDR]:PORT; port must be from 1 to 65535");
         return;
     }
-    snprintf(c->listen_host, sizeof(c->listen_host), "%s", host);
-    c->listen_port = (int)port;
+    snprintf(c->http.listen_host, sizeof(c->http.listen_host), "%s", host);
+    c->http.listen_port = (int)port;
 }
 
 /* listen_internal: like listen, and not listen's own address (the
@@ -348,12 +348,12 @@ static void cfg_listen_internal(struct cfg_ctx *x, struct config *c, json_t *roo
         cfg_error(x, "listen_internal", "must be HOST:PORT, IPv6 as [ADDR]:PORT; port must be from 1 to 65535");
         return;
     }
-    if (port == c->listen_port && strcmp(host, c->listen_host) == 0) {
+    if (port == c->http.listen_port && strcmp(host, c->http.listen_host) == 0) {
         cfg_error(x, "listen_internal", "must differ from listen");
         return;
     }
-    snprintf(c->listen_internal_host, sizeof(c->listen_internal_host), "%s", host);
-    c->listen_internal_port = (int)port;
+    snprintf(c->http.listen_internal_host, sizeof(c->http.listen_internal_host), "%s", host);
+    c->http.listen_internal_port = (int)port;
 }
 
 /* tls: present means HTTPS; both files are required (rows), and named. */
@@ -408,9 +408,9 @@ static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
             return;
         }
     }
-    snprintf(c->redis_host, sizeof(c->redis_host), "%s", host);
-    c->redis_port = (int)port;
-    c->redis_db = (int)db;
+    snprintf(c->redis.host, sizeof(c->redis.host), "%s", host);
+    c->redis.port = (int)port;
+    c->redis.db = (int)db;
 }
 
 /* redis.sentinel.addrs: ["host:port", ...] (s is redis.sentinel). */
@@ -436,18 +436,18 @@ static void cfg_sentinel_addrs(struct cfg_ctx *x, struct config *c, json_t *s)
             cfg_error(x, path, "must be \"HOST:PORT\" with a port from 1 to 65535");
             continue;
         }
-        snprintf(c->redis_sentinel_hosts[c->n_sentinels], 256, "%s", host);
-        c->redis_sentinel_ports[c->n_sentinels++] = (int)port;
+        snprintf(c->redis.sentinel_hosts[c->redis.n_sentinels], 256, "%s", host);
+        c->redis.sentinel_ports[c->redis.n_sentinels++] = (int)port;
     }
 }
 
 /* redis.username: an ACL user, which needs its password. */
 static void cfg_redis_user(struct cfg_ctx *x, struct config *c, json_t *r)
 {
-    const char *u = c->redis_username;
+    const char *u = c->redis.username;
     size_t i;
 
-    if (!cfg_str(x, r, "redis", "username", 0, c->redis_username, sizeof(c->redis_username)))
+    if (!cfg_str(x, r, "redis", "username", 0, c->redis.username, sizeof(c->redis.username)))
         return;
     for (i = 0; u[i] > 0x20 && u[i] < 0x7f; i++)
         ;
@@ -484,12 +484,12 @@ static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
     }
     /* Out of memory is a load error like any other: a config that silently
      * lost its keys, rules, prices or caps must never load. */
-    if ((c->api_keys = cfg_calloc(json_array_size(arr), sizeof(*c->api_keys))) == NULL) {
+    if ((c->keys.api_keys = cfg_calloc(json_array_size(arr), sizeof(*c->keys.api_keys))) == NULL) {
         cfg_error(x, "api_keys", "out of memory");
         return;
     }
     json_array_foreach(arr, i, k) {
-        struct cfg_api_key *a = &c->api_keys[c->n_api_keys++];
+        struct cfg_api_key *a = &c->keys.api_keys[c->keys.n_api_keys++];
         snprintf(p, sizeof(p), "api_keys.%zu", i);
         if (!json_is_object(k)) {
             cfg_error(x, p, "must be an object");
@@ -504,8 +504,8 @@ static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
             else
                 cfg_error(x, p, "role must be \"admin\" (or absent, for a caller)");
         }
-        for (j = 0; j + 1 < c->n_api_keys; j++)
-            if (a->name[0] && strcmp(c->api_keys[j].name, a->name) == 0)
+        for (j = 0; j + 1 < c->keys.n_api_keys; j++)
+            if (a->name[0] && strcmp(c->keys.api_keys[j].name, a->name) == 0)
                 cfg_error(x, p, "name \"%s\" is used twice", a->name);
     }
 }
@@ -533,11 +533,11 @@ static void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *o)
     json_t *t = json_object_get(o, "template");
 
     /* Only a template that was read (a bad one is reported already). */
-    if (!json_is_string(t) || strcmp(json_string_value(t), c->otp_template) != 0)
+    if (!json_is_string(t) || strcmp(json_string_value(t), c->otp.tmpl) != 0)
         return;
-    if (strstr(c->otp_template, "{code}") == NULL)
+    if (strstr(c->otp.tmpl, "{code}") == NULL)
         cfg_error(x, "otp.template", "must contain {code}");
-    else if (cfg_rendered_max(c->otp_template, c->otp_length) > CFG_TEXT_MAX)
+    else if (cfg_rendered_max(c->otp.tmpl, c->otp.length) > CFG_TEXT_MAX)
         cfg_error(x, "otp.template", "renders longer than %d bytes", CFG_TEXT_MAX);
 }
 
@@ -637,7 +637,7 @@ static void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *o)
         else
             seen |= PHONE_TYPE_BIT(type);
     }
-    c->phone_types = seen;
+    c->limits.phone_types = seen;
 }
 
 /* One list of countries (allow, deny or monitor): region codes that
@@ -681,9 +681,9 @@ static void cfg_countries_allow(struct cfg_ctx *x, struct config *c, json_t *o)
 {
     int present;
 
-    c->countries.n_allow = cfg_regions(x, o, "allow", c->countries.allow, &present);
-    c->countries.has_allow = 1;
-    if (c->countries.n_allow == 0)
+    c->limits.countries.n_allow = cfg_regions(x, o, "allow", c->limits.countries.allow, &present);
+    c->limits.countries.has_allow = 1;
+    if (c->limits.countries.n_allow == 0)
         cfg_error(x, "countries.allow", "must list at least one region (an empty allow list serves nobody; "
                   "leave it out to serve every region)");
 }
@@ -692,21 +692,21 @@ static void cfg_countries_deny(struct cfg_ctx *x, struct config *c, json_t *o)
 {
     int present;
 
-    c->countries.n_deny = cfg_regions(x, o, "deny", c->countries.deny, &present);
+    c->limits.countries.n_deny = cfg_regions(x, o, "deny", c->limits.countries.deny, &present);
 }
 
 static void cfg_countries_monitor(struct cfg_ctx *x, struct config *c, json_t *o)
 {
     int present;
 
-    c->countries.n_monitor = cfg_regions(x, o, "monitor", c->countries.monitor, &present);
+    c->limits.countries.n_monitor = cfg_regions(x, o, "monitor", c->limits.countries.monitor, &present);
 }
 
 /* countries: allow, deny and monitor by region (DESIGN.md, "Fraud"),
  * decided before any rule (src/limits/fraud.c); after the three lists. */
 static void cfg_countries(struct cfg_ctx *x, struct config *c, json_t *o)
 {
-    struct cfg_countries *k = &c->countries;
+    struct cfg_countries *k = &c->limits.countries;
     size_t i, j;
     char p[64];
 
@@ -725,7 +725,7 @@ static void cfg_pumping(struct cfg_ctx *x, struct config *c, json_t *o)
 {
     (void)x;
     (void)o;
-    c->pumping.on = 1;
+    c->limits.pumping.on = 1;
 }
 
 /* A rule's optional "penalty" {after, within, block}: every key but
@@ -767,7 +767,7 @@ static void cfg_penalty(struct cfg_ctx *x, json_t *r, const char *parent, struct
 static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char *p)
 {
     const char *const *ons = cfg_on_names, *const *modes = cfg_mode_names, *const *down = cfg_down_names;
-    struct cfg_rule *rule = &c->rules[c->n_rules];
+    struct cfg_rule *rule = &c->limits.rules[c->limits.n_rules];
     int key = -1, algo = -1, mode = 0, fb = 0, on = 0;
     size_t i;
     char q[96];
@@ -780,8 +780,8 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
     if (cfg_str(x, r, p, "name", 1, rule->name, sizeof(rule->name))) {
         if (rule->name[0] == '\0' || strspn(rule->name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(rule->name))
             cfg_error(x, cfg_path(q, sizeof(q), p, "name"), "must be 1 to 32 of a-z, 0-9 and _");
-        for (i = 0; i < c->n_rules; i++)
-            if (strcmp(c->rules[i].name, rule->name) == 0)
+        for (i = 0; i < c->limits.n_rules; i++)
+            if (strcmp(c->limits.rules[i].name, rule->name) == 0)
                 cfg_error(x, cfg_path(q, sizeof(q), p, "name"), "\"%s\" is used twice", rule->name);
     }
     cfg_rule_key(x, r, p, rule, &key);
@@ -847,7 +847,7 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
         cfg_error(x, cfg_path(q, sizeof(q), p, "local_limit"), "applies with if_store_down: local_fallback only");
     }
     cfg_penalty(x, r, p, rule, algo);
-    c->n_rules++;
+    c->limits.n_rules++;
 }
 
 /* Gives every rule its 2-character Redis field (see struct cfg_rule):
@@ -859,8 +859,8 @@ static void cfg_fields(struct cfg_ctx *x, struct config *c)
     static const char b62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     size_t i, j;
 
-    for (i = 0; i < c->n_rules; i++) {
-        struct cfg_rule *r = &c->rules[i];
+    for (i = 0; i < c->limits.n_rules; i++) {
+        struct cfg_rule *r = &c->limits.rules[i];
         uint32_t h = 2166136261u;
         const char *p;
         char path[64];
@@ -871,9 +871,9 @@ static void cfg_fields(struct cfg_ctx *x, struct config *c)
         r->field[1] = b62[h % 62];
         r->field[2] = '\0';
         for (j = 0; j < i; j++)
-            if (strcmp(c->rules[j].field, r->field) == 0 && strcmp(c->rules[j].name, r->name) != 0) {
+            if (strcmp(c->limits.rules[j].field, r->field) == 0 && strcmp(c->limits.rules[j].name, r->name) != 0) {
                 snprintf(path, sizeof(path), "limits.%zu.name", i);
-                cfg_error(x, path, "\"%s\" and \"%s\" share a Redis field; rename one", c->rules[j].name,
+                cfg_error(x, path, "\"%s\" and \"%s\" share a Redis field; rename one", c->limits.rules[j].name,
                           r->name);
             }
     }
@@ -889,14 +889,14 @@ static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
         cfg_error(x, "limits", "must be an array of at most 32 rules");
         return;
     }
-    if ((c->rules = cfg_calloc(json_array_size(arr) + 1, sizeof(*c->rules))) == NULL) {
+    if ((c->limits.rules = cfg_calloc(json_array_size(arr) + 1, sizeof(*c->limits.rules))) == NULL) {
         cfg_error(x, "limits", "out of memory");
         return;
     }
     json_array_foreach(arr, i, r) {
         snprintf(p, sizeof(p), "limits.%zu", i);
         cfg_rule(x, c, r, p);
-        if (json_is_object(r) && c->rules[c->n_rules - 1].algo == CFG_ALGO_WRONG_GUESS_CAP && ++wrong > 1)
+        if (json_is_object(r) && c->limits.rules[c->limits.n_rules - 1].algo == CFG_ALGO_WRONG_GUESS_CAP && ++wrong > 1)
             cfg_error(x, p, "only one wrong_guess_cap rule is allowed");
     }
     /* Each phone_prefix length is a Redis key of every issue; the script's
@@ -904,8 +904,8 @@ static void cfg_limits(struct cfg_ctx *x, struct config *c, json_t *root)
     {
         unsigned seen = 0;
         int n_len = 0;
-        for (i = 0; i < c->n_rules; i++) {
-            int d = c->rules[i].prefix_digits;
+        for (i = 0; i < c->limits.n_rules; i++) {
+            int d = c->limits.rules[i].prefix_digits;
             if (d > 0 && !(seen & (1u << d))) {
                 seen |= 1u << d;
                 if (++n_len > 4)
@@ -927,12 +927,12 @@ static void cfg_prices(struct cfg_ctx *x, struct config *c, json_t *o)
         cfg_error(x, "cost.prices", "must be an object of at most 1000 prefixes");
         return;
     }
-    if ((c->prices = cfg_calloc(json_object_size(prices) + 1, sizeof(*c->prices))) == NULL) {
+    if ((c->limits.prices = cfg_calloc(json_object_size(prices) + 1, sizeof(*c->limits.prices))) == NULL) {
         cfg_error(x, "cost.prices", "out of memory");
         return;
     }
     json_object_foreach(prices, prefix, v) {
-        struct cfg_price *pr = &c->prices[c->n_prices];
+        struct cfg_price *pr = &c->limits.prices[c->limits.n_prices];
         snprintf(p, sizeof(p), "cost.prices.%s", prefix);
         if (strcmp(prefix, "*") != 0 && (strlen(prefix) > 16 || strlen(prefix) < 2 || prefix[0] != '+' ||
                                          strspn(prefix + 1, "0123456789") != strlen(prefix) - 1)) {
@@ -945,7 +945,7 @@ static void cfg_prices(struct cfg_ctx *x, struct config *c, json_t *o)
         }
         snprintf(pr->prefix, sizeof(pr->prefix), "%s", prefix);
         pr->price_minor = json_integer_value(v);
-        c->n_prices++;
+        c->limits.n_prices++;
     }
 }
 
@@ -962,12 +962,12 @@ static void cfg_caps(struct cfg_ctx *x, struct config *c, json_t *o)
         cfg_error(x, "cost.caps", "must be an array of at most 8 caps");
         return;
     }
-    if ((c->caps = cfg_calloc(json_array_size(caps) + 1, sizeof(*c->caps))) == NULL) {
+    if ((c->limits.caps = cfg_calloc(json_array_size(caps) + 1, sizeof(*c->limits.caps))) == NULL) {
         cfg_error(x, "cost.caps", "out of memory");
         return;
     }
     json_array_foreach(caps, i, v) {
-        struct cfg_cap *cap = &c->caps[c->n_caps++];
+        struct cfg_cap *cap = &c->limits.caps[c->limits.n_caps++];
         snprintf(p, sizeof(p), "cost.caps.%zu", i);
         if (!json_is_object(v)) {
             cfg_error(x, p, "must be an object");
@@ -991,7 +991,7 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *o)
 
     /* A destination without a price would escape every cap: SMS pumping to
      * unpriced routes is the attack the caps exist for. */
-    if (c->n_caps > 0 && prices != NULL && json_object_get(prices, "*") == NULL)
+    if (c->limits.n_caps > 0 && prices != NULL && json_object_get(prices, "*") == NULL)
         cfg_error(x, "cost.prices", "must have a \"*\" price for other destinations when cost.caps are set");
 }
 
@@ -1167,7 +1167,7 @@ static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", N
 static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root);
 
 /* The key table (config_int.h): one row per key, in the order errors are
- * reported and README lists them. Add a key here and its field in config.h. */
+ * reported and README lists them. Add a key here and its field in its section (conf.h). */
 const struct cfg_row cfg_rows[] = {
     {"", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_root, NULL, NULL},
     {"listen", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, 63, NULL, NULL, NULL, "HOST:PORT, [V6]:PORT",
@@ -1183,19 +1183,19 @@ const struct cfg_row cfg_rows[] = {
      "stay; a bad one is refused and the old one kept)"},
     {"tls.key", CFG_T_STR, CFG_REQUIRED | CFG_RELOAD, CFG_AT(tls.key), 0, 0, NULL, NULL, NULL,
      "a PEM file, unencrypted", "the certificate's private key; read with the certificate, never logged"},
-    {"http_threads", CFG_T_INT, 0, CFG_AT(http_threads), 1, 256, "4", NULL, NULL, NULL,
+    {"http_threads", CFG_T_INT, 0, CFG_AT(http.threads), 1, 256, "4", NULL, NULL, NULL,
      "libmicrohttpd worker threads"},
     {"http", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
-    {"http.max_conns_per_ip", CFG_T_INT, 0, CFG_AT(http_max_conns_per_ip), 1024, 1000000, "1024", NULL, NULL, NULL,
+    {"http.max_conns_per_ip", CFG_T_INT, 0, CFG_AT(http.max_conns_per_ip), 1024, 1000000, "1024", NULL, NULL, NULL,
      "connections one client address may hold open; the next is closed at once"},
-    {"http.request_timeout", CFG_T_DUR, 0, CFG_AT(http_request_timeout_ms), 1000, 300000, "30s", NULL, NULL, NULL,
+    {"http.request_timeout", CFG_T_DUR, 0, CFG_AT(http.request_timeout_ms), 1000, 300000, "30s", NULL, NULL, NULL,
      "a request (headers and body) must arrive whole within this of the connection opening or of the "
      "previous answer on it; otpd then shuts the connection itself, whatever the client keeps dribbling "
      "(libmicrohttpd's own timeout is for inactivity only)"},
     {"log", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
-    {"log.format", CFG_T_ENUM, 0, CFG_AT(log_format), 0, 0, "text", cfg_log_formats, NULL, NULL,
+    {"log.format", CFG_T_ENUM, 0, CFG_AT(log.format), 0, 0, "text", cfg_log_formats, NULL, NULL,
      "`text` (readable, then `key=value` pairs) or `json` (one object per line)"},
-    {"log.level", CFG_T_ENUM, CFG_RELOAD, CFG_AT(log_level), 0, 0, "info", cfg_log_levels, NULL, NULL,
+    {"log.level", CFG_T_ENUM, CFG_RELOAD, CFG_AT(log.level), 0, 0, "info", cfg_log_levels, NULL, NULL,
      "the lowest level written"},
     {"redis", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_redis, NULL, NULL},
     {"redis.url", CFG_T_STR, CFG_BYHOOK, CFG_NONE, 0, 0, NULL, NULL, NULL,
@@ -1207,22 +1207,22 @@ const struct cfg_row cfg_rows[] = {
      " gives only the database. Sentinels without a password only."},
     {"redis.sentinel.addrs", CFG_T_CUSTOM, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_sentinel_addrs,
      "1 to 8 \"HOST:PORT\"", NULL},
-    {"redis.sentinel.master", CFG_T_STR, CFG_REQUIRED, CFG_AT(redis_master), 0, 0, NULL, NULL, NULL, NULL, NULL},
-    {"redis.password_env", CFG_T_ENV, 0, CFG_AT(redis_password), 1, 0, NULL, NULL, NULL, NULL,
+    {"redis.sentinel.master", CFG_T_STR, CFG_REQUIRED, CFG_AT(redis.master), 0, 0, NULL, NULL, NULL, NULL, NULL},
+    {"redis.password_env", CFG_T_ENV, 0, CFG_AT(redis.password), 1, 0, NULL, NULL, NULL, NULL,
      "the environment variable holding Redis's password"},
     {"redis.username", CFG_T_STR, CFG_BYHOOK, CFG_NONE, 0, CFG_NAME_MAX - 1, NULL, NULL, NULL,
      "ACL user, printable ASCII; needs redis.password_env",
      "otpd sends `AUTH username password`"},
-    {"redis.timeout_ms", CFG_T_INT, 0, CFG_AT(redis_timeout_ms), 1, 10000, "50", NULL, NULL, NULL,
+    {"redis.timeout_ms", CFG_T_INT, 0, CFG_AT(redis.timeout_ms), 1, 10000, "50", NULL, NULL, NULL,
      "one Redis call"},
-    {"redis.breaker_failures", CFG_T_INT, 0, CFG_AT(breaker_failures), 1, 1000, "5", NULL, NULL, NULL,
+    {"redis.breaker_failures", CFG_T_INT, 0, CFG_AT(redis.breaker_failures), 1, 1000, "5", NULL, NULL, NULL,
      "consecutive Redis failures that open the circuit breaker"},
-    {"redis.breaker_open", CFG_T_DUR, 0, CFG_AT(breaker_open_ms), 0, 0, "2s", NULL, NULL, NULL,
+    {"redis.breaker_open", CFG_T_DUR, 0, CFG_AT(redis.breaker_open_ms), 0, 0, "2s", NULL, NULL, NULL,
      "how long the breaker answers 503 at once before a probe"},
     {"ledger", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
-    {"ledger.path", CFG_T_STR, CFG_REQUIRED, CFG_AT(ledger_path), 0, 0, NULL, NULL, NULL, NULL,
+    {"ledger.path", CFG_T_STR, CFG_REQUIRED, CFG_AT(ledger.path), 0, 0, NULL, NULL, NULL, NULL,
      "the SQLite audit ledger"},
-    {"ledger.retention", CFG_T_DUR, 0, CFG_AT(ledger_retention_ms), 1000, 0, "90d", NULL, NULL, NULL,
+    {"ledger.retention", CFG_T_DUR, 0, CFG_AT(ledger.retention_ms), 1000, 0, "90d", NULL, NULL, NULL,
      "rows older than this are pruned (at start, then hourly); messages still queued or sending are kept"},
     {"secret_env", CFG_T_ENV, CFG_REQUIRED, CFG_AT(secret), 32, 0, NULL, NULL, NULL, NULL,
      "the variable holding the key codes are derived from"},
@@ -1234,13 +1234,13 @@ const struct cfg_row cfg_rows[] = {
     {"api_keys.*.role", CFG_T_ENUM, CFG_BYHOOK, CFG_NONE, 0, 0, NULL, cfg_role_names, NULL,
      "\"admin\": the admin API only; absent: the OTP API only", NULL},
     {"otp", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_otp, NULL, NULL},
-    {"otp.length", CFG_T_INT, 0, CFG_AT(otp_length), 4, 10, "6", NULL, NULL, NULL,
+    {"otp.length", CFG_T_INT, 0, CFG_AT(otp.length), 4, 10, "6", NULL, NULL, NULL,
      "digits of a code"},
-    {"otp.ttl", CFG_T_DUR, CFG_RELOAD, CFG_AT(otp_ttl_ms), 10000, 3600000, "5m", NULL, NULL, NULL,
+    {"otp.ttl", CFG_T_DUR, CFG_RELOAD, CFG_AT(otp.ttl_ms), 10000, 3600000, "5m", NULL, NULL, NULL,
      "a code's life"},
-    {"otp.max_attempts", CFG_T_INT, 0, CFG_AT(otp_max_attempts), 1, 100, "5", NULL, NULL, NULL,
+    {"otp.max_attempts", CFG_T_INT, 0, CFG_AT(otp.max_attempts), 1, 100, "5", NULL, NULL, NULL,
      "wrong guesses before a code is dead"},
-    {"otp.template", CFG_T_STR, CFG_RELOAD, CFG_AT(otp_template), 0, 320,
+    {"otp.template", CFG_T_STR, CFG_RELOAD, CFG_AT(otp.tmpl), 0, 320,
      "{code} is your login code. It expires in {minutes} minutes.", NULL, NULL, NULL,
      "the SMS text: `{code}`, `{minutes}`"},
     {"phone", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
@@ -1256,14 +1256,14 @@ const struct cfg_row cfg_rows[] = {
      "region codes: served, counted and logged", NULL},
     {"pumping", CFG_T_SECTION, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_pumping, NULL,
      "the SMS pumping guard; absent: off (docs/rules.md)"},
-    {"pumping.prefix_digits", CFG_T_INT, CFG_RELOAD, CFG_AT(pumping.prefix_digits), 3, 15, "7", NULL, NULL, NULL, NULL},
-    {"pumping.window", CFG_T_DUR, CFG_RELOAD, CFG_AT(pumping.window_ms), 60000, 7 * 86400000LL, "1h", NULL, NULL,
+    {"pumping.prefix_digits", CFG_T_INT, CFG_RELOAD, CFG_AT(limits.pumping.prefix_digits), 3, 15, "7", NULL, NULL, NULL, NULL},
+    {"pumping.window", CFG_T_DUR, CFG_RELOAD, CFG_AT(limits.pumping.window_ms), 60000, 7 * 86400000LL, "1h", NULL, NULL,
      NULL, NULL},
-    {"pumping.min_sent", CFG_T_INT, CFG_RELOAD, CFG_AT(pumping.min_sent), 1, 1000000, "30", NULL, NULL, NULL, NULL},
-    {"pumping.min_verified_ratio", CFG_T_PPM, CFG_RELOAD, CFG_AT(pumping.min_ratio_ppm), 0, 0, "0.2", NULL, NULL,
+    {"pumping.min_sent", CFG_T_INT, CFG_RELOAD, CFG_AT(limits.pumping.min_sent), 1, 1000000, "30", NULL, NULL, NULL, NULL},
+    {"pumping.min_verified_ratio", CFG_T_PPM, CFG_RELOAD, CFG_AT(limits.pumping.min_ratio_ppm), 0, 0, "0.2", NULL, NULL,
      NULL, NULL},
-    {"pumping.hold", CFG_T_DUR, CFG_RELOAD, CFG_AT(pumping.hold_ms), 1000, CFG_30D_MS, "12h", NULL, NULL, NULL, NULL},
-    {"pumping.mode", CFG_T_ENUM, CFG_RELOAD, CFG_AT(pumping.shadow), 0, 0, "enforce", cfg_mode_names, NULL, NULL, NULL},
+    {"pumping.hold", CFG_T_DUR, CFG_RELOAD, CFG_AT(limits.pumping.hold_ms), 1000, CFG_30D_MS, "12h", NULL, NULL, NULL, NULL},
+    {"pumping.mode", CFG_T_ENUM, CFG_RELOAD, CFG_AT(limits.pumping.shadow), 0, 0, "enforce", cfg_mode_names, NULL, NULL, NULL},
     {"limits", CFG_T_CUSTOM, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_limits,
      "at most 32 rules (docs/rules.md)",
      "the rules (docs/rules.md)"},
@@ -1296,7 +1296,7 @@ const struct cfg_row cfg_rows[] = {
      NULL, NULL, NULL, NULL},
     {"cost", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, cfg_cost, NULL,
      "prices and spend caps"},
-    {"cost.currency", CFG_T_STR, CFG_REQUIRED, CFG_AT(currency), 0, 0, NULL, NULL, NULL, "\"INR\", \"USD\"", NULL},
+    {"cost.currency", CFG_T_STR, CFG_REQUIRED, CFG_AT(limits.currency), 0, 0, NULL, NULL, NULL, "\"INR\", \"USD\"", NULL},
     {"cost.prices", CFG_T_CUSTOM, CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_prices,
      "{\"+PREFIX\" or \"*\": minor units}; a \"*\" with caps", NULL},
     {"cost.caps", CFG_T_CUSTOM, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_caps, "at most 8", NULL},
@@ -1475,27 +1475,27 @@ void config_free(struct config *c)
 
     if (c == NULL)
         return;
-    for (i = 0; i < c->n_api_keys; i++)
-        cfg_free_secret(c->api_keys[i].key);
-    free(c->api_keys);
+    for (i = 0; i < c->keys.n_api_keys; i++)
+        cfg_free_secret(c->keys.api_keys[i].key);
+    free(c->keys.api_keys);
     cfg_free_secret((char *)c->secret);
-    cfg_free_secret(c->redis_password);
+    cfg_free_secret(c->redis.password);
     cfg_free_secret(c->provider.user);
     cfg_free_secret(c->provider.pass);
     cfg_free_secret(c->provider.key_sid);
     cfg_free_secret(c->provider.key_secret);
     cfg_free_secret(c->provider.token);
     cfg_free_secret(c->provider.signing_secret);
-    free(c->rules);
-    free(c->prices);
-    free(c->caps);
+    free(c->limits.rules);
+    free(c->limits.prices);
+    free(c->limits.caps);
     json_decref(c->json);
     free(c);
 }
 
 int64_t config_price(const struct config *c, const char *phone)
 {
-    return config_price_in(c->prices, c->n_prices, phone);
+    return config_price_in(c->limits.prices, c->limits.n_prices, phone);
 }
 
 int64_t config_price_in(const struct cfg_price *prices, size_t n_prices, const char *phone)

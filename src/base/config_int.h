@@ -28,7 +28,7 @@ struct cfg_ctx {
  * of rules, what a provider type requires) has a hook. The unknown-key
  * check, the defaults, config_diff (SIGHUP) and README's key table
  * (config_print_table, `make config-doc`) all come from these rows: a new
- * key is one row here, one field in config.h. */
+ * key is one row here, one field in its section struct (conf.h). */
 
 enum cfg_type {
     CFG_T_SECTION, /* an object: its rows, then its hook for what joins them */

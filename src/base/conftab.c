@@ -248,7 +248,7 @@ void cfg_defaults(struct config *c)
     size_t i;
     int64_t v;
 
-    c->phone_types = PHONE_TYPES_DEFAULT;
+    c->limits.phone_types = PHONE_TYPES_DEFAULT;
     for (i = 0; i < cfg_n_rows; i++) {
         const struct cfg_row *r = &cfg_rows[i];
         int k;

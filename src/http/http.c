@@ -59,7 +59,8 @@ struct http_conn {
 };
 
 struct http {
-    const struct config *cfg;
+    const struct http_conf *cfg;
+    const struct keys_conf *keys;
     struct otp *otp;
     struct tls *tls;        /* borrowed; NULL: plain HTTP on listen */
     struct MHD_Daemon *d;
@@ -351,15 +352,15 @@ static const char *http_auth(struct http *h, struct MHD_Connection *con, int *ad
         return NULL;
     key = hdr + 7;
     n = strlen(key);
-    for (i = 0; i < h->cfg->n_api_keys; i++) {
-        const char *want = h->cfg->api_keys[i].key;
+    for (i = 0; i < h->keys->n_api_keys; i++) {
+        const char *want = h->keys->api_keys[i].key;
         size_t m = strlen(want);
         unsigned char diff = n != m;
         for (j = 0; j < m; j++)
             diff |= (unsigned char)(want[j] ^ key[j % n]);
         if (diff == 0) {
-            name = h->cfg->api_keys[i].name;
-            *admin = h->cfg->api_keys[i].admin;
+            name = h->keys->api_keys[i].name;
+            *admin = h->keys->api_keys[i].admin;
         }
     }
     return name;
@@ -1293,7 +1294,7 @@ static void http_done(void *cls, struct MHD_Connection *con, void **con_cls, enu
     (void)toe;
     free(*con_cls);
     *con_cls = NULL;
-    http_deadline(h, con, http_now_ms() + h->cfg->http_request_timeout_ms);
+    http_deadline(h, con, http_now_ms() + h->cfg->request_timeout_ms);
 }
 
 /*
@@ -1323,7 +1324,7 @@ static void http_notify_on(struct http *h, int internal, struct MHD_Connection *
         }
         hc->fd = ci->connect_fd;
         hc->tls_gen = gen;
-        hc->deadline_ms = http_now_ms() + h->cfg->http_request_timeout_ms;
+        hc->deadline_ms = http_now_ms() + h->cfg->request_timeout_ms;
         pthread_mutex_lock(&h->mu);
         hc->next = h->conns;
         if (h->conns)
@@ -1385,7 +1386,7 @@ static void *http_reaper(void *arg)
         h->closed_slow += n;
         if (n > 0)
             log_msg(LOG_WARN, "closed %llu connections whose request did not arrive within %llds",
-                    (unsigned long long)n, (long long)(h->cfg->http_request_timeout_ms / 1000));
+                    (unsigned long long)n, (long long)(h->cfg->request_timeout_ms / 1000));
         if (h->tls != NULL && !__atomic_load_n(&h->untracked, __ATOMIC_SEQ_CST)) {
             /* Not under mu: the two locks never nest. */
             pthread_mutex_unlock(&h->mu);
@@ -1419,7 +1420,7 @@ static unsigned http_connection_limit(void)
  * h->tls) or listen_internal's (plain HTTP, one thread). NULL with err. */
 static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port, int internal, char *err)
 {
-    const struct config *c = h->cfg;
+    const struct http_conf *c = h->cfg;
     struct addrinfo hints = {0}, *ai = NULL;
     char port_s[8];
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY | MHD_USE_ITC;
@@ -1446,12 +1447,12 @@ static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port
     }
     d = MHD_start_daemon(flags, 0, NULL, NULL, internal ? http_handle_internal : http_handle, h,
                          MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                         MHD_OPTION_THREAD_POOL_SIZE, internal ? 1u : (unsigned)c->http_threads,
+                         MHD_OPTION_THREAD_POOL_SIZE, internal ? 1u : (unsigned)c->threads,
                          MHD_OPTION_CONNECTION_LIMIT, internal ? HTTP_INTERNAL_CONNS : http_connection_limit(),
                          MHD_OPTION_CONNECTION_TIMEOUT, 30u,
                          MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
                          MHD_OPTION_NOTIFY_CONNECTION, internal ? http_notify_internal : http_notify, h,
-                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->http_max_conns_per_ip,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->max_conns_per_ip,
                          MHD_OPTION_ARRAY, tls_opts,
                          MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -1461,7 +1462,8 @@ static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port
     return d;
 }
 
-struct http *http_new(const struct config *c, struct otp *o, struct tls *tls, char *err)
+struct http *http_new(const struct http_conf *c, const struct keys_conf *k, struct otp *o, struct tls *tls,
+                      char *err)
 {
     struct http *h = calloc(1, sizeof(*h));
 
@@ -1470,6 +1472,7 @@ struct http *http_new(const struct config *c, struct otp *o, struct tls *tls, ch
         return NULL;
     }
     h->cfg = c;
+    h->keys = k;
     h->otp = o;
     h->tls = tls;
     h->quiesced = h->quiesced_i = MHD_INVALID_SOCKET;

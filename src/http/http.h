@@ -7,7 +7,7 @@
 #ifndef OTPD_HTTP_H
 #define OTPD_HTTP_H
 
-#include "../base/config.h"
+#include "../base/conf.h"
 #include "../otp/otp.h"
 
 #define HTTP_BODY_MAX 4096
@@ -16,10 +16,11 @@ struct http;
 struct tls;
 
 /* Binds c's listen address (and listen_internal's, when set) and starts
- * serving with o; HTTPS with tls's certificate when tls is not NULL (see
- * tls.h). All three are borrowed and outlive the server. NULL with detail
- * in err. */
-struct http *http_new(const struct config *c, struct otp *o, struct tls *tls, char *err);
+ * serving with o, checking callers against k's API keys; HTTPS with tls's
+ * certificate when tls is not NULL (see tls.h). All are borrowed and
+ * outlive the server. NULL with detail in err. */
+struct http *http_new(const struct http_conf *c, const struct keys_conf *k, struct otp *o, struct tls *tls,
+                      char *err);
 
 /* Stops accepting new connections on both listeners; requests in progress
  * finish. */

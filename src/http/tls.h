@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/config.h"
+#include "../base/conf.h"
 
 #define TLS_ERR_LEN 512
 #define TLS_FINGERPRINT_LEN 65 /* SHA-256 of the leaf's DER, hex, and NUL */

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "../base/config.h"
+#include "../base/conf.h"
 
 /* What countries says of one region. */
 enum fraud_country {

@@ -144,7 +144,7 @@ static void *dup_array(const void *src, size_t n, size_t size)
     return p;
 }
 
-static struct limits_rules *rules_new(const struct config *c)
+static struct limits_rules *rules_new(const struct limits_conf *c)
 {
     struct limits_rules *r = calloc(1, sizeof(*r));
     size_t i, j;
@@ -334,7 +334,7 @@ static void rules_put(struct limits *l, struct limits_rules *r)
 
 static int64_t share_max(double share, int64_t capacity);
 
-struct limits *limits_new(struct store *s, const struct config *c)
+struct limits *limits_new(struct store *s, const struct limits_conf *c, const struct pacer_conf *pc)
 {
     struct limits *l = calloc(1, sizeof(*l));
 
@@ -343,10 +343,10 @@ struct limits *limits_new(struct store *s, const struct config *c)
         return NULL;
     }
     l->store = s;
-    l->capacity = c->pacer.capacity;
+    l->capacity = pc->capacity;
     /* Read at start, like capacity. A share that cannot bind below the
      * capacity is not tracked: no Redis work when the feature is off. */
-    l->share = share_max(c->pacer.share_per_key, l->capacity);
+    l->share = share_max(pc->share_per_key, l->capacity);
     if (l->share >= l->capacity)
         l->share = 0;
     l->h_issue = store_script(s, limits_issue_lua);
@@ -370,7 +370,7 @@ void limits_free(struct limits *l)
     free(l);
 }
 
-enum otp_rc limits_reload(struct limits *l, const struct config *c)
+enum otp_rc limits_reload(struct limits *l, const struct limits_conf *c)
 {
     struct limits_rules *r = rules_new(c), *old;
 
@@ -536,11 +536,7 @@ int limits_rule_key(const struct cfg_rule *r, const struct limits_request *rq, c
 
 static int64_t price_of(const struct limits_rules *r, const char *phone)
 {
-    struct config c = {0};
-
-    c.prices = r->prices;
-    c.n_prices = r->n_prices;
-    return config_price(&c, phone);
+    return config_price_in(r->prices, r->n_prices, phone);
 }
 
 static int64_t ceil_s(int64_t ms)

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "../base/config.h"
+#include "../base/conf.h"
 #include "../base/phone.h"
 #include "../base/rc.h"
 #include "../store/store.h"
@@ -122,13 +122,15 @@ struct limits_verify {
     char shadow[256];          /* shadow verify rules that would refuse, comma-separated */
 };
 
-/* Registers the scripts with s and copies c's rules, prices and caps.
- * Returns NULL when out of memory. s must outlive the limits. */
-struct limits *limits_new(struct store *s, const struct config *c);
+/* Registers the scripts with s and copies c's rules, prices and caps; of
+ * the pacer's section it reads the queue's capacity and share_per_key
+ * (start-up only). Returns NULL when out of memory. s must outlive the
+ * limits. */
+struct limits *limits_new(struct store *s, const struct limits_conf *c, const struct pacer_conf *pc);
 void limits_free(struct limits *l);
 
 /* Replaces the rules with c's; requests in flight finish on the old ones. */
-enum otp_rc limits_reload(struct limits *l, const struct config *c);
+enum otp_rc limits_reload(struct limits *l, const struct limits_conf *c);
 
 /* An admin override (DESIGN.md, "Limits"): another limit (and burst) for
  * rule for one value of its key. values holds each kind of the rule's key

@@ -82,8 +82,8 @@ static void refusals_seed(struct otp *o)
 {
     size_t i;
 
-    for (i = 0; i < o->d.cfg->n_rules && o->n_refusal < OTP_REFUSAL_LABELS - OTP_FIXED_REASONS; i++)
-        snprintf(o->refusal_name[o->n_refusal++], CFG_NAME_MAX, "%s", o->d.cfg->rules[i].name);
+    for (i = 0; i < o->d.cfg.limits->n_rules && o->n_refusal < OTP_REFUSAL_LABELS - OTP_FIXED_REASONS; i++)
+        snprintf(o->refusal_name[o->n_refusal++], CFG_NAME_MAX, "%s", o->d.cfg.limits->rules[i].name);
     for (i = 0; i < OTP_FIXED_REASONS; i++)
         snprintf(o->refusal_name[o->n_refusal++], CFG_NAME_MAX, "%s", fixed_reasons[i]);
 }
@@ -108,18 +108,18 @@ static void window_label(int64_t ms, char *out, size_t cap)
 /* The caps /metrics shows the headroom of (see struct otp's caps). */
 static void caps_seed(struct otp *o)
 {
-    const struct config *c = o->d.cfg;
+    const struct otp_sections *c = &o->d.cfg;
     size_t i, k;
 
-    for (i = 0; i < c->n_caps; i++) {
-        const struct cfg_cap *cp = &c->caps[i];
-        for (k = 0; k < (cp->per_key ? c->n_api_keys : 1) && o->n_caps < LIMITS_HEADROOM_MAX; k++) {
+    for (i = 0; i < c->limits->n_caps; i++) {
+        const struct cfg_cap *cp = &c->limits->caps[i];
+        for (k = 0; k < (cp->per_key ? c->keys->n_api_keys : 1) && o->n_caps < LIMITS_HEADROOM_MAX; k++) {
             struct limits_cap_ask *a = &o->caps[o->n_caps];
-            if (cp->per_key && c->api_keys[k].admin)
+            if (cp->per_key && c->keys->api_keys[k].admin)
                 continue; /* an admin key never issues */
             if (cp->per_key) {
-                limits_cap_key_field(cp->window_ms, c->api_keys[k].name, a->field, sizeof(a->field));
-                o->cap_caller[o->n_caps] = c->api_keys[k].name;
+                limits_cap_key_field(cp->window_ms, c->keys->api_keys[k].name, a->field, sizeof(a->field));
+                o->cap_caller[o->n_caps] = c->keys->api_keys[k].name;
             } else {
                 limits_cap_field(cp->window_ms, a->field, sizeof(a->field));
             }
@@ -139,7 +139,7 @@ struct otp *otp_new(const struct otp_deps *d)
         return NULL;
     o->d = *d;
     if ((o->idem = idem_new(d->store, d->keys)) == NULL ||
-        (o->report = report_new(d->cfg, d->keys, d->ledger, d->pacer)) == NULL) {
+        (o->report = report_new(d->cfg.provider, d->keys, d->ledger, d->pacer)) == NULL) {
         idem_free(o->idem);
         free(o);
         return NULL;
@@ -148,15 +148,15 @@ struct otp *otp_new(const struct otp_deps *d)
     refusals_seed(o);
     caps_seed(o);
     pthread_mutex_init(&o->live_mu, NULL);
-    otp_reload(o, d->cfg);
+    otp_reload(o, d->cfg.otp);
     return o;
 }
 
-void otp_reload(struct otp *o, const struct config *c)
+void otp_reload(struct otp *o, const struct otp_conf *c)
 {
     pthread_mutex_lock(&o->live_mu);
-    o->ttl_ms = c->otp_ttl_ms;
-    snprintf(o->tmpl, sizeof(o->tmpl), "%s", c->otp_template);
+    o->ttl_ms = c->ttl_ms;
+    snprintf(o->tmpl, sizeof(o->tmpl), "%s", c->tmpl);
     pthread_mutex_unlock(&o->live_mu);
 }
 
@@ -303,7 +303,7 @@ static int blocked(struct otp *o, const struct otp_req *rq, struct otp_answer *o
  * refusal (403 number_type) in out. Runs before anything is taken. */
 static int type_served(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
-    if ((unsigned)rq->type < PHONE_TYPE_COUNT && (o->d.cfg->phone_types & PHONE_TYPE_BIT(rq->type)) != 0)
+    if ((unsigned)rq->type < PHONE_TYPE_COUNT && (o->d.cfg.limits->phone_types & PHONE_TYPE_BIT(rq->type)) != 0)
         return 1;
     answer(out, OUT_NUMBER_TYPE, "phone is a %s number (%s); this service does not send codes to that type", phone_type_name(rq->type),
            rq->region[0] ? rq->region : "no region");
@@ -410,7 +410,7 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
     pthread_mutex_lock(&o->live_mu);
     memcpy(tmpl, o->tmpl, sizeof(tmpl));
     pthread_mutex_unlock(&o->live_mu);
-    code_derive(o->d.keys, vid, o->d.cfg->otp_length, code);
+    code_derive(o->d.keys, vid, o->d.cfg.otp->length, code);
     rc = code_render(tmpl, code, (int)((expires_in_ms + 59999) / 60000), text, cap);
     code_wipe(code, sizeof(code));
     return rc;
@@ -528,7 +528,7 @@ static enum otp_rc release(struct otp *o, const struct limits_undo *u, char *err
 
 void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
-    const struct config *c = o->d.cfg;
+    const struct otp_sections *c = &o->d.cfg;
     char ip_key[LIMITS_IP_KEY_MAX], vid[CODE_ID_LEN + 1], vhash[CODE_HASH_LEN + 1];
     char code[CODE_MAX_DIGITS + 1], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1], scope[CODE_SCOPE_LEN + 1];
     struct limits_request lr = {0};
@@ -551,7 +551,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     if (blocked(o, rq, out, out->reason))
         goto refused;
     code_new_id(vid);
-    code_derive(o->d.keys, vid, c->otp_length, code);
+    code_derive(o->d.keys, vid, c->otp->length, code);
     code_hash(o->d.keys, rq->phone, code, vhash);
     code_wipe(code, sizeof(code));
     scope_fill(o, rq, &lr, scope);
@@ -565,7 +565,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     pthread_mutex_lock(&o->live_mu);
     lr.ttl_ms = o->ttl_ms;
     pthread_mutex_unlock(&o->live_mu);
-    lr.max_attempts = c->otp_max_attempts;
+    lr.max_attempts = c->otp->max_attempts;
     if (limits_issue(o->d.limits, &lr, &li, err) != OTP_OK) {
         store_down(o, out, "issue", err);
         goto refused;
@@ -579,7 +579,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         snprintf(out->reason, sizeof(out->reason), "%s", li.reason);
         if (li.rc == OTP_EFULL) {
             answer(out, OUT_QUEUE_FULL, "the send queue is full");
-            out->retry_after_s = sched_full_retry_s(li.depth, c->pacer.rate);
+            out->retry_after_s = sched_full_retry_s(li.depth, c->pacer->rate);
         } else if (li.rc == OTP_ECOST) {
             answer(out, OUT_COST_CAP, "the SMS budget is spent for now");
         } else if (li.rc == OTP_ELOCKED) {
@@ -653,7 +653,7 @@ static int all_digits(const char *s, size_t n)
 
 void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out)
 {
-    const struct config *c = o->d.cfg;
+    const struct otp_sections *c = &o->d.cfg;
     char hash[CODE_HASH_LEN + 1], ip_key[LIMITS_IP_KEY_MAX], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1];
     char scope[CODE_SCOPE_LEN + 1];
     struct limits_request lr = {0};
@@ -673,8 +673,8 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     if (blocked(o, rq, out, out->reason))
         goto done;
     /* A malformed guess is recorded but never counts as an attempt. */
-    if (strlen(guess) != (size_t)c->otp_length || !all_digits(guess, (size_t)c->otp_length)) {
-        answer(out, OUT_INVALID_REQUEST, "code must be %d digits", c->otp_length);
+    if (strlen(guess) != (size_t)c->otp->length || !all_digits(guess, (size_t)c->otp->length)) {
+        answer(out, OUT_INVALID_REQUEST, "code must be %d digits", c->otp->length);
         goto done;
     }
     code_hash(o->d.keys, rq->phone, guess, hash);
@@ -682,7 +682,7 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
     scope_fill(o, rq, &lr, scope);
     lr.ip_key = rq->client_ip ? ip_key : NULL;
     lr.rid = rid;
-    if (limits_verify(o->d.limits, &lr, hash, c->otp_max_attempts, &lv, err) != OTP_OK) {
+    if (limits_verify(o->d.limits, &lr, hash, c->otp->max_attempts, &lv, err) != OTP_OK) {
         store_down(o, out, "verify", err);
         goto done;
     }
@@ -779,7 +779,7 @@ static void import_one(void *arg, const struct ledger_message *m)
     struct import_ctx *x = arg;
     int added = 0;
 
-    if (m->expires_ms - x->now_ms < sched_min_life_ms(x->o->d.cfg->otp_ttl_ms))
+    if (m->expires_ms - x->now_ms < sched_min_life_ms(x->o->d.cfg.otp->ttl_ms))
         return;
     if (pacer_import(x->o->d.pacer, m, &added, x->err) != OTP_OK)
         x->failed++;
@@ -908,7 +908,7 @@ static void put(struct text *t, const char *fmt, ...)
  * headroom is left out, never shown stale or as 0). */
 static void cap_metrics(struct otp *o, struct text *t)
 {
-    const char *cur = o->d.cfg->currency[0] ? o->d.cfg->currency : "none";
+    const char *cur = o->d.cfg.limits->currency[0] ? o->d.cfg.limits->currency : "none";
     int64_t left[LIMITS_HEADROOM_MAX];
     char err[OTP_ERR_LEN] = "";
     int ok = limits_cap_headroom(o->d.limits, o->caps, o->n_caps, left, err) == OTP_OK;

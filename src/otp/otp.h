@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/config.h"
 #include "../admin/admin.h"
+#include "../base/conf.h"
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
 #include "../limits/limits.h"
@@ -22,10 +22,22 @@
 
 struct otp;
 
-/* What the service is built from; all borrowed and outliving it. cfg is
- * the start-up config (otp settings, provider callbacks). */
+/* The sections of the start-up config otp reads, each borrowed: the codes
+ * (otp: length and attempts; ttl and template until otp_reload), the
+ * rules' names, caps, currency and phone.types (limits), the callers for
+ * per-caller caps (keys), the send rate for a full queue's Retry-After
+ * (pacer) and the delivery reports' provider. */
+struct otp_sections {
+    const struct otp_conf *otp;
+    const struct limits_conf *limits;
+    const struct keys_conf *keys;
+    const struct pacer_conf *pacer;
+    const struct provider_conf *provider;
+};
+
+/* What the service is built from; all borrowed and outliving it. */
 struct otp_deps {
-    const struct config *cfg;
+    struct otp_sections cfg;
     const struct code_keys *keys;
     struct store *store;
     struct limits *limits;
@@ -71,10 +83,10 @@ struct admin *otp_admin(struct otp *o);
 struct otp *otp_new(const struct otp_deps *d);
 void otp_free(struct otp *o);
 
-/* SIGHUP: c's otp.ttl applies to codes issued from now on and its
- * otp.template to messages rendered from now on (codes already issued
- * keep their expiry). Copies what it needs; c may be freed after. */
-void otp_reload(struct otp *o, const struct config *c);
+/* SIGHUP: c's ttl (otp.ttl) applies to codes issued from now on and its
+ * template (otp.template) to messages rendered from now on (codes already
+ * issued keep their expiry). Copies what it needs; c may be freed after. */
+void otp_reload(struct otp *o, const struct otp_conf *c);
 
 /* The Idempotency-Key state (DESIGN.md, "One request, issue path"), owned
  * by o; the HTTP layer claims keys and stores answers through it. */

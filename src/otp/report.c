@@ -20,7 +20,7 @@
 #define REPORT_PARAMS_MAX 64 /* form parameters in a signed Twilio callback (it sends about 10) */
 
 struct report {
-    const struct config *cfg;
+    const struct provider_conf *provider; /* the start-up config's */
     const struct code_keys *keys;
     struct ledger *ledger;
     struct pacer *pacer;
@@ -56,13 +56,13 @@ const struct report_row *report_row(enum report_verdict v)
     return &report_rows[v < REPORT_VERDICTS ? v : REPORT_UNKNOWN];
 }
 
-struct report *report_new(const struct config *c, const struct code_keys *k, struct ledger *l, struct pacer *p)
+struct report *report_new(const struct provider_conf *c, const struct code_keys *k, struct ledger *l, struct pacer *p)
 {
     struct report *r = calloc(1, sizeof(*r));
 
     if (r == NULL)
         return NULL;
-    r->cfg = c;
+    r->provider = c;
     r->keys = k;
     r->ledger = l;
     r->pacer = p;
@@ -91,10 +91,10 @@ enum otp_rc report_query(const struct report *r, const char *id, int64_t now_ms,
 {
     char exp[REPORT_EXP_MAX + 8], tag[CODE_TAG_LEN + 1];
     /* Rounded up: a URL never lives shorter than callback_ttl. */
-    int64_t exp_s = (now_ms + r->cfg->provider.callback_ttl_ms + 999) / 1000;
+    int64_t exp_s = (now_ms + r->provider->callback_ttl_ms + 999) / 1000;
 
     snprintf(exp, sizeof(exp), "%lld", (long long)exp_s);
-    code_report_tag(r->keys, report_provider[r->cfg->provider.type], id, exp, tag);
+    code_report_tag(r->keys, report_provider[r->provider->type], id, exp, tag);
     return report_format(out, cap, id, exp, tag) < 0 ? OTP_EINVAL : OTP_OK;
 }
 
@@ -188,26 +188,26 @@ out:
  * the query arrived in) and its form. */
 static int report_twilio_ok(const struct report *r, const struct report_in *in)
 {
-    const struct config *c = r->cfg;
+    const struct provider_conf *c = r->provider;
     size_t cap;
     char *url = NULL, *data = NULL;
     int ok = 0, n;
 
     /* Only the configured Twilio account's token can check a signature. */
-    if (c->provider.type != CFG_PROVIDER_TWILIO || c->provider.callback_url[0] == '\0' || in->signature == NULL ||
+    if (c->type != CFG_PROVIDER_TWILIO || c->callback_url[0] == '\0' || in->signature == NULL ||
         in->id == NULL || in->exp == NULL || in->tag == NULL || in->form == NULL)
         return 0;
-    cap = strlen(c->provider.callback_url) + strlen(in->id) + strlen(in->exp) + strlen(in->tag) + 64;
+    cap = strlen(c->callback_url) + strlen(in->id) + strlen(in->exp) + strlen(in->tag) + 64;
     if ((url = malloc(cap)) == NULL)
         goto out;
-    n = snprintf(url, cap, "%s/v1/dlr/twilio?", c->provider.callback_url);
+    n = snprintf(url, cap, "%s/v1/dlr/twilio?", c->callback_url);
     if (n < 0 || (size_t)n >= cap || report_format(url + n, cap - (size_t)n, in->id, in->exp, in->tag) < 0)
         goto out;
     /* Decoding never grows the form, and dropping '=' and '&' shrinks it. */
     cap = strlen(url) + strlen(in->form) + 1;
     if ((data = malloc(cap)) == NULL || (n = report_twilio_data(url, in->form, data, cap)) < 0)
         goto out;
-    ok = code_twilio_sig_ok(c->provider.pass, data, (size_t)n, in->signature);
+    ok = code_twilio_sig_ok(c->pass, data, (size_t)n, in->signature);
 out:
     free(url);
     free(data);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/config.h"
+#include "../base/conf.h"
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
 #include "../pacer/pacer.h"
@@ -54,9 +54,9 @@ struct report_in {
     const char *detail;         /* for the ledger: "kannel dlr 2" */
 };
 
-/* All borrowed; c is the start-up config (provider, callback URL, auth
- * token, callback_ttl). NULL when out of memory. */
-struct report *report_new(const struct config *c, const struct code_keys *k, struct ledger *l, struct pacer *p);
+/* All borrowed; c is the start-up config's provider section (type,
+ * callback URL, auth token, callback_ttl). NULL when out of memory. */
+struct report *report_new(const struct provider_conf *c, const struct code_keys *k, struct ledger *l, struct pacer *p);
 void report_free(struct report *r);
 
 /* Writes the query of message id's report URL, "id=..&exp=..&tag=..", into

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "../base/config.h"
+#include "../base/conf.h"
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
 #include "../provider/provider.h"

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "../base/config.h"
+#include "../base/conf.h"
 #include "../base/rc.h"
 #include "../provider/provider.h"
 #include "schedule.h"

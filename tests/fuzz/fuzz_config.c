@@ -49,37 +49,37 @@ static void fuzz_config_check(const struct config *c)
     size_t i;
 
     FUZZ_CHECK(c->secret != NULL && c->secret_len >= 32);
-    FUZZ_CHECK(c->n_api_keys >= 1 && c->n_api_keys <= 256);
-    for (i = 0; i < c->n_api_keys; i++)
-        FUZZ_CHECK(c->api_keys[i].key != NULL && strlen(c->api_keys[i].key) >= 16);
-    FUZZ_CHECK(c->otp_length >= 4 && c->otp_length <= 10);
-    FUZZ_CHECK(c->otp_ttl_ms >= 10000 && c->otp_ttl_ms <= 3600000);
-    FUZZ_CHECK(strstr(c->otp_template, "{code}") != NULL);
-    FUZZ_CHECK(c->listen_port >= 1 && c->listen_port <= 65535);
-    FUZZ_CHECK(c->n_sentinels > 0 || c->redis_host[0] != '\0');
-    FUZZ_CHECK(c->redis_db >= 0 && c->redis_db <= 15);
-    FUZZ_CHECK(c->n_rules <= 32);
-    for (i = 0; i < c->n_rules; i++) {
-        const struct cfg_rule *r = &c->rules[i];
+    FUZZ_CHECK(c->keys.n_api_keys >= 1 && c->keys.n_api_keys <= 256);
+    for (i = 0; i < c->keys.n_api_keys; i++)
+        FUZZ_CHECK(c->keys.api_keys[i].key != NULL && strlen(c->keys.api_keys[i].key) >= 16);
+    FUZZ_CHECK(c->otp.length >= 4 && c->otp.length <= 10);
+    FUZZ_CHECK(c->otp.ttl_ms >= 10000 && c->otp.ttl_ms <= 3600000);
+    FUZZ_CHECK(strstr(c->otp.tmpl, "{code}") != NULL);
+    FUZZ_CHECK(c->http.listen_port >= 1 && c->http.listen_port <= 65535);
+    FUZZ_CHECK(c->redis.n_sentinels > 0 || c->redis.host[0] != '\0');
+    FUZZ_CHECK(c->redis.db >= 0 && c->redis.db <= 15);
+    FUZZ_CHECK(c->limits.n_rules <= 32);
+    for (i = 0; i < c->limits.n_rules; i++) {
+        const struct cfg_rule *r = &c->limits.rules[i];
         FUZZ_CHECK(r->name[0] != '\0' && strlen(r->field) == 2);
         FUZZ_CHECK(r->limit >= 1 && r->window_ms >= 1 && r->burst >= 1);
         FUZZ_CHECK((unsigned)r->key < CFG_KEY_COUNT && config_key_name(r->key) != NULL);
         FUZZ_CHECK(config_algo_name(r->algo) != NULL);
     }
-    for (i = 0; i < c->n_prices; i++)
-        FUZZ_CHECK(c->prices[i].price_minor >= 0);
-    for (i = 0; i < c->n_caps; i++)
-        FUZZ_CHECK(c->caps[i].window_ms >= 1 && c->caps[i].max_minor >= 0);
+    for (i = 0; i < c->limits.n_prices; i++)
+        FUZZ_CHECK(c->limits.prices[i].price_minor >= 0);
+    for (i = 0; i < c->limits.n_caps; i++)
+        FUZZ_CHECK(c->limits.caps[i].window_ms >= 1 && c->limits.caps[i].max_minor >= 0);
     /* With caps, every destination has a price: none escapes them. */
-    if (c->n_caps > 0)
+    if (c->limits.n_caps > 0)
         FUZZ_CHECK(config_price(c, "+999999999999") >= 0);
     /* otp.c renders with the code's digits and the minutes left (1 to 60,
      * as otp.ttl is at most an hour) into the pacer's PACER_TEXT_MAX. */
     {
         static const char nines[] = "9999999999";
         char text[PACER_TEXT_MAX];
-        FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 60, text, sizeof(text)) == OTP_OK);
-        FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 1, text, sizeof(text)) == OTP_OK);
+        FUZZ_CHECK(code_render(c->otp.tmpl, nines + 10 - c->otp.length, 60, text, sizeof(text)) == OTP_OK);
+        FUZZ_CHECK(code_render(c->otp.tmpl, nines + 10 - c->otp.length, 1, text, sizeof(text)) == OTP_OK);
     }
     if (c->provider.type == CFG_PROVIDER_KANNEL)
         FUZZ_CHECK(c->provider.user != NULL && c->provider.pass != NULL);

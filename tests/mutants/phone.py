@@ -41,8 +41,8 @@ MUTANTS = [
          why="issue ignores phone.types: toll-free and premium-rate numbers are sent codes"),
     dict(name="phone-type-default-all",
          file="src/base/conftab.c",
-         old="c->phone_types = PHONE_TYPES_DEFAULT;",
-         new="c->phone_types = ~0u;",
+         old="c->limits.phone_types = PHONE_TYPES_DEFAULT;",
+         new="c->limits.phone_types = ~0u;",
          test="unit:test_config",
          why="without phone.types every number type is served"),
 ]

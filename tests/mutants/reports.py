@@ -10,7 +10,7 @@ MUTANTS = [
     dict(name="report-tag-checked-for-configured-provider",
          file="src/otp/report.c",
          old="return code_report_tag_ok(r->keys, report_via_name[in->via], in->id, in->exp, in->tag);",
-         new="return code_report_tag_ok(r->keys, report_provider[r->cfg->provider.type], in->id, in->exp, in->tag);",
+         new="return code_report_tag_ok(r->keys, report_provider[r->provider->type], in->id, in->exp, in->tag);",
          test="test_reports.TwilioReportTest.test_kannel_route_refuses_a_twilio_tag",
          why="the tag is checked against the configured provider, not the route: a Twilio URL works on Kannel's "
              "route, which checks no signature"),

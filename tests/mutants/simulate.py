@@ -63,7 +63,7 @@ MUTANTS = [
          why="a shadow rule always reads 0: the mode meant for trying a rule out says nothing"),
     dict(name="simulate-types-ignored",
          file="cmd/otpctl/simulate.c",
-         old="served = (unsigned)pi.type < PHONE_TYPE_COUNT && (s->cfg->phone_types & PHONE_TYPE_BIT(pi.type)) != 0;",
+         old="served = (unsigned)pi.type < PHONE_TYPE_COUNT && (s->cfg->limits.phone_types & PHONE_TYPE_BIT(pi.type)) != 0;",
          new="served = 1;",
          test=T + "test_phone_types",
          why="NEW.json's phone.types are not applied"),

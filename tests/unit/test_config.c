@@ -229,33 +229,33 @@ static void test_dev_config(void **state)
     const struct cfg_rule *r;
 
     (void)state;
-    assert_string_equal(c->listen_host, "127.0.0.1");
-    assert_int_equal(c->listen_port, 8080);
-    assert_int_equal(c->http_threads, 4);
-    assert_string_equal(c->redis_host, "127.0.0.1");
-    assert_int_equal(c->redis_port, 6399);
-    assert_int_equal(c->redis_db, 0);
-    assert_null(c->redis_password);
-    assert_int_equal(c->redis_timeout_ms, 50);
-    assert_int_equal(c->breaker_failures, 5);
-    assert_int_equal(c->breaker_open_ms, 2000);
-    assert_string_equal(c->ledger_path, "run/dev/ledger.db");
+    assert_string_equal(c->http.listen_host, "127.0.0.1");
+    assert_int_equal(c->http.listen_port, 8080);
+    assert_int_equal(c->http.threads, 4);
+    assert_string_equal(c->redis.host, "127.0.0.1");
+    assert_int_equal(c->redis.port, 6399);
+    assert_int_equal(c->redis.db, 0);
+    assert_null(c->redis.password);
+    assert_int_equal(c->redis.timeout_ms, 50);
+    assert_int_equal(c->redis.breaker_failures, 5);
+    assert_int_equal(c->redis.breaker_open_ms, 2000);
+    assert_string_equal(c->ledger.path, "run/dev/ledger.db");
 
     assert_non_null(c->secret);
     assert_int_equal(c->secret_len, strlen(SECRET_VALUE));
     assert_memory_equal(c->secret, SECRET_VALUE, c->secret_len);
 
-    assert_int_equal(c->n_api_keys, 1);
-    assert_string_equal(c->api_keys[0].name, "login-web");
-    assert_string_equal(c->api_keys[0].key, API_KEY_VALUE);
+    assert_int_equal(c->keys.n_api_keys, 1);
+    assert_string_equal(c->keys.api_keys[0].name, "login-web");
+    assert_string_equal(c->keys.api_keys[0].key, API_KEY_VALUE);
 
-    assert_int_equal(c->otp_length, 6);
-    assert_int_equal(c->otp_ttl_ms, 300000);
-    assert_int_equal(c->otp_max_attempts, 5);
-    assert_string_equal(c->otp_template, "{code} is your login code. It expires in {minutes} minutes.");
+    assert_int_equal(c->otp.length, 6);
+    assert_int_equal(c->otp.ttl_ms, 300000);
+    assert_int_equal(c->otp.max_attempts, 5);
+    assert_string_equal(c->otp.tmpl, "{code} is your login code. It expires in {minutes} minutes.");
 
-    assert_int_equal(c->n_rules, 7);
-    r = &c->rules[0];
+    assert_int_equal(c->limits.n_rules, 7);
+    r = &c->limits.rules[0];
     assert_string_equal(r->name, "phone_10m");
     assert_int_equal(r->key, CFG_KEY_PHONE);
     assert_int_equal(r->algo, CFG_ALGO_SLIDING_LOG);
@@ -264,53 +264,53 @@ static void test_dev_config(void **state)
     assert_int_equal(r->burst, 3);
     assert_int_equal(r->shadow, 0);
     assert_int_equal(r->local_fallback, 0);
-    r = &c->rules[1];
+    r = &c->limits.rules[1];
     assert_string_equal(r->name, "phone_day");
     assert_int_equal(r->key, CFG_KEY_PHONE);
     assert_int_equal(r->algo, CFG_ALGO_FIXED_WINDOW);
     assert_int_equal(r->limit, 10);
     assert_int_equal(r->window_ms, 86400000);
     assert_int_equal(r->burst, 10);
-    r = &c->rules[2];
+    r = &c->limits.rules[2];
     assert_string_equal(r->name, "device_hour");
     assert_int_equal(r->key, CFG_KEY_DEVICE);
     assert_int_equal(r->algo, CFG_ALGO_TOKEN_BUCKET);
     assert_int_equal(r->limit, 5);
     assert_int_equal(r->window_ms, 3600000);
     assert_int_equal(r->burst, 3);
-    r = &c->rules[3];
+    r = &c->limits.rules[3];
     assert_string_equal(r->name, "ip_hour");
     assert_int_equal(r->key, CFG_KEY_CLIENT_IP);
     assert_int_equal(r->algo, CFG_ALGO_SLIDING_LOG);
     assert_int_equal(r->limit, 20);
     assert_int_equal(r->window_ms, 3600000);
-    r = &c->rules[4];
+    r = &c->limits.rules[4];
     assert_string_equal(r->name, "caller");
     assert_int_equal(r->key, CFG_KEY_API_KEY);
     assert_int_equal(r->algo, CFG_ALGO_TOKEN_BUCKET);
     assert_int_equal(r->limit, 100);
     assert_int_equal(r->window_ms, 1000);
     assert_int_equal(r->burst, 200);
-    r = &c->rules[5];
+    r = &c->limits.rules[5];
     assert_string_equal(r->name, "resend");
     assert_int_equal(r->key, CFG_KEY_PHONE);
     assert_int_equal(r->algo, CFG_ALGO_RESEND_DELAY);
     assert_int_equal(r->limit, 1);
     assert_int_equal(r->window_ms, 30000);
-    r = &c->rules[6];
+    r = &c->limits.rules[6];
     assert_string_equal(r->name, "wrong_codes");
     assert_int_equal(r->key, CFG_KEY_PHONE);
     assert_int_equal(r->algo, CFG_ALGO_WRONG_GUESS_CAP);
     assert_int_equal(r->limit, 10);
     assert_int_equal(r->window_ms, 86400000);
 
-    assert_string_equal(c->currency, "INR");
-    assert_int_equal(c->n_prices, 3);
-    assert_int_equal(c->n_caps, 2);
-    assert_int_equal(c->caps[0].window_ms, 3600000);
-    assert_int_equal(c->caps[0].max_minor, 500000);
-    assert_int_equal(c->caps[1].window_ms, 86400000);
-    assert_int_equal(c->caps[1].max_minor, 5000000);
+    assert_string_equal(c->limits.currency, "INR");
+    assert_int_equal(c->limits.n_prices, 3);
+    assert_int_equal(c->limits.n_caps, 2);
+    assert_int_equal(c->limits.caps[0].window_ms, 3600000);
+    assert_int_equal(c->limits.caps[0].max_minor, 500000);
+    assert_int_equal(c->limits.caps[1].window_ms, 86400000);
+    assert_int_equal(c->limits.caps[1].max_minor, 5000000);
 
     assert_int_equal(c->pacer.rate, 50);
     assert_int_equal(c->pacer.capacity, 500);
@@ -354,17 +354,17 @@ static void test_minimal_and_options(void **state)
                              " \"ledger\": {\"path\": \"l.db\"}, \"secret_env\": \"OTPD_SECRET\","
                              " \"api_keys\": [{\"name\": \"k\", \"key_env\": \"OTPD_KEY_LOGIN_WEB\"}],"
                              " \"otp\": {}, \"provider\": {\"type\": \"file\", \"path\": \"s.jsonl\"}}");
-    assert_string_equal(c->listen_host, "0.0.0.0");
-    assert_int_equal(c->listen_port, 80);
-    assert_string_equal(c->redis_host, "localhost");
-    assert_int_equal(c->redis_port, 6379);
-    assert_int_equal(c->redis_db, 0);
-    assert_int_equal(c->redis_timeout_ms, 50);
-    assert_int_equal(c->otp_length, 6);
-    assert_int_equal(c->otp_ttl_ms, 300000);
-    assert_int_equal(c->n_rules, 0);
-    assert_int_equal(c->n_prices, 0);
-    assert_int_equal(c->n_caps, 0);
+    assert_string_equal(c->http.listen_host, "0.0.0.0");
+    assert_int_equal(c->http.listen_port, 80);
+    assert_string_equal(c->redis.host, "localhost");
+    assert_int_equal(c->redis.port, 6379);
+    assert_int_equal(c->redis.db, 0);
+    assert_int_equal(c->redis.timeout_ms, 50);
+    assert_int_equal(c->otp.length, 6);
+    assert_int_equal(c->otp.ttl_ms, 300000);
+    assert_int_equal(c->limits.n_rules, 0);
+    assert_int_equal(c->limits.n_prices, 0);
+    assert_int_equal(c->limits.n_caps, 0);
     assert_int_equal(c->pacer.rate, 50);
     assert_int_equal(c->pacer.retry_max, 3);
     assert_int_equal(config_price(c, "+919812345678"), -1);
@@ -376,26 +376,26 @@ static void test_minimal_and_options(void **state)
                   build(buf, sizeof(buf), P_REDIS,
                         "'redis': {'url': 'redis://redis.example:6380/3', 'password_env': 'REDIS_PASS',"
                         " 'timeout_ms': 10000, 'breaker_failures': 1, 'breaker_open': '1m'}"));
-    assert_string_equal(c->redis_host, "redis.example");
-    assert_int_equal(c->redis_port, 6380);
-    assert_int_equal(c->redis_db, 3);
-    assert_non_null(c->redis_password);
-    assert_string_equal(c->redis_password, "s3cret");
-    assert_int_equal(c->redis_timeout_ms, 10000);
-    assert_int_equal(c->breaker_failures, 1);
-    assert_int_equal(c->breaker_open_ms, 60000);
+    assert_string_equal(c->redis.host, "redis.example");
+    assert_int_equal(c->redis.port, 6380);
+    assert_int_equal(c->redis.db, 3);
+    assert_non_null(c->redis.password);
+    assert_string_equal(c->redis.password, "s3cret");
+    assert_int_equal(c->redis.timeout_ms, 10000);
+    assert_int_equal(c->redis.breaker_failures, 1);
+    assert_int_equal(c->redis.breaker_open_ms, 60000);
     config_free(c);
 
     c = expect_ok("redis db 15", build(buf, sizeof(buf), P_REDIS, "'redis': {'url': 'redis://h:1/15'}"));
-    assert_string_equal(c->redis_host, "h");
-    assert_int_equal(c->redis_port, 1);
-    assert_int_equal(c->redis_db, 15);
+    assert_string_equal(c->redis.host, "h");
+    assert_int_equal(c->redis.port, 1);
+    assert_int_equal(c->redis.db, 15);
     config_free(c);
 
     /* A bracketed IPv6 listen address. */
     c = expect_ok("listen [::1]", build(buf, sizeof(buf), P_LISTEN, "'listen': '[::1]:65535'"));
-    assert_string_equal(c->listen_host, "::1");
-    assert_int_equal(c->listen_port, 65535);
+    assert_string_equal(c->http.listen_host, "::1");
+    assert_int_equal(c->http.listen_port, 65535);
     config_free(c);
 
     /* HTTPS on listen and the probes on a second listener. */
@@ -404,12 +404,12 @@ static void test_minimal_and_options(void **state)
     assert_int_equal(c->tls.on, 1);
     assert_string_equal(c->tls.cert, "c.pem");
     assert_string_equal(c->tls.key, "k.pem");
-    assert_string_equal(c->listen_internal_host, "::1");
-    assert_int_equal(c->listen_internal_port, 9101);
+    assert_string_equal(c->http.listen_internal_host, "::1");
+    assert_int_equal(c->http.listen_internal_port, 9101);
     config_free(c);
     c = expect_ok("no tls", DEV_JSON);
     assert_int_equal(c->tls.on, 0);
-    assert_int_equal(c->listen_internal_port, 0);
+    assert_int_equal(c->http.listen_internal_port, 0);
     config_free(c);
 
     /* Pacer and otp extremes, and the other restart policy. */
@@ -426,17 +426,17 @@ static void test_minimal_and_options(void **state)
     assert_int_equal(c->pacer.on_restart_sending, CFG_SENDING_FAIL);
     assert_int_equal(c->pacer.retry_max, 0);
     assert_int_equal(c->pacer.retry_base_ms, 1);
-    assert_int_equal(c->otp_length, 10);
-    assert_int_equal(c->otp_ttl_ms, 3600000);
-    assert_int_equal(c->otp_max_attempts, 100);
-    assert_string_equal(c->otp_template, "{code}");
+    assert_int_equal(c->otp.length, 10);
+    assert_int_equal(c->otp.ttl_ms, 3600000);
+    assert_int_equal(c->otp.max_attempts, 100);
+    assert_string_equal(c->otp.tmpl, "{code}");
     config_free(c);
 
     c = expect_ok("otp low",
                   build(buf, sizeof(buf), P_OTP, "'otp': {'length': 4, 'ttl': '10s', 'max_attempts': 1}"));
-    assert_int_equal(c->otp_length, 4);
-    assert_int_equal(c->otp_ttl_ms, 10000);
-    assert_int_equal(c->otp_max_attempts, 1);
+    assert_int_equal(c->otp.length, 4);
+    assert_int_equal(c->otp.ttl_ms, 10000);
+    assert_int_equal(c->otp.max_attempts, 1);
     config_free(c);
 }
 
@@ -451,18 +451,18 @@ static void test_sentinel(void **state)
     c = expect_ok("sentinel", build(buf, sizeof(buf), P_REDIS,
                                     "'redis': {'sentinel': {'addrs': ['10.0.0.1:26379', '[::1]:26380'],"
                                     " 'master': 'otpd'}}"));
-    assert_int_equal(c->n_sentinels, 2);
-    assert_string_equal(c->redis_sentinel_hosts[0], "10.0.0.1");
-    assert_int_equal(c->redis_sentinel_ports[0], 26379);
-    assert_string_equal(c->redis_sentinel_hosts[1], "::1");
-    assert_int_equal(c->redis_sentinel_ports[1], 26380);
-    assert_string_equal(c->redis_master, "otpd");
-    assert_int_equal(c->redis_db, 0);
+    assert_int_equal(c->redis.n_sentinels, 2);
+    assert_string_equal(c->redis.sentinel_hosts[0], "10.0.0.1");
+    assert_int_equal(c->redis.sentinel_ports[0], 26379);
+    assert_string_equal(c->redis.sentinel_hosts[1], "::1");
+    assert_int_equal(c->redis.sentinel_ports[1], 26380);
+    assert_string_equal(c->redis.master, "otpd");
+    assert_int_equal(c->redis.db, 0);
     config_free(c);
     c = expect_ok("sentinel and db", build(buf, sizeof(buf), P_REDIS,
                                            "'redis': {'url': 'redis://ignored/4', 'sentinel': {'addrs': ['h:1'],"
                                            " 'master': 'm'}}"));
-    assert_int_equal(c->redis_db, 4);
+    assert_int_equal(c->redis.db, 4);
     config_free(c);
     expect_errors("no master", build(buf, sizeof(buf), P_REDIS, "'redis': {'sentinel': {'addrs': ['h:1']}}"),
                   "redis.sentinel.master", "is required", 1);
@@ -516,8 +516,8 @@ static void test_rule_fields(void **state)
                         "{'name': 'dev_fb', 'key': 'device', 'algorithm': 'token_bucket', 'limit': 9,"
                         " 'window': '1m', 'burst': 1}"
                         "]"));
-    assert_int_equal(c->n_rules, 6);
-    r = &c->rules[0];
+    assert_int_equal(c->limits.n_rules, 6);
+    r = &c->limits.rules[0];
     assert_string_equal(r->name, "tb");
     assert_int_equal(r->key, CFG_KEY_GLOBAL);
     assert_int_equal(r->algo, CFG_ALGO_TOKEN_BUCKET);
@@ -526,7 +526,7 @@ static void test_rule_fields(void **state)
     assert_int_equal(r->burst, 7); /* defaults to limit */
     assert_int_equal(r->shadow, 0);
     assert_int_equal(r->local_fallback, 0);
-    r = &c->rules[1];
+    r = &c->limits.rules[1];
     assert_int_equal(r->key, CFG_KEY_CLIENT_IP);
     assert_int_equal(r->algo, CFG_ALGO_FIXED_WINDOW);
     assert_int_equal(r->limit, 1000000000);
@@ -534,24 +534,24 @@ static void test_rule_fields(void **state)
     assert_int_equal(r->burst, 1000000000);
     assert_int_equal(r->shadow, 1);
     assert_int_equal(r->local_fallback, 0);
-    r = &c->rules[2];
+    r = &c->limits.rules[2];
     assert_int_equal(r->algo, CFG_ALGO_SLIDING_LOG);
     assert_int_equal(r->limit, 1000);
     assert_int_equal(r->window_ms, 500);
     assert_int_equal(r->shadow, 0);
     assert_int_equal(r->local_fallback, 0);
-    r = &c->rules[3];
+    r = &c->limits.rules[3];
     assert_string_equal(r->name, "rd");
     assert_int_equal(r->algo, CFG_ALGO_RESEND_DELAY);
     assert_int_equal(r->limit, 1);
     assert_int_equal(r->window_ms, 45000); /* the delay */
     assert_int_equal(r->shadow, 1);
-    r = &c->rules[4];
+    r = &c->limits.rules[4];
     assert_int_equal(r->algo, CFG_ALGO_WRONG_GUESS_CAP);
     assert_int_equal(r->limit, 1);
     assert_int_equal(r->window_ms, 900000);
     assert_int_equal(r->burst, 1);
-    r = &c->rules[5];
+    r = &c->limits.rules[5];
     assert_int_equal(r->key, CFG_KEY_DEVICE);
     assert_int_equal(r->burst, 1);
     assert_int_equal(r->limit, 9);
@@ -560,7 +560,7 @@ static void test_rule_fields(void **state)
 
     /* An empty rule list is allowed. */
     c = expect_ok("no rules", build(buf, sizeof(buf), P_LIMITS, "'limits': []"));
-    assert_int_equal(c->n_rules, 0);
+    assert_int_equal(c->limits.n_rules, 0);
     config_free(c);
 }
 
@@ -575,12 +575,12 @@ static void test_redis_fields(void **state)
     size_t i, j;
 
     (void)state;
-    assert_int_equal(c->n_rules, 7);
-    for (i = 0; i < c->n_rules; i++) {
-        assert_string_equal(c->rules[i].name, names[i]);
-        assert_string_equal(c->rules[i].field, fields[i]);
+    assert_int_equal(c->limits.n_rules, 7);
+    for (i = 0; i < c->limits.n_rules; i++) {
+        assert_string_equal(c->limits.rules[i].name, names[i]);
+        assert_string_equal(c->limits.rules[i].field, fields[i]);
         for (j = 0; j < i; j++)
-            assert_string_not_equal(c->rules[i].field, c->rules[j].field);
+            assert_string_not_equal(c->limits.rules[i].field, c->limits.rules[j].field);
     }
     config_free(c);
 }
@@ -709,7 +709,7 @@ static void test_providers(void **state)
                          "'http://127.0.0.1:13013/cgi-bin/sendsms', 'username_env': 'KANNEL_USER',"
                          " 'password_env': 'KANNEL_PASS', 'from': 'OTPD', 'callback_url': "
                          "'http://127.0.0.1:8080'}"));
-    assert_int_equal(c->redis_port, 6379);
+    assert_int_equal(c->redis.port, 6379);
     config_free(c);
 }
 
@@ -736,13 +736,13 @@ static void test_counter_limits(void **state)
                                 " 'window': '1s'},"
                                 "{'name': 'log', 'key': 'phone', 'algorithm': 'sliding_log', 'limit': 1000,"
                                 " 'window': '1h'}]"));
-    assert_int_equal(c->n_rules, 6);
-    assert_int_equal(c->rules[0].limit, 5000);
-    assert_int_equal(c->rules[1].limit, 1000000);
-    assert_int_equal(c->rules[2].limit, 1000000);
-    assert_int_equal(c->rules[3].limit, 1000000);
-    assert_int_equal(c->rules[4].limit, 1000);
-    assert_int_equal(c->rules[5].limit, 1000);
+    assert_int_equal(c->limits.n_rules, 6);
+    assert_int_equal(c->limits.rules[0].limit, 5000);
+    assert_int_equal(c->limits.rules[1].limit, 1000000);
+    assert_int_equal(c->limits.rules[2].limit, 1000000);
+    assert_int_equal(c->limits.rules[3].limit, 1000000);
+    assert_int_equal(c->limits.rules[4].limit, 1000);
+    assert_int_equal(c->limits.rules[5].limit, 1000);
     assert_null(config_limit_why(CFG_ALGO_SLIDING_LOG, 1000, 1000));
     assert_non_null(config_limit_why(CFG_ALGO_SLIDING_LOG, 3600000, 1001));
     assert_null(config_limit_why(CFG_ALGO_TOKEN_BUCKET, 1000, 1000));
@@ -1298,7 +1298,7 @@ static void test_string_bounds(void **state)
     /* The template may be 320 bytes, not 321. */
     snprintf(text, sizeof(text), "'otp': {'template': '{code}%0314d'}", 0);
     c = expect_ok("template 320", build(buf, sizeof(buf), P_OTP, text));
-    assert_int_equal(strlen(c->otp_template), 320);
+    assert_int_equal(strlen(c->otp.tmpl), 320);
     config_free(c);
     snprintf(text, sizeof(text), "'otp': {'template': '{code}%0315d'}", 0);
     expect_errors("template 321", build(buf, sizeof(buf), P_OTP, text), "otp.template", "at most 320 bytes",
@@ -1308,7 +1308,7 @@ static void test_string_bounds(void **state)
     c = expect_ok("name 32", build(buf, sizeof(buf), P_LIMITS,
                                    "'limits': [{'name': 'abcdefghijklmnopqrstuvwxyz012345', 'key': 'phone',"
                                    " 'algorithm': 'sliding_log', 'limit': 1, 'window': '1m'}]"));
-    assert_string_equal(c->rules[0].name, "abcdefghijklmnopqrstuvwxyz012345");
+    assert_string_equal(c->limits.rules[0].name, "abcdefghijklmnopqrstuvwxyz012345");
     config_free(c);
 
     /* Secrets at their minimum lengths: 32 and 16 bytes. */
@@ -1317,10 +1317,10 @@ static void test_string_bounds(void **state)
                          "'api_keys': [{'name': 'a', 'key_env': 'OTPD_TEST_KEY_16'},"
                          " {'name': 'b', 'key_env': 'OTPD_TEST_KEY2'}]"));
     assert_int_equal(c->secret_len, 32);
-    assert_int_equal(c->n_api_keys, 2);
-    assert_string_equal(c->api_keys[0].key, "0123456789012345");
-    assert_string_equal(c->api_keys[1].name, "b");
-    assert_string_equal(c->api_keys[1].key, "second-api-key-00002");
+    assert_int_equal(c->keys.n_api_keys, 2);
+    assert_string_equal(c->keys.api_keys[0].key, "0123456789012345");
+    assert_string_equal(c->keys.api_keys[1].name, "b");
+    assert_string_equal(c->keys.api_keys[1].key, "second-api-key-00002");
     config_free(c);
 }
 
@@ -1444,7 +1444,7 @@ static void test_price(void **state)
     c = expect_ok("prices", build(buf, sizeof(buf), P_COST,
                                   "'cost': {'currency': 'INR', 'prices': {'*': 500, '+9': 1, '+919': 15,"
                                   " '+91': 20, '+1': 70, '+1876': 90}}"));
-    assert_int_equal(c->n_prices, 6);
+    assert_int_equal(c->limits.n_prices, 6);
     assert_int_equal(config_price(c, "+919812345678"), 15);
     assert_int_equal(config_price(c, "+918812345678"), 20);
     assert_int_equal(config_price(c, "+971501234567"), 1);
@@ -1480,7 +1480,7 @@ static void test_price(void **state)
 
     /* No cost block: nothing has a price. */
     c = expect_ok("no cost", build(buf, sizeof(buf), P_COST, ""));
-    assert_int_equal(c->n_prices, 0);
+    assert_int_equal(c->limits.n_prices, 0);
     assert_int_equal(config_price(c, "+919812345678"), -1);
     assert_int_equal(config_price(c, "+14155550123"), -1);
     config_free(c);
@@ -1559,10 +1559,10 @@ static void test_alloc_failures(void **state)
     alloc_arm(-1, 0);
     c = expect_ok("dev config through the counting allocator", DEV_JSON);
     total = alloc_calls;
-    assert_int_equal(c->n_rules, 7);
-    assert_int_equal(c->n_prices, 3);
-    assert_int_equal(c->n_caps, 2);
-    assert_int_equal(c->n_api_keys, 1);
+    assert_int_equal(c->limits.n_rules, 7);
+    assert_int_equal(c->limits.n_prices, 3);
+    assert_int_equal(c->limits.n_caps, 2);
+    assert_int_equal(c->keys.n_api_keys, 1);
     config_free(c);
     /* config, api_keys, one key, the secret, rules, prices, caps */
     assert_int_equal(total, 7);
@@ -1574,7 +1574,7 @@ static void test_alloc_failures(void **state)
                 fail_msg(
                     "allocation %ld of %ld failed (and %s after it) but the config loaded with %zu rules, "
                     "%zu caps, %zu prices, %zu keys",
-                    i, total, rest ? "every one" : "none", c->n_rules, c->n_caps, c->n_prices, c->n_api_keys);
+                    i, total, rest ? "every one" : "none", c->limits.n_rules, c->limits.n_caps, c->limits.n_prices, c->keys.n_api_keys);
             assert_non_null(errors);
             if (strstr(errors, "out of memory") == NULL)
                 fail_msg("allocation %ld failed; errors: %s", i, errors);
@@ -1622,15 +1622,15 @@ static void test_rule_keys(void **state)
                         "{'name': 'rp', 'key': ['region', 'purpose'], 'algorithm': 'token_bucket', 'limit': 3,"
                         " 'window': '1h', 'on': 'verify'}"
                         "]"));
-    r = &c->rules[0];
+    r = &c->limits.rules[0];
     assert_int_equal(r->key, CFG_KEY_PHONE); /* the first kind holds the state, whatever the order */
     assert_int_equal(r->key_mask, (1u << CFG_KEY_PHONE) | (1u << CFG_KEY_API_KEY));
     assert_int_equal(r->on, CFG_ON_ISSUE);
-    r = &c->rules[1];
+    r = &c->limits.rules[1];
     assert_int_equal(r->key, CFG_KEY_PHONE_PREFIX);
     assert_int_equal(r->prefix_digits, 7);
     assert_int_equal(r->on, CFG_ON_BOTH);
-    r = &c->rules[2];
+    r = &c->limits.rules[2];
     assert_int_equal(r->key, CFG_KEY_PURPOSE);
     assert_int_equal(r->key_mask, (1u << CFG_KEY_PURPOSE) | (1u << CFG_KEY_REGION));
     assert_int_equal(r->on, CFG_ON_VERIFY);
@@ -1697,20 +1697,20 @@ static void test_phone_types(void **state)
     (void)state;
     run_cases(cases, sizeof(cases) / sizeof(cases[0]));
     c = expect_ok("default types", DEV_JSON);
-    assert_int_equal(c->phone_types, PHONE_TYPE_BIT(PHONE_TYPE_MOBILE) |
+    assert_int_equal(c->limits.phone_types, PHONE_TYPE_BIT(PHONE_TYPE_MOBILE) |
                                          PHONE_TYPE_BIT(PHONE_TYPE_FIXED_LINE_OR_MOBILE));
     config_free(c);
     c = expect_ok("all types", build(buf, sizeof(buf), P_EXTRA,
                                      "'phone': {'types': ['unknown', 'mobile', 'fixed_line', "
                                      "'fixed_line_or_mobile', 'toll_free', 'premium_rate', 'shared_cost', "
                                      "'voip', 'personal_number', 'pager', 'uan', 'voicemail']}"));
-    assert_int_equal(c->phone_types, (1u << PHONE_TYPE_COUNT) - 1);
+    assert_int_equal(c->limits.phone_types, (1u << PHONE_TYPE_COUNT) - 1);
     config_free(c);
     c = expect_ok("one type", build(buf, sizeof(buf), P_EXTRA, "'phone': {'types': ['toll_free']}"));
-    assert_int_equal(c->phone_types, PHONE_TYPE_BIT(PHONE_TYPE_TOLL_FREE));
+    assert_int_equal(c->limits.phone_types, PHONE_TYPE_BIT(PHONE_TYPE_TOLL_FREE));
     config_free(c);
     c = expect_ok("no types key", build(buf, sizeof(buf), P_EXTRA, "'phone': {}"));
-    assert_int_equal(c->phone_types, PHONE_TYPES_DEFAULT);
+    assert_int_equal(c->limits.phone_types, PHONE_TYPES_DEFAULT);
     config_free(c);
 }
 
@@ -1723,17 +1723,17 @@ static void test_hostile_keys(void **state)
 
     (void)state;
     c = expect_ok("defaults", build(buf, sizeof(buf), P_EXTRA, NULL));
-    assert_int_equal(c->http_max_conns_per_ip, 1024);
-    assert_int_equal(c->http_request_timeout_ms, 30000);
-    assert_true(c->ledger_retention_ms == 90LL * 86400 * 1000);
-    assert_string_equal(c->redis_username, "");
+    assert_int_equal(c->http.max_conns_per_ip, 1024);
+    assert_int_equal(c->http.request_timeout_ms, 30000);
+    assert_true(c->ledger.retention_ms == 90LL * 86400 * 1000);
+    assert_string_equal(c->redis.username, "");
     config_free(c);
     c = expect_ok("set", build2(buf, sizeof(buf), P_EXTRA,
                                 "'http': {'max_conns_per_ip': 4096, 'request_timeout': '5s'}", P_LEDGER,
                                 "'ledger': {'path': 'x.db', 'retention': '7d'}"));
-    assert_int_equal(c->http_max_conns_per_ip, 4096);
-    assert_int_equal(c->http_request_timeout_ms, 5000);
-    assert_true(c->ledger_retention_ms == 7LL * 86400 * 1000);
+    assert_int_equal(c->http.max_conns_per_ip, 4096);
+    assert_int_equal(c->http.request_timeout_ms, 5000);
+    assert_true(c->ledger.retention_ms == 7LL * 86400 * 1000);
     config_free(c);
     expect_errors("cap", build(buf, sizeof(buf), P_EXTRA, "'http': {'max_conns_per_ip': 1023}"),
                   "http.max_conns_per_ip", "1024", 1);
@@ -1752,8 +1752,8 @@ static void test_hostile_keys(void **state)
                   "redis.username", "printable", 1);
     c = expect_ok("username", build(buf, sizeof(buf), P_REDIS,
                                     "'redis': {'url': 'redis://h', 'username': 'otpd', 'password_env': 'KANNEL_PASS'}"));
-    assert_string_equal(c->redis_username, "otpd");
-    assert_string_equal(c->redis_password, "kpass");
+    assert_string_equal(c->redis.username, "otpd");
+    assert_string_equal(c->redis.password, "kpass");
     config_free(c);
     /* Scrubbed: gone from the environment, still read by the next load. */
     assert_int_equal(config_scrub_env(), 0);
@@ -1762,7 +1762,7 @@ static void test_hostile_keys(void **state)
     c = expect_ok("after the scrub", build(buf, sizeof(buf), P_REDIS,
                                            "'redis': {'url': 'redis://h', 'username': 'otpd', 'password_env': "
                                            "'KANNEL_PASS'}"));
-    assert_string_equal(c->redis_password, "kpass");
+    assert_string_equal(c->redis.password, "kpass");
     assert_memory_equal(c->secret, SECRET_VALUE, strlen(SECRET_VALUE));
     config_free(c);
 }
