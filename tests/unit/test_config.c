@@ -221,7 +221,7 @@ static void test_dev_config(void **state)
     (void)state;
     assert_string_equal(c->listen_host, "127.0.0.1");
     assert_int_equal(c->listen_port, 8080);
-    assert_int_equal(c->http_threads, 4);
+    assert_int_equal(c->http_threads, 32);
     assert_string_equal(c->redis_host, "127.0.0.1");
     assert_int_equal(c->redis_port, 6399);
     assert_int_equal(c->redis_db, 0);
