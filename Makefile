@@ -8,6 +8,8 @@ CC      ?= cc
 PKGS    := libmicrohttpd libcurl sqlite3 hiredis jansson libsodium
 # libcrypto: HMAC-SHA1 for Twilio's callback signatures (libsodium has no SHA-1); libcurl loads it already.
 PKGS    += libcrypto
+# gnutls: the certificate HTTPS serves (src/http/tls.c); libmicrohttpd does TLS through it already.
+PKGS    += gnutls
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wcast-qual \
            -Wformat=2 -Wvla
 CFLAGS  ?= -O2 -g
@@ -40,20 +42,20 @@ PREFIX  ?= /usr/local
 # The git describe at build time, for `otpd --version` (a source tree without git says "unknown").
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
-BASE_SRC     := src/base/rc.c src/base/duration.c src/base/clock.c src/base/log.c \
+BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clock.c src/base/log.c \
                 src/base/config.c src/base/conftab.c src/base/timestamp.c src/base/metrics.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
 STORE_SRC    := src/store/store.c
-LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/sha256.c src/ledger/chain.c src/ledger/ro.c src/ledger/chaincheck.c src/ledger/summary.c
+LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/chain.c src/ledger/ro.c src/ledger/chaincheck.c src/ledger/summary.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c
 ADMIN_SRC    := src/admin/admin.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
-HTTP_SRC     := src/http/http.c
+HTTP_SRC     := src/http/http.c src/http/tls.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
@@ -137,7 +139,7 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 # bench add: cmocka, Kannel (test_kannel), promtool (prometheus: the metrics and alert-rule checks), clang
 # (libFuzzer), Node and npm (the OpenAPI lint and Prism), wrk, cppcheck, gcovr.
 DEB_PKGS      := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
-                 libjansson-dev libsodium-dev libssl-dev libphonenumber-dev redis-server sqlite3 python3 curl
+                 libjansson-dev libsodium-dev libssl-dev libgnutls28-dev libphonenumber-dev redis-server sqlite3 python3 curl
 DEB_TEST_PKGS := libcmocka-dev kannel kannel-extras prometheus clang wrk cppcheck gcovr
 # Node for the OpenAPI lint and Prism: Debian's nodejs and npm, unless a node and an npm are on PATH already
 # (NodeSource's nodejs carries its own npm and conflicts with Debian's).

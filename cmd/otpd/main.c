@@ -22,6 +22,15 @@
  * queue thread's wake-up) never nest; the store, ledger, limits and otp
  * each guard their own state and hold no lock across a call into another
  * module.
+ *
+ * HTTP. With listen_internal set, a second libmicrohttpd daemon (one
+ * thread) serves the probes and metrics; both share http's deadline reaper
+ * thread and its mu (the open connections). With tls, the certificate
+ * lives in src/http/tls.c under its own mutex: MHD's workers take it for a
+ * pointer read at each handshake, the main thread to swap a new one in on
+ * SIGHUP, and the reaper to free replaced ones once no connection opened
+ * before the swap remains. The reaper releases http's mu before it takes
+ * the certificate's, so the two never nest.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -37,7 +46,9 @@
 #include "../../src/admin/admin.h"
 #include "../../src/base/config.h"
 #include "../../src/base/log.h"
+#include "../../src/base/timestamp.h"
 #include "../../src/http/http.h"
+#include "../../src/http/tls.h"
 #include "../../src/ledger/ledger.h"
 #include "../../src/limits/limits.h"
 #include "../../src/otp/code.h"
@@ -71,12 +82,14 @@ struct otpd {
     struct provider *provider;
     struct pacer *pacer;
     struct otp *otp;
+    struct tls *tls; /* tls: the certificate HTTPS serves; NULL for plain HTTP */
     struct http *http;
 };
 
 static void otpd_free(struct otpd *d)
 {
     http_free(d->http);
+    tls_free(d->tls);
     pacer_stop(d->pacer, OTPD_DRAIN_MS);
     pacer_free(d->pacer);
     otp_free(d->otp);
@@ -227,12 +240,58 @@ static int otpd_start(struct otpd *d)
         goto fail;
     }
     if (otp_start_pacer(d->otp, err) != OTP_OK ||
-        (d->http = http_new(c, d->otp, err)) == NULL)
+        (d->http = http_new(c, d->otp, d->tls, err)) == NULL)
         goto fail;
     return 0;
 fail:
     log_msg(LOG_ERROR, "cannot start: %s", err);
     return -1;
+}
+
+/* A certificate that expires this soon is named in the log at start and
+ * on each reload. */
+#define OTPD_TLS_WARN_S (14 * 86400)
+
+/* One line about the certificate serving: event is tls.loaded or
+ * tls.reloaded. */
+static void otpd_tls_log(const char *event, const struct tls_info *ti, int64_t now_s)
+{
+    char until[TIMESTAMP_LEN];
+
+    timestamp_format(ti->not_after_s * 1000, until, sizeof(until));
+    log_event(LOG_INFO, event,
+              LOG_FIELDS(LOG_STR("fingerprint_sha256", ti->fingerprint), LOG_STR("subject", ti->subject),
+                         LOG_STR("not_after", until), LOG_INT("chain", ti->chain)),
+              "tls: serving %s (SHA-256 %s, %u in chain), valid until %s", ti->subject, ti->fingerprint, ti->chain,
+              until);
+    if (ti->warning[0])
+        log_event(LOG_WARN, "tls.chain_out_of_date", NULL, 0, "%s", ti->warning);
+    if (ti->not_after_s - now_s < OTPD_TLS_WARN_S)
+        log_event(LOG_WARN, "tls.expires_soon", LOG_FIELDS(LOG_STR("not_after", until)),
+                  "tls: the certificate expires at %s: renew it, then SIGHUP", until);
+}
+
+/* SIGHUP's part for tls: the files named by the new config c are read
+ * again, whether or not their names changed (a renewal rewrites them in
+ * place). A certificate that fails a check is refused and the one serving
+ * stays. */
+static void otpd_tls_reload(struct otpd *d, const struct config *c)
+{
+    struct tls_info ti;
+    char err[TLS_ERR_LEN] = "";
+    int64_t now_s = (int64_t)time(NULL);
+    int rc;
+
+    if (d->tls == NULL || !c->tls.on)
+        return; /* tls coming or going needs a restart: config_diff says so */
+    rc = tls_reload(d->tls, &c->tls, now_s, &ti, err);
+    if (rc < 0) {
+        log_event(LOG_ERROR, "tls.reload_refused", LOG_FIELDS(LOG_STR("fingerprint_sha256", ti.fingerprint)),
+                  "reload: the new certificate is refused, %s stays: %s", ti.fingerprint, err);
+        return;
+    }
+    if (rc > 0)
+        otpd_tls_log("tls.reloaded", &ti, now_s);
 }
 
 /* config_diff's callbacks for a reload: one line per changed key, never
@@ -286,6 +345,7 @@ static void otpd_reload(struct otpd *d, const char *path)
         log_msg(LOG_ERROR, "reload failed: out of memory; the old rules stay");
     otp_reload(d->otp, c);
     pacer_set_code_ttl(d->pacer, c->otp_ttl_ms);
+    otpd_tls_reload(d, c);
     config_free(d->applied);
     d->applied = c;
 }
@@ -324,12 +384,23 @@ int main(int argc, char **argv)
         config_set_secrets(0);
     d.cfg = config_load(path, &errors);
     if (check) {
+        int ok = d.cfg != NULL;
         fputs(errors ? errors : "", stderr);
-        if (d.cfg)
+        /* The certificate and key files too, as a start would read them
+         * (the key's content is never printed). */
+        if (ok && d.cfg->tls.on) {
+            struct tls_info ti;
+            char err[TLS_ERR_LEN] = "";
+            if (tls_check(&d.cfg->tls, (int64_t)time(NULL), &ti, err) < 0) {
+                fprintf(stderr, "%s: %s\n", path, err);
+                ok = 0;
+            }
+        }
+        if (ok)
             printf("%s: ok\n", path);
         free(errors);
         config_free(d.cfg);
-        return d.cfg ? 0 : 1;
+        return ok ? 0 : 1;
     }
     if (d.cfg == NULL) {
         fputs(errors ? errors : "", stderr);
@@ -337,6 +408,20 @@ int main(int argc, char **argv)
         return EX_CONFIG;
     }
     log_setup((enum log_format)d.cfg->log_format, (enum log_level)d.cfg->log_level);
+    /* The certificate before anything opens: a bad one is the config's
+     * fault, told before any listening. */
+    if (d.cfg->tls.on) {
+        struct tls_info ti;
+        char err[TLS_ERR_LEN] = "";
+        int64_t now_s = (int64_t)time(NULL);
+        if ((d.tls = tls_new(&d.cfg->tls, now_s, err)) == NULL) {
+            log_event(LOG_ERROR, "tls.refused", NULL, 0, "cannot start: %s: %s", path, err);
+            config_free(d.cfg);
+            return EX_CONFIG;
+        }
+        tls_info(d.tls, &ti);
+        otpd_tls_log("tls.loaded", &ti, now_s);
+    }
     otpd_harden();
     if (config_scrub_env() != 0)
         log_msg(LOG_WARN, "out of memory: a secret variable stays in the environment");
@@ -354,8 +439,11 @@ int main(int argc, char **argv)
         return EX_UNAVAILABLE;
     }
     log_event(LOG_INFO, "otpd.started", LOG_FIELDS(LOG_STR("version", OTPD_VERSION)),
-              "otpd listening on %s:%d (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host, d.cfg->listen_port,
-              d.provider->ops->name, d.cfg->pacer.rate, d.cfg->n_rules);
+              "otpd listening on %s:%d%s (provider %s, rate %d/s, %zu rules)", d.cfg->listen_host, d.cfg->listen_port,
+              d.tls ? " with TLS" : "", d.provider->ops->name, d.cfg->pacer.rate, d.cfg->n_rules);
+    if (d.cfg->listen_internal_port != 0)
+        log_msg(LOG_INFO, "probes and metrics on %s:%d only (listen_internal)", d.cfg->listen_internal_host,
+                d.cfg->listen_internal_port);
     for (;;) {
         /* Between signals, once a second: the abandons of 503'd requests
          * (limits_flush), so their takes come back without API traffic. */

@@ -585,7 +585,7 @@ static json_t *override_row(struct admin *a, json_t *j, struct admin_override *o
 {
     json_t *row = json_object(), *key = json_object_get(j, "key"), *v, *keys = NULL;
     struct cfg_rule r;
-    const char *name, *k, *s;
+    const char *name, *k, *s, *why;
     unsigned mask, seen = 0;
     int kind;
 
@@ -640,6 +640,11 @@ static json_t *override_row(struct admin *a, json_t *j, struct admin_override *o
         goto bad;
     }
     v = json_object_get(j, "limit");
+    if (json_is_integer(v) && json_integer_value(v) >= 1 &&
+        (why = config_limit_why(r.algo, r.window_ms, json_integer_value(v))) != NULL) {
+        snprintf(detail, cap, "limit must be %s (rule %s)", why, r.name);
+        goto bad;
+    }
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > config_limit_max(r.algo)) {
         snprintf(detail, cap, "limit must be an integer from 1 to %lld for rule %s (%s)",
                  (long long)config_limit_max(r.algo), r.name, config_algo_name(r.algo));

@@ -335,6 +335,37 @@ static void cfg_listen(struct cfg_ctx *x, struct config *c, json_t *root)
     c->listen_port = (int)port;
 }
 
+/* listen_internal: like listen, and not listen's own address (the
+ * second bind would fail later, with a vaguer message). */
+static void cfg_listen_internal(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    char s[64], *host;
+    long port;
+
+    if (!cfg_str(x, root, "", "listen_internal", 0, s, sizeof(s)))
+        return;
+    if ((host = cfg_hostport(s, &port)) == NULL || host[0] == '\0') {
+        cfg_error(x, "listen_internal", "must be HOST:PORT, IPv6 as [ADDR]:PORT; port must be from 1 to 65535");
+        return;
+    }
+    if (port == c->listen_port && strcmp(host, c->listen_host) == 0) {
+        cfg_error(x, "listen_internal", "must differ from listen");
+        return;
+    }
+    snprintf(c->listen_internal_host, sizeof(c->listen_internal_host), "%s", host);
+    c->listen_internal_port = (int)port;
+}
+
+/* tls: present means HTTPS; both files are required (rows), and named. */
+static void cfg_tls(struct cfg_ctx *x, struct config *c, json_t *obj)
+{
+    if (json_is_string(json_object_get(obj, "cert")) && c->tls.cert[0] == '\0')
+        cfg_error(x, "tls.cert", "must name a file");
+    if (json_is_string(json_object_get(obj, "key")) && c->tls.key[0] == '\0')
+        cfg_error(x, "tls.key", "must name a file");
+    c->tls.on = 1;
+}
+
 /* "redis://host[:port][/db]"; the password comes from redis.password_env. */
 static void cfg_redis_url(struct cfg_ctx *x, struct config *c, const char *url)
 {
@@ -772,13 +803,24 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
         if (json_object_get(r, "limit") || json_object_get(r, "window") || json_object_get(r, "burst"))
             cfg_error(x, p, "resend_delay takes delay only, not limit, window or burst");
     } else if (algo >= 0) {
-        cfg_int(x, r, p, "limit", 1, 1, config_limit_max((enum cfg_algo)algo), &rule->limit);
+        json_t *lim = json_object_get(r, "limit");
+        const char *why;
+        /* A sliding log's bound has a reason worth saying; the others are
+         * plain ranges. */
+        if (algo == CFG_ALGO_SLIDING_LOG && json_is_integer(lim) && json_integer_value(lim) > 1 &&
+            (why = config_limit_why((enum cfg_algo)algo, 0, json_integer_value(lim))) != NULL)
+            cfg_error(x, cfg_path(q, sizeof(q), p, "limit"), "must be %s", why);
+        else
+            cfg_int(x, r, p, "limit", 1, 1, config_limit_max((enum cfg_algo)algo), &rule->limit);
         /* The counter's script weighs counts in exact integer ms (limit x
          * window stays below 2^53); longer quotas are fixed_window's. */
         if (cfg_dur(x, r, p, "window", 1, &rule->window_ms) && algo == CFG_ALGO_SLIDING_WINDOW_COUNTER &&
             rule->window_ms > CFG_30D_MS)
             cfg_error(x, cfg_path(q, sizeof(q), p, "window"),
                       "must be at most 30d for sliding_window_counter (use fixed_window for longer quotas)");
+        else if (algo == CFG_ALGO_TOKEN_BUCKET && rule->limit > 0 && rule->window_ms > 0 &&
+                 (why = config_limit_why((enum cfg_algo)algo, rule->window_ms, rule->limit)) != NULL)
+            cfg_error(x, cfg_path(q, sizeof(q), p, "limit"), "must be %s", why);
         if (json_object_get(r, "delay"))
             cfg_error(x, cfg_path(q, sizeof(q), p, "delay"), "applies to resend_delay only");
         rule->burst = rule->limit;
@@ -954,14 +996,122 @@ static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *o)
 }
 
 
-/* After provider's rows: what each type requires, and its secrets. */
+/* 1 when s is a Twilio SID of kind kind ("AC", "SK", "MG"): the two
+ * letters and 32 hex digits, as Twilio's docs define a SID. */
+static int cfg_twilio_sid(const char *s, const char *kind)
+{
+    return strlen(s) == CFG_SID_LEN && strncmp(s, kind, 2) == 0 &&
+           strspn(s + 2, "0123456789abcdefABCDEF") == CFG_SID_LEN - 2;
+}
+
+/* A SID read from the environment (NULL when secrets are off or it was
+ * reported): its value is named by kind only, never printed. */
+static void cfg_twilio_env_sid(struct cfg_ctx *x, json_t *o, const char *key, const char *sid, const char *kind,
+                               const char *what)
+{
+    char p[64];
+
+    if (sid != NULL && !cfg_twilio_sid(sid, kind))
+        cfg_error(x, cfg_path(p, sizeof(p), "provider", key),
+                  "environment variable %s must hold %s: %s and 32 hex digits",
+                  json_string_value(json_object_get(o, key)), what, kind);
+}
+
+/* Twilio (its docs: "Make an HTTP request to Twilio"): basic auth with the
+ * account SID and auth token, or with an API key SID (SK...) and its
+ * secret, the account SID still naming the Messages URL; a sender, From or
+ * a Messaging Service (MG...). Twilio signs status callbacks with the
+ * account's auth token and never an API key, so with API keys and a
+ * callback_url the token is still needed, for that check alone. */
+static void cfg_twilio(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    struct provider_conf *pc = &c->provider;
+    int token = json_object_get(o, "auth_token_env") != NULL;
+    int key_sid = json_object_get(o, "api_key_sid_env") != NULL;
+    int key_secret = json_object_get(o, "api_key_secret_env") != NULL;
+    int from = json_object_get(o, "from") != NULL, service = json_object_get(o, "messaging_service_sid") != NULL;
+
+    pc->user = cfg_env(x, o, "provider", "account_sid_env", 1, 1);
+    cfg_twilio_env_sid(x, o, "account_sid_env", pc->user, "AC", "an account SID");
+    if (key_sid != key_secret)
+        cfg_error(x, key_sid ? "provider.api_key_sid_env" : "provider.api_key_secret_env", "needs provider.%s",
+                  key_sid ? "api_key_secret_env" : "api_key_sid_env");
+    if (!token && !key_sid && !key_secret)
+        cfg_error(x, "provider", "twilio needs auth_token_env, or api_key_sid_env and api_key_secret_env");
+    else if (token && (key_sid || key_secret) && pc->callback_url[0] == '\0')
+        cfg_error(x, "provider.auth_token_env",
+                  "give auth_token_env or the API key (api_key_sid_env, api_key_secret_env), not both; with an "
+                  "API key the auth token only checks status callbacks, which needs callback_url");
+    else if (!token && key_sid && pc->callback_url[0] != '\0')
+        cfg_error(x, "provider.callback_url",
+                  "needs auth_token_env with an API key: Twilio signs status callbacks with the account's auth "
+                  "token, never an API key");
+    if (token)
+        pc->pass = cfg_env(x, o, "provider", "auth_token_env", 1, 1);
+    if (key_sid && key_secret) {
+        pc->key_sid = cfg_env(x, o, "provider", "api_key_sid_env", 1, 1);
+        cfg_twilio_env_sid(x, o, "api_key_sid_env", pc->key_sid, "SK", "an API key SID");
+        pc->key_secret = cfg_env(x, o, "provider", "api_key_secret_env", 1, 1);
+    }
+    if (from == service)
+        cfg_error(x, "provider", "twilio needs from or messaging_service_sid (one of them, %s)",
+                  from ? "not both" : "none is set");
+    if (pc->messaging_service[0] && !cfg_twilio_sid(pc->messaging_service, "MG"))
+        cfg_error(x, "provider.messaging_service_sid", "must be a Messaging Service SID: MG and 32 hex digits");
+}
+
+/* Kannel's optional sendsms fields: smsc (an smsc-id; Kannel splits its
+ * lists of them on ';'), priority (0 to 3, Kannel's bounds), validity (sent
+ * in minutes) and dlr_mask (which reports; they go to callback_url). */
+static void cfg_kannel(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    struct provider_conf *pc = &c->provider;
+    const char *s = pc->smsc;
+    int64_t v;
+    size_t i;
+
+    pc->user = cfg_env(x, o, "provider", "username_env", 1, 1);
+    pc->pass = cfg_env(x, o, "provider", "password_env", 1, 1);
+    for (i = 0; s[i] > 0x20 && s[i] < 0x7f && s[i] != ';'; i++)
+        ;
+    /* Only an smsc that was read (a bad one is reported already). */
+    if (json_is_string(json_object_get(o, "smsc")) && strcmp(json_string_value(json_object_get(o, "smsc")), s) == 0 &&
+        (i == 0 || s[i] != '\0'))
+        cfg_error(x, "provider.smsc", "must be an smsc-id: 1 to 63 printable ASCII bytes without spaces or ';'");
+    if (cfg_int(x, o, "provider", "priority", 0, 0, 3, &v))
+        pc->priority = (int)v;
+    if (cfg_dur(x, o, "provider", "validity", 0, &v)) {
+        if (v < 60000 || v > 86400000 || v % 60000 != 0)
+            cfg_error(x, "provider.validity", "must be whole minutes from 1m to 1d (Kannel takes minutes)");
+        else
+            pc->validity_ms = v;
+    }
+    if (json_object_get(o, "dlr_mask") != NULL && pc->callback_url[0] == '\0')
+        cfg_error(x, "provider.dlr_mask", "needs provider.callback_url, where Kannel sends the reports");
+}
+
+/* After provider's rows: what each type requires, its secrets, and the
+ * keys that belong to another type. */
 static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
 {
     static const char *const need[][3] = {
         [CFG_PROVIDER_FILE] = {"path", NULL, NULL},
         [CFG_PROVIDER_WEBHOOK] = {"url", NULL, NULL},
         [CFG_PROVIDER_KANNEL] = {"url", "from", NULL},
-        [CFG_PROVIDER_TWILIO] = {"from", NULL, NULL},
+        [CFG_PROVIDER_TWILIO] = {NULL, NULL, NULL},
+    };
+    /* Keys of one type only: named at once when given to another. */
+    static const struct {
+        const char *key;
+        enum cfg_provider type;
+    } only[] = {
+        {"token_env", CFG_PROVIDER_WEBHOOK},         {"signing_secret_env", CFG_PROVIDER_WEBHOOK},
+        {"smsc", CFG_PROVIDER_KANNEL},               {"priority", CFG_PROVIDER_KANNEL},
+        {"validity", CFG_PROVIDER_KANNEL},           {"dlr_mask", CFG_PROVIDER_KANNEL},
+        {"username_env", CFG_PROVIDER_KANNEL},       {"password_env", CFG_PROVIDER_KANNEL},
+        {"account_sid_env", CFG_PROVIDER_TWILIO},    {"auth_token_env", CFG_PROVIDER_TWILIO},
+        {"api_key_sid_env", CFG_PROVIDER_TWILIO},    {"api_key_secret_env", CFG_PROVIDER_TWILIO},
+        {"messaging_service_sid", CFG_PROVIDER_TWILIO},
     };
     json_t *t = json_object_get(o, "type");
     char p[64];
@@ -973,17 +1123,33 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
     for (i = 0; i < 3 && need[c->provider.type][i]; i++)
         if (json_object_get(o, need[c->provider.type][i]) == NULL)
             cfg_error(x, cfg_path(p, sizeof(p), "provider", need[c->provider.type][i]), "is required");
+    for (i = 0; i < sizeof(only) / sizeof(only[0]); i++)
+        if (only[i].type != c->provider.type && json_object_get(o, only[i].key) != NULL)
+            cfg_error(x, cfg_path(p, sizeof(p), "provider", only[i].key), "applies to %s only, not %s",
+                      cfg_provider_names[only[i].type], cfg_provider_names[c->provider.type]);
     switch (c->provider.type) {
     case CFG_PROVIDER_FILE:
+        break;
     case CFG_PROVIDER_WEBHOOK:
+        c->provider.token = cfg_env(x, o, "provider", "token_env", 0, 16);
+        /* It goes in a header line: no spaces, controls or CR LF to split it. */
+        if (c->provider.token != NULL) {
+            const char *k = c->provider.token;
+            for (i = 0; k[i] > 0x20 && k[i] < 0x7f; i++)
+                ;
+            if (k[i] != '\0' || i > 1000)
+                cfg_error(x, "provider.token_env",
+                          "environment variable %s must hold 16 to 1000 printable ASCII bytes without spaces",
+                          json_string_value(json_object_get(o, "token_env")));
+        }
+        /* An HMAC key as strong as the hash: 32 bytes. */
+        c->provider.signing_secret = cfg_env(x, o, "provider", "signing_secret_env", 0, 32);
         break;
     case CFG_PROVIDER_KANNEL:
-        c->provider.user = cfg_env(x, o, "provider", "username_env", 1, 1);
-        c->provider.pass = cfg_env(x, o, "provider", "password_env", 1, 1);
+        cfg_kannel(x, c, o);
         break;
     case CFG_PROVIDER_TWILIO:
-        c->provider.user = cfg_env(x, o, "provider", "account_sid_env", 1, 1);
-        c->provider.pass = cfg_env(x, o, "provider", "auth_token_env", 1, 1);
+        cfg_twilio(x, c, o);
         break;
     }
     if (c->provider.url[0] && strncmp(c->provider.url, "http://", 7) && strncmp(c->provider.url, "https://", 8))
@@ -1006,6 +1172,17 @@ const struct cfg_row cfg_rows[] = {
     {"", CFG_T_SECTION, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_root, NULL, NULL},
     {"listen", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, 63, NULL, NULL, NULL, "HOST:PORT, [V6]:PORT",
      "the API's address"},
+    {"listen_internal", CFG_T_STR, CFG_BYHOOK, CFG_NONE, 0, 63, NULL, NULL, NULL,
+     "HOST:PORT, [V6]:PORT; not listen's",
+     "a second listener, plain HTTP, that alone serves `/healthz`, `/readyz` and `/metrics` (`listen` then "
+     "answers 404 there): keep it on loopback or a private interface"},
+    {"tls", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, cfg_tls, NULL,
+     "HTTPS on `listen` (README, \"TLS and private probes\"); absent: plain HTTP"},
+    {"tls.cert", CFG_T_STR, CFG_REQUIRED | CFG_RELOAD, CFG_AT(tls.cert), 0, 0, NULL, NULL, NULL, "a PEM file",
+     "the certificate, then its intermediates; read again on SIGHUP (new handshakes get it, open connections "
+     "stay; a bad one is refused and the old one kept)"},
+    {"tls.key", CFG_T_STR, CFG_REQUIRED | CFG_RELOAD, CFG_AT(tls.key), 0, 0, NULL, NULL, NULL,
+     "a PEM file, unencrypted", "the certificate's private key; read with the certificate, never logged"},
     /* 32 by default: a worker blocks through an accepted issue's two Redis
      * round trips and its group commit (about 7 ms), so 4 workers capped
      * accepted issues near 570/s and a commit grouped at most 4 of them.
@@ -1108,7 +1285,8 @@ const struct cfg_row cfg_rows[] = {
     {"limits.*.algorithm", CFG_T_ENUM, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, algo_names,
      NULL, NULL, NULL},
     {"limits.*.limit", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL,
-     "1 to 1000 (sliding_log), 10^6 (sliding_window_counter), 10^9; not for resend_delay", NULL},
+     "1 to 1000 (sliding_log: its memory grows with the limit), 10^6 (sliding_window_counter), 10^9 "
+     "(fixed_window; token_bucket: at most one per ms of its window); not for resend_delay", NULL},
     {"limits.*.window", CFG_T_DUR, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, NULL,
      "at most 30d for sliding_window_counter; not for resend_delay", NULL},
     {"limits.*.burst", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL,
@@ -1171,13 +1349,37 @@ const struct cfg_row cfg_rows[] = {
     {"provider.path", CFG_T_STR, 0, CFG_AT(provider.path), 0, 0, NULL, NULL, NULL, "file: required", NULL},
     {"provider.url", CFG_T_STR, 0, CFG_AT(provider.url), 0, 0, NULL, NULL, NULL,
      "webhook, kannel: required, http(s)://", NULL},
-    {"provider.from", CFG_T_STR, 0, CFG_AT(provider.from), 0, 0, NULL, NULL, NULL, "kannel, twilio: required", NULL},
+    {"provider.from", CFG_T_STR, 0, CFG_AT(provider.from), 0, 0, NULL, NULL, NULL,
+     "kannel: required; twilio: this or messaging_service_sid", NULL},
     {"provider.base_url", CFG_T_STR, 0, CFG_AT(provider.base_url), 0, 0, "https://api.twilio.com", NULL, NULL,
      "twilio", NULL},
     {"provider.username_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "kannel: required", NULL},
     {"provider.password_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "kannel: required", NULL},
-    {"provider.account_sid_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "twilio: required", NULL},
-    {"provider.auth_token_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL, "twilio: required", NULL},
+    {"provider.smsc", CFG_T_STR, 0, CFG_AT(provider.smsc), 0, 63, NULL, NULL, NULL,
+     "kannel: an smsc-id, no spaces or ';'", "sendsms `smsc`: the SMSC Kannel routes through (absent: Kannel's routing)"},
+    {"provider.priority", CFG_T_INT, CFG_BYHOOK, CFG_NONE, 0, 3, NULL, NULL, NULL, "kannel",
+     "sendsms `priority` (absent: not sent)"},
+    {"provider.validity", CFG_T_DUR, CFG_BYHOOK, CFG_NONE, 60000, 86400000, NULL, NULL, NULL,
+     "kannel: whole minutes",
+     "sendsms `validity`, in minutes (absent: each code's remaining life, rounded up)"},
+    {"provider.dlr_mask", CFG_T_INT, 0, CFG_AT(provider.dlr_mask), 1, 31, "19", NULL, NULL,
+     "kannel: needs callback_url",
+     "sendsms `dlr-mask`: the report types asked for (19: delivered, undelivered, SMSC reject)"},
+    {"provider.account_sid_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL,
+     "twilio: required; AC and 32 hex digits", NULL},
+    {"provider.auth_token_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL,
+     "twilio: this or the API key; with an API key, only with callback_url",
+     "basic auth with the account SID, and the key of status callbacks' X-Twilio-Signature"},
+    {"provider.api_key_sid_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL,
+     "twilio: SK and 32 hex digits; with api_key_secret_env", "basic auth with an API key instead of the auth token"},
+    {"provider.api_key_secret_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 1, 0, NULL, NULL, NULL,
+     "twilio: with api_key_sid_env", NULL},
+    {"provider.messaging_service_sid", CFG_T_STR, 0, CFG_AT(provider.messaging_service), 0, 0, NULL, NULL, NULL,
+     "twilio: MG and 32 hex digits; this or from", "sent as `MessagingServiceSid` instead of `From`"},
+    {"provider.token_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 16, 0, NULL, NULL, NULL, "webhook",
+     "sent as `Authorization: Bearer <token>`"},
+    {"provider.signing_secret_env", CFG_T_ENV, CFG_BYHOOK, CFG_NONE, 32, 0, NULL, NULL, NULL, "webhook",
+     "signs each request: `X-Otpd-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of \"t.body\">`"},
     {"provider.callback_url", CFG_T_STR, 0, CFG_AT(provider.callback_url), 0, 0, NULL, NULL, NULL,
      "otpd's own base URL for delivery reports",
      "with it Kannel and Twilio send delivery reports to `/v1/dlr/kannel` and `/v1/dlr/twilio` (see "
@@ -1191,6 +1393,7 @@ const size_t cfg_n_rows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
 static void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     cfg_listen(x, c, root);
+    cfg_listen_internal(x, c, root);
     if (c->secret != NULL)
         c->secret_len = strlen((const char *)c->secret);
 }
@@ -1216,6 +1419,7 @@ struct config *config_parse(const char *text, const char *file, char **errors)
         goto out;
     }
     cfg_defaults(c);
+    c->provider.priority = -1; /* Kannel's priority is sent only when set */
     cfg_read_section(&x, c, &cfg_rows[0], root, "");
     if (x.n_err == 0)
         c->json = json_incref(root);
@@ -1289,6 +1493,10 @@ void config_free(struct config *c)
     cfg_free_secret(c->redis_password);
     cfg_free_secret(c->provider.user);
     cfg_free_secret(c->provider.pass);
+    cfg_free_secret(c->provider.key_sid);
+    cfg_free_secret(c->provider.key_secret);
+    cfg_free_secret(c->provider.token);
+    cfg_free_secret(c->provider.signing_secret);
     free(c->rules);
     free(c->prices);
     free(c->caps);
@@ -1318,6 +1526,17 @@ int64_t config_price_in(const struct cfg_price *prices, size_t n_prices, const c
         }
     }
     return best;
+}
+
+const char *config_limit_why(enum cfg_algo a, int64_t window_ms, int64_t limit)
+{
+    if (a == CFG_ALGO_SLIDING_LOG && limit > config_limit_max(a))
+        return "at most 1000 for sliding_log, which keeps every request of its window (its memory grows with "
+               "the limit); use sliding_window_counter, fixed_window or token_bucket for larger limits";
+    if (a == CFG_ALGO_TOKEN_BUCKET && limit > window_ms)
+        return "at most the window in ms for token_bucket, which spaces requests at least 1 ms apart; use a "
+               "longer window, or fixed_window or sliding_window_counter";
+    return NULL;
 }
 
 int64_t config_limit_max(enum cfg_algo a)

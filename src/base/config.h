@@ -13,6 +13,7 @@
 #define CFG_NAME_MAX 33 /* rule and API key names: 32 bytes and NUL */
 #define CFG_STR_MAX 512 /* URLs, paths, templates */
 #define CFG_SENTINELS_MAX 8
+#define CFG_SID_LEN 34 /* a Twilio SID: two letters naming its kind and 32 hex digits */
 #define CFG_TEXT_MAX 479 /* bytes of one rendered message (the pacer holds 480 with the NUL) */
 
 /* A rule's key kinds, in the order a composite key joins them. */
@@ -134,16 +135,41 @@ struct provider_conf {
     char url[CFG_STR_MAX];      /* kannel, webhook */
     char base_url[CFG_STR_MAX]; /* twilio */
     char path[CFG_STR_MAX];     /* file */
-    char from[64];
-    char *user;                 /* kannel username or twilio account SID */
-    char *pass;                 /* kannel password or twilio auth token */
+    char from[64];              /* kannel; twilio unless messaging_service is set */
+    char *user;                 /* kannel username or twilio account SID (AC + 32 hex: the Messages URL's) */
+    char *pass;                 /* kannel password or twilio auth token (NULL with an API key and no
+                                 * callback_url); the token also checks X-Twilio-Signature */
+    char *key_sid;              /* twilio: API key SID (SK + 32 hex), the basic-auth user instead of the
+                                 * account SID; NULL: the auth token authenticates */
+    char *key_secret;           /* twilio: the API key's secret, with key_sid */
+    char messaging_service[CFG_SID_LEN + 1]; /* twilio: MG + 32 hex, sent as MessagingServiceSid
+                                              * instead of From; "" = From */
+    char *token;                /* webhook: sent as Authorization: Bearer; NULL = none */
+    char *signing_secret;       /* webhook: signs each body (X-Otpd-Signature); NULL = unsigned */
+    char smsc[64];              /* kannel: the smsc-id to route by; "" = Kannel's own routing */
+    int priority;               /* kannel: 0 to 3; -1 = not sent */
+    int64_t validity_ms;        /* kannel: whole minutes; 0 = each code's remaining life */
+    int dlr_mask;               /* kannel: report types asked for, 1 to 31 (default 19) */
     char callback_url[CFG_STR_MAX]; /* otpd's own base URL for delivery reports; "" = none */
     int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
+};
+
+/* tls: HTTPS on listen (README, "TLS"); src/http/tls.c reads only this. The
+ * files are read at start-up and again on each SIGHUP, never here. */
+struct tls_conf {
+    int on;                 /* 1: the tls section is present (a change needs a restart) */
+    char cert[CFG_STR_MAX]; /* PEM: the certificate, then its intermediates */
+    char key[CFG_STR_MAX];  /* PEM: its private key, unencrypted; the file's content is a secret */
 };
 
 struct config {
     char listen_host[64];
     int listen_port;
+    /* listen_internal: a second, plain listener that alone serves /healthz,
+     * /readyz and /metrics; "" and 0 when none. */
+    char listen_internal_host[64];
+    int listen_internal_port;
+    struct tls_conf tls;
     int http_threads;
     int http_max_conns_per_ip;       /* http.max_conns_per_ip, at least 1,024 */
     int64_t http_request_timeout_ms; /* http.request_timeout: a request arrives whole by then */
@@ -254,5 +280,13 @@ const char *config_algo_name(enum cfg_algo a);
  * bounded by its memory, the counter by its exact integer arithmetic.
  * Config and admin overrides share it. */
 int64_t config_limit_max(enum cfg_algo a);
+
+/* Why limit cannot be the limit of a rule of algorithm a over window_ms,
+ * when it is within 1 and config_limit_max(a) yet still does not fit (a
+ * static sentence, to follow "must be ..."); NULL when it fits. A sliding
+ * log beyond its bound, and a token bucket that would space requests less
+ * than 1 ms apart (issue.lua's step is whole ms), are refused, each with a
+ * kind that holds such a limit. Config and admin overrides share it. */
+const char *config_limit_why(enum cfg_algo a, int64_t window_ms, int64_t limit);
 
 #endif

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gnutls/abstract.h>
 #include <jansson.h>
 #include <microhttpd.h>
 
@@ -25,6 +26,7 @@
 #include "../base/phone.h"
 #include "../base/timestamp.h"
 #include "../base/unittest.h"
+#include "tls.h"
 
 enum http_route {
     ROUTE_ISSUE,
@@ -48,6 +50,10 @@ enum http_route {
 struct http_conn {
     struct http_conn *prev, *next;
     int fd;
+    /* The TLS generation when it opened, before its handshake (tls_gen);
+     * UINT64_MAX on the plain internal listener. The certificates it may
+     * use stay allocated while it is open (tls_collect). */
+    uint64_t tls_gen;
     int64_t deadline_ms; /* INT64_MAX while a whole request is being answered */
     int shut;            /* shut down by the reaper; MHD closes it */
 };
@@ -55,7 +61,11 @@ struct http_conn {
 struct http {
     const struct config *cfg;
     struct otp *otp;
+    struct tls *tls;        /* borrowed; NULL: plain HTTP on listen */
     struct MHD_Daemon *d;
+    struct MHD_Daemon *di;  /* listen_internal's; NULL when none */
+    int untracked;          /* a connection opened without its entry (out of memory): replaced certificates
+                             * are kept until the end, since it may use any of them */
     pthread_mutex_t mu; /* guards conns, stop and closed_slow */
     pthread_cond_t wake;
     struct http_conn *conns;
@@ -67,12 +77,13 @@ struct http {
     /* The listening socket once quiesced: closed only after MHD_stop_daemon,
      * since MHD's threads may still use it (closing it first made MHD's stop
      * fail to take it out of epoll, and abort). */
-    MHD_socket quiesced;
+    MHD_socket quiesced, quiesced_i;
 };
 
 /* One request in progress. */
 struct http_req {
     enum http_route route;
+    int internal;      /* it came to listen_internal */
     const char *allow; /* set when the method is wrong: 405 with Allow */
     int post;          /* the method is POST */
     int too_big;
@@ -280,6 +291,26 @@ static void http_out_problem(struct http *h, struct http_out *out, enum otp_outc
                  http_problem_text((unsigned)row->http_status, row->error, row->title, detail, a), a);
 }
 
+/* text (taken) followed by the served certificate's expiry, when HTTPS is
+ * on: what an alert on renewal watches. NULL when out of memory. */
+static char *http_metrics_tls(struct http *h, char *text)
+{
+    struct tls_info ti;
+    char *more;
+
+    if (h->tls == NULL || text == NULL)
+        return text;
+    tls_info(h->tls, &ti);
+    if (asprintf(&more, "%s# HELP otpd_tls_certificate_expiry_timestamp_seconds When the certificate HTTPS serves "
+                        "stops being valid (Unix time); SIGHUP loads a renewed one.\n"
+                        "# TYPE otpd_tls_certificate_expiry_timestamp_seconds gauge\n"
+                        "otpd_tls_certificate_expiry_timestamp_seconds %lld\n",
+                 text, (long long)ti.not_after_s) < 0)
+        more = NULL;
+    free(text);
+    return more;
+}
+
 /* The Prometheus text of this layer's own problems, each outcome it can
  * answer shown (0 until it happens); malloc'd, NULL when out of memory. */
 static char *http_metrics_text(struct http *h)
@@ -304,7 +335,7 @@ static char *http_metrics_text(struct http *h)
         free(text);
         text = more;
     }
-    return text;
+    return http_metrics_tls(h, text);
 }
 
 /* Compares a presented key with each configured one in constant time;
@@ -921,6 +952,19 @@ static void http_route(struct http_req *rq, const char *url, const char *method)
     }
 }
 
+/* Which listener serves which routes. With listen_internal set, the probes
+ * and the metrics are its alone and it serves nothing else; the other
+ * listener answers 404 there, as for any path it does not know. */
+static void http_route_listener(const struct http *h, struct http_req *rq)
+{
+    int probe = rq->route == ROUTE_HEALTH || rq->route == ROUTE_READY || rq->route == ROUTE_METRICS;
+
+    if (h->di == NULL || probe == rq->internal)
+        return;
+    rq->route = ROUTE_NONE;
+    rq->allow = NULL;
+}
+
 /* Counts the Content-Length and Content-Type headers. */
 static enum MHD_Result http_count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
@@ -1068,6 +1112,7 @@ static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, st
     if (first) {
         const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         http_route(rq, url, method);
+        http_route_listener(h, rq);
         if (rq->route == ROUTE_NONE)
             return http_problem(h, con, OUT_NOT_FOUND, "no such route", NULL, NULL);
         if (rq->allow)
@@ -1196,25 +1241,26 @@ static void http_log_request(const struct http_req *rq, const char *method, cons
               "%.8s %.200s %u", method, url, rq->status);
 }
 
-static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
-                                   const char *version, const char *upload_data, size_t *upload_data_size,
-                                   void **con_cls)
+/* One call of MHD's on either listener (internal: listen_internal's). */
+static enum MHD_Result http_handle_on(struct http *h, int internal, struct MHD_Connection *con, const char *url,
+                                      const char *method, const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls)
 {
     struct http_req *rq = *con_cls;
     enum MHD_Result ret;
     int first = rq == NULL;
 
-    (void)version;
     if (first) {
         if ((rq = calloc(1, sizeof(*rq))) == NULL)
             return MHD_NO;
         *con_cls = rq;
+        rq->internal = internal;
         rq->start_ms = http_now_ms();
         http_request_id(con, rq->request_id);
     }
     http_cur = rq;
     log_set_request(rq->request_id);
-    ret = http_serve(cls, con, rq, first, url, method, upload_data, upload_data_size);
+    ret = http_serve(h, con, rq, first, url, method, upload_data, upload_data_size);
     if (rq->status != 0) {
         http_log_request(rq, method, url);
         rq->status = 0; /* one line, whatever MHD calls next */
@@ -1222,6 +1268,22 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const 
     http_cur = NULL;
     log_set_request(NULL);
     return ret;
+}
+
+static enum MHD_Result http_handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
+                                   const char *version, const char *upload_data, size_t *upload_data_size,
+                                   void **con_cls)
+{
+    (void)version;
+    return http_handle_on(cls, 0, con, url, method, upload_data, upload_data_size, con_cls);
+}
+
+static enum MHD_Result http_handle_internal(void *cls, struct MHD_Connection *con, const char *url,
+                                            const char *method, const char *version, const char *upload_data,
+                                            size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    return http_handle_on(cls, 1, con, url, method, upload_data, upload_data_size, con_cls);
 }
 
 static void http_done(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe)
@@ -1245,17 +1307,22 @@ static void http_done(void *cls, struct MHD_Connection *con, void **con_cls, enu
  * its CLOSED notification, which unlists it under mu, so the reaper never
  * touches a descriptor that was reused.
  */
-static void http_notify(void *cls, struct MHD_Connection *con, void **socket_context,
-                        enum MHD_ConnectionNotificationCode toe)
+static void http_notify_on(struct http *h, int internal, struct MHD_Connection *con, void **socket_context,
+                           enum MHD_ConnectionNotificationCode toe)
 {
-    struct http *h = cls;
     struct http_conn *hc = *socket_context;
 
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci == NULL || (hc = calloc(1, sizeof(*hc))) == NULL)
-            return; /* out of memory: MHD's inactivity timeout still applies */
+        /* Read before the entry is listed (see tls_collect). */
+        uint64_t gen = h->tls != NULL && !internal ? tls_gen(h->tls) : UINT64_MAX;
+        if (ci == NULL || (hc = calloc(1, sizeof(*hc))) == NULL) {
+            /* Out of memory: MHD's inactivity timeout still applies. */
+            __atomic_store_n(&h->untracked, 1, __ATOMIC_SEQ_CST);
+            return;
+        }
         hc->fd = ci->connect_fd;
+        hc->tls_gen = gen;
         hc->deadline_ms = http_now_ms() + h->cfg->http_request_timeout_ms;
         pthread_mutex_lock(&h->mu);
         hc->next = h->conns;
@@ -1280,6 +1347,18 @@ static void http_notify(void *cls, struct MHD_Connection *con, void **socket_con
     *socket_context = NULL;
 }
 
+static void http_notify(void *cls, struct MHD_Connection *con, void **socket_context,
+                        enum MHD_ConnectionNotificationCode toe)
+{
+    http_notify_on(cls, 0, con, socket_context, toe);
+}
+
+static void http_notify_internal(void *cls, struct MHD_Connection *con, void **socket_context,
+                                 enum MHD_ConnectionNotificationCode toe)
+{
+    http_notify_on(cls, 1, con, socket_context, toe);
+}
+
 /* How often the reaper looks: a deadline is kept to within this. */
 #define HTTP_REAP_EVERY_MS 250
 
@@ -1292,17 +1371,29 @@ static void *http_reaper(void *arg)
         int64_t now_ms = http_now_ms(), wake_ms = clock_wall_ms() + HTTP_REAP_EVERY_MS;
         struct timespec ts = {(time_t)(wake_ms / 1000), (long)(wake_ms % 1000) * 1000000L};
         struct http_conn *hc;
-        uint64_t n = 0;
-        for (hc = h->conns; hc; hc = hc->next)
+        /* The TLS generation before the look at the connections (tls_collect). */
+        uint64_t n = 0, oldest = h->tls != NULL ? tls_gen(h->tls) : 0;
+        for (hc = h->conns; hc; hc = hc->next) {
             if (!hc->shut && hc->deadline_ms <= now_ms) {
                 shutdown(hc->fd, SHUT_RDWR);
                 hc->shut = 1;
                 n++;
             }
+            if (hc->tls_gen < oldest)
+                oldest = hc->tls_gen;
+        }
         h->closed_slow += n;
         if (n > 0)
             log_msg(LOG_WARN, "closed %llu connections whose request did not arrive within %llds",
                     (unsigned long long)n, (long long)(h->cfg->http_request_timeout_ms / 1000));
+        if (h->tls != NULL && !__atomic_load_n(&h->untracked, __ATOMIC_SEQ_CST)) {
+            /* Not under mu: the two locks never nest. */
+            pthread_mutex_unlock(&h->mu);
+            tls_collect(h->tls, oldest);
+            pthread_mutex_lock(&h->mu);
+            if (h->stop)
+                break;
+        }
         pthread_cond_timedwait(&h->wake, &h->mu, &ts);
     }
     pthread_mutex_unlock(&h->mu);
@@ -1319,12 +1410,60 @@ static unsigned http_connection_limit(void)
     return rl.rlim_cur - 256 > 10000 ? 10000 : (unsigned)(rl.rlim_cur - 256);
 }
 
-struct http *http_new(const struct config *c, struct otp *o, char *err)
+/* listen_internal's connections: a scraper and a few probes. */
+#define HTTP_INTERNAL_CONNS 64u
+/* TLS 1.2 and 1.3 only, GnuTLS's usual choice of ciphers within them. */
+#define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/* Starts one listener on host:port: the API's (internal 0; HTTPS with
+ * h->tls) or listen_internal's (plain HTTP, one thread). NULL with err. */
+static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port, int internal, char *err)
+{
+    const struct config *c = h->cfg;
+    struct addrinfo hints = {0}, *ai = NULL;
+    char port_s[8];
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY | MHD_USE_ITC;
+    /* The certificate comes from tls_retrieve at each handshake, so that
+     * a SIGHUP can change it (MHD_OPTION_HTTPS_MEM_CERT is read once). */
+    struct MHD_OptionItem tls_opts[] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
+                                        {MHD_OPTION_END, 0, NULL}};
+    struct MHD_Daemon *d;
+
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    snprintf(port_s, sizeof(port_s), "%d", port);
+    if (getaddrinfo(host, port_s, &hints, &ai) != 0 || ai == NULL) {
+        snprintf(err, OTP_ERR_LEN, "http: cannot resolve %s", host);
+        return NULL;
+    }
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (!internal && h->tls != NULL) {
+        flags |= MHD_USE_TLS;
+        tls_opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)tls_retrieve};
+        tls_opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)HTTP_TLS_PRIORITIES};
+    }
+    d = MHD_start_daemon(flags, 0, NULL, NULL, internal ? http_handle_internal : http_handle, h,
+                         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                         MHD_OPTION_THREAD_POOL_SIZE, internal ? 1u : (unsigned)c->http_threads,
+                         MHD_OPTION_CONNECTION_LIMIT, internal ? HTTP_INTERNAL_CONNS : http_connection_limit(),
+                         MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                         MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
+                         MHD_OPTION_NOTIFY_CONNECTION, internal ? http_notify_internal : http_notify, h,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->http_max_conns_per_ip,
+                         MHD_OPTION_ARRAY, tls_opts,
+                         MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (d == NULL)
+        snprintf(err, OTP_ERR_LEN, "http: cannot listen on %s:%d%s", host, port,
+                 internal ? " (listen_internal)" : "");
+    return d;
+}
+
+struct http *http_new(const struct config *c, struct otp *o, struct tls *tls, char *err)
 {
     struct http *h = calloc(1, sizeof(*h));
-    struct addrinfo hints = {0}, *ai = NULL;
-    char port[8];
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY | MHD_USE_ITC;
 
     if (h == NULL) {
         snprintf(err, OTP_ERR_LEN, "http: out of memory");
@@ -1332,31 +1471,23 @@ struct http *http_new(const struct config *c, struct otp *o, char *err)
     }
     h->cfg = c;
     h->otp = o;
-    h->quiesced = MHD_INVALID_SOCKET;
+    h->tls = tls;
+    h->quiesced = h->quiesced_i = MHD_INVALID_SOCKET;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->wake, NULL);
     phone_init(); /* libphonenumber's metadata now, not on the first request */
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    snprintf(port, sizeof(port), "%d", c->listen_port);
-    if (getaddrinfo(c->listen_host, port, &hints, &ai) != 0 || ai == NULL) {
-        snprintf(err, OTP_ERR_LEN, "http: cannot resolve %s", c->listen_host);
-        free(h);
+    if (tls != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(err, OTP_ERR_LEN, "http: this libmicrohttpd was built without TLS; tls needs one with GnuTLS");
+        http_free(h);
         return NULL;
     }
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, http_handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
-                            http_connection_limit(), MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                            MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
-                            MHD_OPTION_NOTIFY_CONNECTION, http_notify, h,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->http_max_conns_per_ip,
-                            MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (h->d == NULL) {
-        snprintf(err, OTP_ERR_LEN, "http: cannot listen on %s:%d", c->listen_host, c->listen_port);
+    /* The internal listener first: the public one's route filter reads di. */
+    if (c->listen_internal_port != 0 &&
+        (h->di = http_listen(h, c->listen_internal_host, c->listen_internal_port, 1, err)) == NULL) {
+        http_free(h);
+        return NULL;
+    }
+    if ((h->d = http_listen(h, c->listen_host, c->listen_port, 0, err)) == NULL) {
         http_free(h);
         return NULL;
     }
@@ -1373,6 +1504,8 @@ void http_quiesce(struct http *h)
 {
     if (h && h->d && h->quiesced == MHD_INVALID_SOCKET)
         h->quiesced = MHD_quiesce_daemon(h->d);
+    if (h && h->di && h->quiesced_i == MHD_INVALID_SOCKET)
+        h->quiesced_i = MHD_quiesce_daemon(h->di);
 }
 
 void http_free(struct http *h)
@@ -1388,8 +1521,12 @@ void http_free(struct http *h)
     }
     if (h->d)
         MHD_stop_daemon(h->d);
+    if (h->di)
+        MHD_stop_daemon(h->di);
     if (h->quiesced != MHD_INVALID_SOCKET)
         close(h->quiesced);
+    if (h->quiesced_i != MHD_INVALID_SOCKET)
+        close(h->quiesced_i);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->mu);
     free(h);

@@ -13,12 +13,16 @@
 #define HTTP_BODY_MAX 4096
 
 struct http;
+struct tls;
 
-/* Binds c's listen address and starts serving with o (both borrowed,
- * outliving the server). NULL with detail in err. */
-struct http *http_new(const struct config *c, struct otp *o, char *err);
+/* Binds c's listen address (and listen_internal's, when set) and starts
+ * serving with o; HTTPS with tls's certificate when tls is not NULL (see
+ * tls.h). All three are borrowed and outlive the server. NULL with detail
+ * in err. */
+struct http *http_new(const struct config *c, struct otp *o, struct tls *tls, char *err);
 
-/* Stops accepting new connections; requests in progress finish. */
+/* Stops accepting new connections on both listeners; requests in progress
+ * finish. */
 void http_quiesce(struct http *h);
 
 /* Stops the server (waiting for its threads) and frees it. */

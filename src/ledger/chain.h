@@ -35,7 +35,7 @@
 
 #include <sqlite3.h>
 
-#include "sha256.h"
+#include "../base/sha256.h"
 
 enum chain_table { CT_REQUESTS, CT_VERIFICATIONS, CT_MESSAGES, CT_MESSAGE_EVENTS, CT_SENDS, CT_ADMIN, CT_N };
 

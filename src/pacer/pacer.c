@@ -586,7 +586,8 @@ static void *pacer_sender_main(void *arg)
         } else {
             it->attempts++;
             it->sending_logged = 0;
-            sms = (struct sms){it->e.id, it->e.to, it->text, it->dlr_query[0] ? it->dlr_query : NULL};
+            sms = (struct sms){it->e.id, it->e.to, it->text, it->dlr_query[0] ? it->dlr_query : NULL,
+                               clock_wall_ms(), it->e.expires_ms};
             pthread_mutex_lock(&pc->mu);
             pc->inflight++;
             pthread_mutex_unlock(&pc->mu);

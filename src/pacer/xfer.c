@@ -139,8 +139,11 @@ static void xfer_call_free(struct xfer_call *k)
         return;
     if (k->easy)
         curl_easy_cleanup(k->easy);
+    /* curl keeps its own copies of the headers, a bearer token among them. */
+    for (struct curl_slist *h = k->headers; h != NULL; h = h->next)
+        code_wipe(h->data, strlen(h->data));
     curl_slist_free_all(k->headers);
-    code_wipe(&k->req, sizeof(k->req)); /* its body or URL holds the code */
+    code_wipe(&k->req, sizeof(k->req)); /* its body or URL holds the code, its headers a token */
     free(k);
 }
 
@@ -208,6 +211,16 @@ void xfer_start(struct xfer *x, const struct sms *sms, const struct sched_slot *
         k->headers = curl_slist_append(k->headers, ct);
         curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, k->req.body);
         curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(k->req.body));
+    }
+    for (int i = 0; i < k->req.n_headers && i < PROVIDER_HEADERS_MAX; i++) {
+        /* A header that cannot be added (an Authorization) must not leave without it. */
+        struct curl_slist *more = curl_slist_append(k->headers, k->req.headers[i]);
+        if (more == NULL) {
+            xfer_call_free(k);
+            xfer_fail(x, item, PROVIDER_C_UNSENT, "curl: out of memory", t0);
+            return;
+        }
+        k->headers = more;
     }
     curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->headers);
     if (k->req.user) {

@@ -1,7 +1,9 @@
 /*
  * kannel: Kannel's sendsms HTTP interface (a GET with the credentials and
  * the message in the query). "0: Accepted for delivery" (202) is sent.
- * With a callback URL, Kannel calls back with delivery reports (dlr-url).
+ * Optional smsc (route) and priority as configured; validity always, so
+ * that an SMSC never delivers a code after it died. With a callback URL,
+ * Kannel calls back with delivery reports (dlr-url, dlr-mask).
  * The URL holds the password: it goes to the transfer and nowhere else.
  */
 #include <stdio.h>
@@ -10,16 +12,30 @@
 
 #include "provider.h"
 
-/* Delivery reports asked for: delivered (1), undelivered (2), SMSC reject (16). */
-#define KANNEL_DLR_MASK "19"
-
 struct kannel {
     char url[CFG_STR_MAX];
     char from[64];
     char *user;
     char *pass;
     char callback[CFG_STR_MAX]; /* otpd's base URL, "" for no reports */
+    char smsc[64];              /* "" = Kannel routes */
+    int priority;               /* -1 = not sent */
+    int64_t validity_min;       /* 0 = each code's remaining life */
+    int dlr_mask;               /* by default delivered (1), undelivered (2), SMSC reject (16): 19 */
 };
+
+/* Kannel's validity for m, in minutes: the configured one, else the code's
+ * remaining life rounded up (an SMSC that holds the message longer would
+ * deliver a dead code; one that gives up sooner wastes a live one), and at
+ * least 1, since 0 is not a validity. */
+static int64_t kannel_validity_min(const struct kannel *k, const struct sms *m)
+{
+    int64_t left_ms = m->expires_ms - m->now_ms;
+
+    if (k->validity_min > 0)
+        return k->validity_min;
+    return left_ms <= 60000 ? 1 : (left_ms + 59999) / 60000;
+}
 
 /* Appends "&name=" and the encoded value; -1 on overflow. */
 static int kannel_param(char *url, size_t cap, const char *name, const char *value)
@@ -43,7 +59,7 @@ static enum otp_rc kannel_prepare(void *self, const struct sms *m, struct provid
                                   struct provider_result *res)
 {
     struct kannel *k = self;
-    char dlr[1024];
+    char dlr[1024], num[24];
     int bad;
 
     (void)res;
@@ -57,9 +73,20 @@ static enum otp_rc kannel_prepare(void *self, const struct sms *m, struct provid
     if (!bad && !kannel_ascii(m->text))
         bad = kannel_param(req->url, sizeof(req->url), "charset", "UTF-8") ||
               kannel_param(req->url, sizeof(req->url), "coding", "2");
+    if (!bad && k->smsc[0])
+        bad = kannel_param(req->url, sizeof(req->url), "smsc", k->smsc);
+    if (!bad && k->priority >= 0) {
+        snprintf(num, sizeof(num), "%d", k->priority);
+        bad = kannel_param(req->url, sizeof(req->url), "priority", num);
+    }
+    if (!bad) {
+        snprintf(num, sizeof(num), "%lld", (long long)kannel_validity_min(k, m));
+        bad = kannel_param(req->url, sizeof(req->url), "validity", num);
+    }
     if (!bad && k->callback[0] && m->dlr_query) {
         snprintf(dlr, sizeof(dlr), "%s/v1/dlr/kannel?%s&status=%%d", k->callback, m->dlr_query);
-        bad = kannel_param(req->url, sizeof(req->url), "dlr-mask", KANNEL_DLR_MASK) ||
+        snprintf(num, sizeof(num), "%d", k->dlr_mask);
+        bad = kannel_param(req->url, sizeof(req->url), "dlr-mask", num) ||
               kannel_param(req->url, sizeof(req->url), "dlr-url", dlr);
     }
     req->post = 0;
@@ -101,6 +128,10 @@ struct provider *provider_kannel_new(const struct provider_conf *c, char *err)
         snprintf(k->callback, sizeof(k->callback), "%s", c->callback_url);
         k->user = c->user;
         k->pass = c->pass;
+        snprintf(k->smsc, sizeof(k->smsc), "%s", c->smsc);
+        k->priority = c->priority;
+        k->validity_min = c->validity_ms / 60000;
+        k->dlr_mask = c->dlr_mask;
     }
     return provider_wrap(&kannel_ops, k, err);
 }

@@ -123,3 +123,20 @@ int provider_urlencode(char *out, size_t cap, const char *s)
     out[n] = '\0';
     return 0;
 }
+
+int provider_header(struct provider_http *req, const char *name, const char *value)
+{
+    char *h;
+    int n;
+
+    if (req->n_headers >= PROVIDER_HEADERS_MAX)
+        return -1;
+    h = req->headers[req->n_headers];
+    n = snprintf(h, PROVIDER_HEADER_MAX, "%s: %s", name, value);
+    if (n < 0 || n >= PROVIDER_HEADER_MAX) {
+        h[0] = '\0';
+        return -1;
+    }
+    req->n_headers++;
+    return 0;
+}

@@ -19,15 +19,24 @@
 #define PROVIDER_ID_MAX 64
 #define PROVIDER_ERR_MAX 160
 
-/* One SMS to send. */
+/* Extra request headers an adapter may set ("Name: value"), and each one's
+ * room: a bearer token and a signature fit (the config bounds the token). */
+#define PROVIDER_HEADERS_MAX 2
+#define PROVIDER_HEADER_MAX 1100
+
+/* One SMS to send. The times come from the caller, so that an adapter
+ * reads no clock (a signature's time, Kannel's validity). */
 struct sms {
     const char *id;        /* our message id */
     const char *to;        /* E.164 */
     const char *text;
     const char *dlr_query; /* "id=..&exp=..&tag=.." for delivery-report URLs, or NULL */
+    int64_t now_ms;        /* Unix ms when the request is built */
+    int64_t expires_ms;    /* Unix ms when the code dies */
 };
 
-/* An HTTP request for the pacer to run. */
+/* An HTTP request for the pacer to run. Wiped once the call ends: the URL
+ * or body holds the code, and the headers may hold a token. */
 struct provider_http {
     char url[PROVIDER_URL_MAX];
     char body[PROVIDER_BODY_MAX]; /* "" with post == 0 for a GET */
@@ -35,6 +44,8 @@ struct provider_http {
     const char *content_type;     /* static */
     const char *user;             /* basic auth, or NULL; owned by the adapter */
     const char *pass;
+    char headers[PROVIDER_HEADERS_MAX][PROVIDER_HEADER_MAX]; /* the first n_headers are sent */
+    int n_headers;
 };
 
 /* The ledger's name for an attempt ("sent", "transient", "permanent"). */
@@ -114,6 +125,9 @@ void provider_classify_status(long status, struct provider_result *res);
 /* Appends s percent-encoded (RFC 3986 unreserved kept) to out; returns -1
  * when out (cap bytes, NUL-terminated) would overflow. */
 int provider_urlencode(char *out, size_t cap, const char *s);
+
+/* Adds the header "name: value" to req; -1 when there is no room. */
+int provider_header(struct provider_http *req, const char *name, const char *value);
 
 /* Adapter constructors, each in its own file. */
 struct provider *provider_file_new(const struct provider_conf *c, char *err);

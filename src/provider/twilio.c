@@ -1,7 +1,10 @@
 /*
- * twilio: the Messages API, a form POST with basic auth (account SID and
- * auth token). 201 with a JSON body carrying "sid" is sent. With a callback
- * URL, Twilio posts status callbacks to it.
+ * twilio: the Messages API, a form POST to the account's Messages URL with
+ * basic auth: the account SID and auth token, or an API key SID and its
+ * secret (what Twilio tells its users to run in production). The sender is
+ * From, or a Messaging Service (MessagingServiceSid) that picks one from its
+ * pool. 201 with a JSON body carrying "sid" is sent. With a callback URL,
+ * Twilio posts status callbacks to it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +17,9 @@
 struct twilio {
     char base[CFG_STR_MAX];
     char from[64];
-    char *sid;
-    char *token;
+    char service[CFG_SID_LEN + 1]; /* MessagingServiceSid; "" = From */
+    char *sid;                     /* the account's: names the Messages URL */
+    const char *user, *pass;       /* basic auth: the account SID and token, or the API key's SID and secret */
     char callback[CFG_STR_MAX];
 };
 
@@ -45,7 +49,8 @@ static enum otp_rc twilio_prepare(void *self, const struct sms *m, struct provid
     if (!bad)
         memcpy(req->url + strlen(req->url), "/Messages.json", 15);
     bad = bad || twilio_field(req->body, sizeof(req->body), "To", m->to) ||
-          twilio_field(req->body, sizeof(req->body), "From", t->from) ||
+          (t->service[0] ? twilio_field(req->body, sizeof(req->body), "MessagingServiceSid", t->service)
+                         : twilio_field(req->body, sizeof(req->body), "From", t->from)) ||
           twilio_field(req->body, sizeof(req->body), "Body", m->text);
     if (!bad && t->callback[0] && m->dlr_query) {
         snprintf(cb, sizeof(cb), "%s/v1/dlr/twilio?%s", t->callback, m->dlr_query);
@@ -53,8 +58,8 @@ static enum otp_rc twilio_prepare(void *self, const struct sms *m, struct provid
     }
     req->post = 1;
     req->content_type = "application/x-www-form-urlencoded";
-    req->user = t->sid;
-    req->pass = t->token;
+    req->user = t->user;
+    req->pass = t->pass;
     return bad ? OTP_EINVAL : OTP_OK;
 }
 
@@ -86,9 +91,13 @@ struct provider *provider_twilio_new(const struct provider_conf *c, char *err)
     if (t != NULL) {
         snprintf(t->base, sizeof(t->base), "%s", c->base_url);
         snprintf(t->from, sizeof(t->from), "%s", c->from);
+        snprintf(t->service, sizeof(t->service), "%s", c->messaging_service);
         snprintf(t->callback, sizeof(t->callback), "%s", c->callback_url);
         t->sid = c->user;
-        t->token = c->pass;
+        /* An API key, when configured, authenticates; the auth token then
+         * only checks status callbacks (src/otp/report.c). */
+        t->user = c->key_sid ? c->key_sid : c->user;
+        t->pass = c->key_sid ? c->key_secret : c->pass;
     }
     return provider_wrap(&twilio_ops, t, err);
 }

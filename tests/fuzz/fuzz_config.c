@@ -25,6 +25,10 @@ static const char *const fuzz_env[][2] = {
     {"KANNEL_PASS", "kannel-pass"},
     {"TWILIO_SID", "AC0123456789abcdef0123456789abcdef"},
     {"TWILIO_TOKEN", "twilio-token"},
+    {"TWILIO_KEY_SID", "SK0123456789abcdef0123456789abcdef"},
+    {"TWILIO_KEY_SECRET", "twilio-key-secret"},
+    {"WEBHOOK_TOKEN", "webhook-bearer-token-0001"},
+    {"WEBHOOK_SIGNING_SECRET", "webhook-signing-secret-0123456789abcdef"},
     {"REDIS_PASSWORD", "redis-pass"},
 };
 
@@ -77,8 +81,24 @@ static void fuzz_config_check(const struct config *c)
         FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 60, text, sizeof(text)) == OTP_OK);
         FUZZ_CHECK(code_render(c->otp_template, nines + 10 - c->otp_length, 1, text, sizeof(text)) == OTP_OK);
     }
-    if (c->provider.type == CFG_PROVIDER_KANNEL || c->provider.type == CFG_PROVIDER_TWILIO)
+    if (c->provider.type == CFG_PROVIDER_KANNEL)
         FUZZ_CHECK(c->provider.user != NULL && c->provider.pass != NULL);
+    /* Twilio: the account SID always (it names the URL), then the token or
+     * an API key to authenticate, and exactly one sender. */
+    if (c->provider.type == CFG_PROVIDER_TWILIO) {
+        FUZZ_CHECK(c->provider.user != NULL && strlen(c->provider.user) == CFG_SID_LEN);
+        FUZZ_CHECK(c->provider.pass != NULL || (c->provider.key_sid != NULL && c->provider.key_secret != NULL));
+        FUZZ_CHECK((c->provider.key_sid == NULL) == (c->provider.key_secret == NULL));
+        FUZZ_CHECK((c->provider.from[0] != '\0') != (c->provider.messaging_service[0] != '\0'));
+    }
+    /* Kannel's sendsms bounds; validity goes out in whole minutes. */
+    FUZZ_CHECK(c->provider.priority >= -1 && c->provider.priority <= 3);
+    FUZZ_CHECK(c->provider.dlr_mask >= 1 && c->provider.dlr_mask <= 31);
+    FUZZ_CHECK(c->provider.validity_ms % 60000 == 0 && c->provider.validity_ms <= 86400000);
+    /* A bearer token goes in a header line: nothing that could split it. */
+    if (c->provider.token != NULL)
+        FUZZ_CHECK(strspn(c->provider.token, "!\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`"
+                                             "abcdefghijklmnopqrstuvwxyz{|}~") == strlen(c->provider.token));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

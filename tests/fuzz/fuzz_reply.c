@@ -92,7 +92,7 @@ static int fuzz_rule(struct fuzz_in *in, char *rest)
     r->algo = (enum cfg_algo)a;
     r->shadow = strcmp(mode, "shadow") == 0;
     /* config.c's bounds: a rule the config refuses never reaches a reader. */
-    if (!fuzz_int(limit, 1, 1000000000, &v))
+    if (!fuzz_int(limit, 1, config_limit_max(r->algo), &v))
         return 0;
     r->limit = r->burst = v;
     if (!fuzz_int(window, 1, 366LL * 24 * 3600 * 1000, &v))

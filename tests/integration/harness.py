@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import ssl
 import subprocess
 import tempfile
 import time
@@ -355,6 +356,9 @@ class Otpd:
         self.dir = workdir
         self.config = config
         self.port = int(config["listen"].rsplit(":", 1)[1])
+        # With tls in the config, calls to listen go over HTTPS trusting
+        # cafile (default: tls.cert itself, a self-signed certificate).
+        self.cafile = None
         self.conf_path = os.path.join(workdir, "otpd.json")
         self.log_path = os.path.join(workdir, "otpd.log")
         # Every otpd run with this env (the server, --check, otpctl-like
@@ -396,9 +400,19 @@ class Otpd:
                 raise PortClash("otpd cannot listen on %d:\n%s" % (self.port, mine[-1000:]))
             raise AssertionError("otpd exited with %s:\n%s" % (self.proc.returncode, self.log()))
         try:
-            return self.call("GET", "/healthz", auth=None)[0] == 200
+            return self.call("GET", "/healthz", auth=None, port=self.internal_port)[0] == 200
         except OSError:
             return False
+
+    @property
+    def internal_port(self):
+        """listen_internal's port (probes and metrics there), else None."""
+        where = self.config.get("listen_internal")
+        return int(where.rsplit(":", 1)[1]) if where else None
+
+    def ssl_context(self):
+        """A client context trusting cafile (or tls.cert), checking 127.0.0.1."""
+        return ssl.create_default_context(cafile=self.cafile or self.config["tls"]["cert"])
 
     def log(self):
         try:
@@ -407,8 +421,9 @@ class Otpd:
         except OSError:
             return ""
 
-    def call(self, method, path, body=None, auth=API_KEY, headers=None, raw=None, timeout=10):
-        """Returns (status, headers dict with lower-case names, parsed JSON or text)."""
+    def call(self, method, path, body=None, auth=API_KEY, headers=None, raw=None, timeout=10, port=None):
+        """Returns (status, headers dict with lower-case names, parsed JSON or text).
+        port: another listener of ours (listen_internal), always plain HTTP."""
         h = dict(headers or {})
         data = raw
         if body is not None:
@@ -416,10 +431,11 @@ class Otpd:
             h.setdefault("Content-Type", "application/json")
         if auth:
             h["Authorization"] = "Bearer " + auth
-        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=data, method=method,
-                                     headers=h)
+        tls = "tls" in self.config and port in (None, self.port)
+        req = urllib.request.Request("%s://127.0.0.1:%d%s" % ("https" if tls else "http", port or self.port, path),
+                                     data=data, method=method, headers=h)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.ssl_context() if tls else None) as r:
                 status, hdrs, text = r.status, r.headers, r.read()
         except urllib.error.HTTPError as e:
             status, hdrs, text = e.code, e.headers, e.read()
@@ -516,6 +532,7 @@ class OtpdTest(unittest.TestCase):
     limits = []
     env = {}  # extra environment for otpd (provider credentials)
     redis_password = None  # start redis-server with --requirepass
+    cafile = None  # with tls in the config: the CA that signed tls.cert (None: tls.cert is self-signed)
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="otpd-it-")
@@ -528,6 +545,7 @@ class OtpdTest(unittest.TestCase):
                 cfg = base_config(self.redis.port, self.fake.url, os.path.join(self.tmp, "ledger.db"),
                                   free_port(), limits=[dict(r) for r in self.limits])
                 self.otpd = Otpd(self.tmp, self.configure(cfg), self.env)
+                self.otpd.cafile = self.cafile
                 try:
                     self.otpd.start()
                     break
@@ -554,6 +572,7 @@ class OtpdTest(unittest.TestCase):
         if self.otpd.proc.poll() is None:
             self.assertEqual(self.otpd.stop(), 0, self.otpd.log()[-2000:])
         self.otpd = Otpd(self.tmp, config or self.otpd.config, dict(self.env, **env))
+        self.otpd.cafile = self.cafile
         self.otpd.start()
 
     def tearDown(self):

@@ -59,3 +59,54 @@ class KannelEndToEndTest(OtpdTest):
         self.assertEqual(self.otpd.rows("SELECT http_status, outcome FROM sends"),
                          [{"http_status": 403, "outcome": "permanent"}])
         self.assertEqual(self.kannel.received(), [])
+
+
+
+class KannelRoutingTest(OtpdTest):
+    """Issue 14's sendsms fields through a real Kannel: the only SMSC takes
+    only messages that name it (allowed-smsc-id), so a delivery proves smsc
+    reached sendsms; priority and validity are accepted with it (Kannel
+    answers 400 "... field misformed" to ones it cannot take), and the
+    dlr-mask shows in bearerbox's access log."""
+    env = KannelEndToEndTest.env
+
+    def setUp(self):
+        self.kdir = tempfile.mkdtemp(prefix="otpd-kannel-")
+        self.kannel = kannel.Kannel(self.kdir, user="otpd", password="kannel-pass-secret", smsc_id="route-a",
+                                    extra_smsc='allowed-smsc-id = "route-a"')
+        self.kannel.start()
+        super().setUp()
+
+    def configure(self, cfg):
+        cfg = KannelEndToEndTest.configure(self, cfg)
+        cfg["provider"].update({"smsc": "route-a", "priority": 3, "validity": "3m", "dlr_mask": 31})
+        return cfg
+
+    def tearDown(self):
+        try:
+            super().tearDown()
+        finally:
+            self.kannel.stop()
+            if not os.environ.get("OTPD_KEEP"):
+                shutil.rmtree(self.kdir, ignore_errors=True)
+
+    def test_routed_by_smsc_with_priority_and_validity(self):
+        phone = "+919812345678"
+        st, _, body = self.otpd.issue(phone)
+        self.assertEqual(st, 202, body)
+        msgs = self.kannel.wait_received(1, timeout=15)
+        self.assertEqual((msgs[0]["receiver"], msgs[0]["sender"]), (phone, "OTPD"))
+        self.assertIsNotNone(code_of(msgs[0]["text"]))
+        wait_until(lambda: self.otpd.rows("SELECT state FROM messages")[0]["state"] == "delivered", 15,
+                   what="the delivery report")
+        self.assertEqual(self.otpd.rows("SELECT http_status, outcome FROM sends"),
+                         [{"http_status": 202, "outcome": "sent"}])
+        with open(os.path.join(self.kdir, "bearerbox-access.log")) as f:
+            sent = [line for line in f if "Sent SMS" in line]
+        self.assertEqual(len(sent), 1, sent)
+        self.assertIn("[SMSC:route-a]", sent[0])
+        self.assertRegex(sent[0], r"\[flags:[-0-9]+:[-0-9]+:[-0-9]+:[-0-9]+:31\]")
+        # The route needs smsc: Kannel refuses a message without it outright.
+        self.assertEqual(self.kannel.send(phone, "unrouted"), (403, "Not routable. Do not try again."))
+        self.assertEqual(self.kannel.send(phone, "routed", smsc="route-a"), (202, "0: Accepted for delivery"))
+        self.assertNotIn("kannel-pass-secret", self.otpd.log())

@@ -199,7 +199,7 @@ class AdminDeleteTest(LogTest):
 
 
 class ProviderFailureTest(LogTest):
-    env = {"TWILIO_SID": "AC123", "TWILIO_TOKEN": "twilio-token-secret"}
+    env = {"TWILIO_SID": "AC0123456789abcdef0123456789abcdef", "TWILIO_TOKEN": "twilio-token-secret"}
 
     def configure(self, cfg):
         cfg = super().configure(cfg)

@@ -358,7 +358,7 @@ class KannelAdapterTest(PacerTest):
 
 
 class TwilioAdapterTest(PacerTest):
-    env = {"TWILIO_SID": "AC123", "TWILIO_TOKEN": "twilio-token-secret"}
+    env = {"TWILIO_SID": "AC0123456789abcdef0123456789abcdef", "TWILIO_TOKEN": "twilio-token-secret"}
 
     def configure(self, cfg):
         cfg = super().configure(cfg)
@@ -373,8 +373,8 @@ class TwilioAdapterTest(PacerTest):
         self.wait_state(body["id"], "sent")
         req = self.fake.requests()[0]
         self.assertEqual((req["method"], req["provider"], req["path"]),
-                         ("POST", "twilio", "/2010-04-01/Accounts/AC123/Messages.json"))
-        self.assertEqual(req["authorization"], "Basic " + base64.b64encode(b"AC123:twilio-token-secret").decode())
+                         ("POST", "twilio", "/2010-04-01/Accounts/AC0123456789abcdef0123456789abcdef/Messages.json"))
+        self.assertEqual(req["authorization"], "Basic " + base64.b64encode(b"AC0123456789abcdef0123456789abcdef:twilio-token-secret").decode())
         form = req["form"]
         self.assertEqual((form["To"], form["From"]), ("+14155550100", "+15005550006"))
         msg = self.otpd.rows("SELECT provider_id FROM messages")[0]

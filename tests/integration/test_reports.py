@@ -251,7 +251,7 @@ class ExpiredMessageReportTest(KannelBase):
 
 
 class TwilioReportTest(ReportTest):
-    env = {"TWILIO_SID": "AC123", "TWILIO_TOKEN": TOKEN}
+    env = {"TWILIO_SID": "AC0123456789abcdef0123456789abcdef", "TWILIO_TOKEN": TOKEN}
 
     def configure(self, cfg):
         cfg["provider"] = twilio_provider(self, cfg)
@@ -260,7 +260,7 @@ class TwilioReportTest(ReportTest):
     def params(self, status):
         """A callback's parameters as Twilio sends them, in its order."""
         return [("SmsSid", "SM0123"), ("SmsStatus", status), ("MessageStatus", status), ("To", "+14155550100"),
-                ("MessageSid", "SM0123"), ("AccountSid", "AC123"), ("From", "+15005550006"),
+                ("MessageSid", "SM0123"), ("AccountSid", "AC0123456789abcdef0123456789abcdef"), ("From", "+15005550006"),
                 ("ApiVersion", "2010-04-01")]
 
     def report(self, req, status, query=None, token=TOKEN, signature=None, sign_params=None):
@@ -365,7 +365,7 @@ class CrossProviderTest(ReportTest):
     """A message sent through Kannel, then otpd restarted on Twilio: the
     Kannel URL, correctly signed by the Twilio account, is refused on the
     Twilio route, and still works on Kannel's."""
-    env = {"KANNEL_USER": "kuser", "KANNEL_PASS": "kpass-secret", "TWILIO_SID": "AC123", "TWILIO_TOKEN": TOKEN}
+    env = {"KANNEL_USER": "kuser", "KANNEL_PASS": "kpass-secret", "TWILIO_SID": "AC0123456789abcdef0123456789abcdef", "TWILIO_TOKEN": TOKEN}
 
     def configure(self, cfg):
         cfg["provider"] = kannel_provider(self, cfg)

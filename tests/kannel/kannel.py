@@ -294,11 +294,12 @@ class Kannel:
                  smsbox_port=None, smsc_port=None, user="otpd",
                  password="otpd-secret", admin_password="kannel-admin",
                  smsc_id="fake", extra_core="", extra_smsbox="",
-                 extra_user=""):
+                 extra_user="", extra_smsc=""):
         """Ports left as None are picked with free_ports().
 
-        extra_core / extra_smsbox / extra_user: raw "key = value" lines
-        appended to the core, smsbox and sendsms-user groups."""
+        extra_core / extra_smsc / extra_smsbox / extra_user: raw
+        "key = value" lines appended to the core, smsc, smsbox and
+        sendsms-user groups."""
         self.workdir = os.path.abspath(workdir)
         self._fixed = dict(sendsms_port=sendsms_port, admin_port=admin_port,
                            smsbox_port=smsbox_port, smsc_port=smsc_port)
@@ -310,6 +311,7 @@ class Kannel:
         self.extra_core = extra_core
         self.extra_smsbox = extra_smsbox
         self.extra_user = extra_user
+        self.extra_smsc = extra_smsc
         self.procs = {}          # name -> Popen
         self._files = []
         self.startup_seconds = None
@@ -374,6 +376,7 @@ smsc-id = "{self.smsc_id}"
 port = {self.smsc_port}
 our-host = "{HOST}"
 connect-allow-ip = "{HOST}"
+{self.extra_smsc}
 
 group = smsbox
 bearerbox-host = "{HOST}"

@@ -197,13 +197,23 @@ static struct config *expect_ok(const char *what, const char *text)
     return c;
 }
 
+/* Twilio SIDs of the right shape: two letters and 32 hex digits. */
+#define TWILIO_AC "AC0123456789abcdef0123456789abcdef"
+#define TWILIO_SK "SK0123456789abcdef0123456789abcdef"
+#define TWILIO_MG "MG0123456789abcdef0123456789ABCDEF"
+
 static int setup(void **state)
 {
     (void)state;
     if (setenv("OTPD_SECRET", SECRET_VALUE, 1) || setenv("OTPD_KEY_LOGIN_WEB", API_KEY_VALUE, 1) ||
         setenv("OTPD_TEST_KEY2", "second-api-key-00002", 1) || setenv("KANNEL_USER", "kuser", 1) ||
-        setenv("KANNEL_PASS", "kpass", 1) || setenv("TWILIO_SID", "AC0123", 1) ||
-        setenv("TWILIO_TOKEN", "tok456", 1) ||
+        setenv("KANNEL_PASS", "kpass", 1) || setenv("TWILIO_SID", TWILIO_AC, 1) ||
+        setenv("TWILIO_TOKEN", "tok456", 1) || setenv("TWILIO_KEY_SID", TWILIO_SK, 1) ||
+        setenv("TWILIO_KEY_SECRET", "key-secret-789", 1) || setenv("TWILIO_SHORT_SID", "AC0123", 1) ||
+        setenv("TWILIO_AC_AS_KEY", TWILIO_AC, 1) ||
+        setenv("TWILIO_NOT_HEX", "ACg123456789abcdef0123456789abcdef", 1) ||
+        setenv("WEBHOOK_TOKEN", "webhook-bearer-token-0001", 1) ||
+        setenv("WEBHOOK_TOKEN_SPACE", "webhook bearer token 0001", 1) ||
         setenv("OTPD_TEST_SECRET_31", "0123456789012345678901234567890", 1) ||
         setenv("OTPD_TEST_SECRET_32", "01234567890123456789012345678901", 1) ||
         setenv("OTPD_TEST_KEY_15", "012345678901234", 1) ||
@@ -386,6 +396,20 @@ static void test_minimal_and_options(void **state)
     c = expect_ok("listen [::1]", build(buf, sizeof(buf), P_LISTEN, "'listen': '[::1]:65535'"));
     assert_string_equal(c->listen_host, "::1");
     assert_int_equal(c->listen_port, 65535);
+    config_free(c);
+
+    /* HTTPS on listen and the probes on a second listener. */
+    c = expect_ok("tls", build(buf, sizeof(buf), P_EXTRA,
+                               "'tls': {'cert': 'c.pem', 'key': 'k.pem'}, 'listen_internal': '[::1]:9101'"));
+    assert_int_equal(c->tls.on, 1);
+    assert_string_equal(c->tls.cert, "c.pem");
+    assert_string_equal(c->tls.key, "k.pem");
+    assert_string_equal(c->listen_internal_host, "::1");
+    assert_int_equal(c->listen_internal_port, 9101);
+    config_free(c);
+    c = expect_ok("no tls", DEV_JSON);
+    assert_int_equal(c->tls.on, 0);
+    assert_int_equal(c->listen_internal_port, 0);
     config_free(c);
 
     /* Pacer and otp extremes, and the other restart policy. */
@@ -614,8 +638,60 @@ static void test_providers(void **state)
     assert_int_equal(c->provider.type, CFG_PROVIDER_TWILIO);
     assert_string_equal(c->provider.from, "+15550001111");
     assert_string_equal(c->provider.base_url, "https://api.twilio.com"); /* the default */
-    assert_string_equal(c->provider.user, "AC0123");
+    assert_string_equal(c->provider.user, TWILIO_AC);
     assert_string_equal(c->provider.pass, "tok456");
+    assert_null(c->provider.key_sid);
+    assert_string_equal(c->provider.messaging_service, "");
+    config_free(c);
+
+    /* An API key and a Messaging Service, as Twilio advises; the token is
+     * then only for status callbacks, so it comes with callback_url. */
+    c = expect_ok("twilio api key", build(buf, sizeof(buf), P_PROVIDER,
+                                          "'provider': {'type': 'twilio', 'messaging_service_sid': '" TWILIO_MG "',"
+                                          " 'account_sid_env': 'TWILIO_SID', 'api_key_sid_env': 'TWILIO_KEY_SID',"
+                                          " 'api_key_secret_env': 'TWILIO_KEY_SECRET'}"));
+    assert_string_equal(c->provider.user, TWILIO_AC);
+    assert_null(c->provider.pass);
+    assert_string_equal(c->provider.key_sid, TWILIO_SK);
+    assert_string_equal(c->provider.key_secret, "key-secret-789");
+    assert_string_equal(c->provider.messaging_service, TWILIO_MG);
+    assert_string_equal(c->provider.from, "");
+    config_free(c);
+    c = expect_ok("twilio api key, callbacks", build(buf, sizeof(buf), P_PROVIDER,
+                                          "'provider': {'type': 'twilio', 'from': 'X', 'callback_url': 'https://o',"
+                                          " 'account_sid_env': 'TWILIO_SID', 'api_key_sid_env': 'TWILIO_KEY_SID',"
+                                          " 'api_key_secret_env': 'TWILIO_KEY_SECRET', 'auth_token_env': 'TWILIO_TOKEN'}"));
+    assert_string_equal(c->provider.key_sid, TWILIO_SK);
+    assert_string_equal(c->provider.pass, "tok456");
+    config_free(c);
+
+    c = expect_ok("webhook token, signature",
+                  build(buf, sizeof(buf), P_PROVIDER,
+                        "'provider': {'type': 'webhook', 'url': 'https://sms.example/send', 'token_env':"
+                        " 'WEBHOOK_TOKEN', 'signing_secret_env': 'OTPD_TEST_SECRET_32'}"));
+    assert_string_equal(c->provider.token, "webhook-bearer-token-0001");
+    assert_string_equal(c->provider.signing_secret, "01234567890123456789012345678901");
+    config_free(c);
+
+    c = expect_ok("kannel routing",
+                  build(buf, sizeof(buf), P_PROVIDER,
+                        "'provider': {'type': 'kannel', 'url': 'http://k/', 'username_env': 'KANNEL_USER',"
+                        " 'password_env': 'KANNEL_PASS', 'from': 'OTPD', 'smsc': 'route-a.1', 'priority': 0,"
+                        " 'validity': '10m', 'dlr_mask': 31, 'callback_url': 'http://o'}"));
+    assert_string_equal(c->provider.smsc, "route-a.1");
+    assert_int_equal(c->provider.priority, 0);
+    assert_true(c->provider.validity_ms == 600000);
+    assert_int_equal(c->provider.dlr_mask, 31);
+    config_free(c);
+    /* Unset: no smsc, no priority, validity from each code, mask 19. */
+    c = expect_ok("kannel defaults",
+                  build(buf, sizeof(buf), P_PROVIDER,
+                        "'provider': {'type': 'kannel', 'url': 'http://k/', 'username_env': 'KANNEL_USER',"
+                        " 'password_env': 'KANNEL_PASS', 'from': 'OTPD'}"));
+    assert_string_equal(c->provider.smsc, "");
+    assert_int_equal(c->provider.priority, -1);
+    assert_true(c->provider.validity_ms == 0);
+    assert_int_equal(c->provider.dlr_mask, 19);
     config_free(c);
 
     c = expect_ok("twilio base_url", build(buf, sizeof(buf), P_PROVIDER,
@@ -634,6 +710,44 @@ static void test_providers(void **state)
                          " 'password_env': 'KANNEL_PASS', 'from': 'OTPD', 'callback_url': "
                          "'http://127.0.0.1:8080'}"));
     assert_int_equal(c->redis_port, 6379);
+    config_free(c);
+}
+
+/* Limits that fit real traffic: the counter kinds take 10^6 (an IP's
+ * 5,000 an hour among them), a sliding log its 1000, a token bucket one
+ * request per ms of its window. */
+static void test_counter_limits(void **state)
+{
+    char buf[8192];
+    struct config *c;
+
+    (void)state;
+    c = expect_ok("10^6", build(buf, sizeof(buf), P_LIMITS,
+                                "'limits': ["
+                                "{'name': 'ip_hour', 'key': 'client_ip', 'algorithm': 'sliding_window_counter',"
+                                " 'limit': 5000, 'window': '1h'},"
+                                "{'name': 'swc', 'key': 'global', 'algorithm': 'sliding_window_counter',"
+                                " 'limit': 1000000, 'window': '1d'},"
+                                "{'name': 'fw', 'key': 'api_key', 'algorithm': 'fixed_window', 'limit': 1000000,"
+                                " 'window': '1h'},"
+                                "{'name': 'tb', 'key': 'device', 'algorithm': 'token_bucket', 'limit': 1000000,"
+                                " 'window': '1h', 'burst': 1000000},"
+                                "{'name': 'tb_ms', 'key': 'purpose', 'algorithm': 'token_bucket', 'limit': 1000,"
+                                " 'window': '1s'},"
+                                "{'name': 'log', 'key': 'phone', 'algorithm': 'sliding_log', 'limit': 1000,"
+                                " 'window': '1h'}]"));
+    assert_int_equal(c->n_rules, 6);
+    assert_int_equal(c->rules[0].limit, 5000);
+    assert_int_equal(c->rules[1].limit, 1000000);
+    assert_int_equal(c->rules[2].limit, 1000000);
+    assert_int_equal(c->rules[3].limit, 1000000);
+    assert_int_equal(c->rules[4].limit, 1000);
+    assert_int_equal(c->rules[5].limit, 1000);
+    assert_null(config_limit_why(CFG_ALGO_SLIDING_LOG, 1000, 1000));
+    assert_non_null(config_limit_why(CFG_ALGO_SLIDING_LOG, 3600000, 1001));
+    assert_null(config_limit_why(CFG_ALGO_TOKEN_BUCKET, 1000, 1000));
+    assert_non_null(config_limit_why(CFG_ALGO_TOKEN_BUCKET, 1000, 1001));
+    assert_null(config_limit_why(CFG_ALGO_FIXED_WINDOW, 1000, 1000000));
     config_free(c);
 }
 
@@ -691,9 +805,19 @@ static void test_rule_errors(void **state)
          "is required", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'limit': 1, 'window': '1m'}]", "limits.0.algorithm",
          "is required", 1},
-        /* Limits by algorithm: sliding_log keeps every event, so 1000. */
+        /* Limits by algorithm: sliding_log keeps every event, so 1000, and
+         * says why and what to use instead. */
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'sliding_log', 'limit': 1001, 'window': '1m'}]",
+         "limits.0.limit",
+         "must be at most 1000 for sliding_log, which keeps every request of its window (its memory grows with "
+         "the limit); use sliding_window_counter, fixed_window or token_bucket for larger limits", 1},
+        {P_LIMITS, RULE_PRE "'key': 'client_ip', 'algorithm': 'sliding_log', 'limit': 5000, 'window': '1h'}]",
+         "limits.0.limit", "its memory grows with the limit", 1},
+        {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'sliding_log', 'limit': 0, 'window': '1m'}]",
          "limits.0.limit", "from 1 to 1000", 1},
+        /* A token bucket spaces requests in whole ms: one per ms at most. */
+        {P_LIMITS, RULE_PRE "'key': 'global', 'algorithm': 'token_bucket', 'limit': 1001, 'window': '1s'}]",
+         "limits.0.limit", "at most the window in ms for token_bucket, which spaces requests at least 1 ms apart", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'fixed_window', 'limit': 0, 'window': '1m'}]",
          "limits.0.limit", "from 1 to 1000000000", 1},
         {P_LIMITS,
@@ -904,6 +1028,59 @@ static void test_diff(void **state)
     assert_int_equal(n, 2);
     config_free(b);
     config_free(a);
+    /* tls: other files reload (SIGHUP reads them); tls coming or going, or
+     * listen_internal, needs a restart. */
+    a = config_parse(build(buf, sizeof(buf), P_EXTRA, "'tls': {'cert': 'a.pem', 'key': 'a.key'}"), FILE_NAME,
+                     &errors);
+    assert_non_null(a);
+    b = config_parse(build(buf, sizeof(buf), P_EXTRA, "'tls': {'cert': 'b.pem', 'key': 'a.key'}"), FILE_NAME,
+                     &errors);
+    assert_non_null(b);
+    seen[0] = '\0';
+    assert_int_equal(config_diff(a, b, diff_seen, seen), 1);
+    assert_string_equal(seen, "tls.cert:1;");
+    config_free(b);
+    b = config_parse(build(buf, sizeof(buf), P_EXTRA, "'listen_internal': '127.0.0.1:9101'"), FILE_NAME, &errors);
+    assert_non_null(b);
+    seen[0] = '\0';
+    config_diff(a, b, diff_seen, seen);
+    assert_string_equal(seen, "listen_internal:0;tls:0;tls.cert:1;tls.key:1;");
+    config_free(b);
+    config_free(a);
+
+    /* Issue 14's provider keys need a restart (the adapter is built once),
+     * a secret's variable named by its key, never its value. */
+    seen[0] = '\0';
+    a = config_parse(build(buf, sizeof(buf), P_PROVIDER,
+                           "'provider': {'type': 'webhook', 'url': 'http://w', 'token_env': 'WEBHOOK_TOKEN'}"),
+                     FILE_NAME, &errors);
+    assert_non_null(a);
+    b = config_parse(build(buf, sizeof(buf), P_PROVIDER,
+                           "'provider': {'type': 'webhook', 'url': 'http://w', 'token_env': 'OTPD_TEST_KEY_16',"
+                           " 'signing_secret_env': 'OTPD_TEST_SECRET_32'}"),
+                     FILE_NAME, &errors);
+    assert_non_null(b);
+    assert_int_equal(config_diff(a, b, diff_seen, seen), 2);
+    assert_string_equal(seen, "provider.token_env:0;provider.signing_secret_env:0;");
+    config_free(b);
+    config_free(a);
+    seen[0] = '\0';
+    a = config_parse(build(buf, sizeof(buf), P_PROVIDER,
+                           "'provider': {'type': 'kannel', 'url': 'http://k/', 'username_env': 'KANNEL_USER',"
+                           " 'password_env': 'KANNEL_PASS', 'from': 'OTPD'}"),
+                     FILE_NAME, &errors);
+    assert_non_null(a);
+    b = config_parse(build(buf, sizeof(buf), P_PROVIDER,
+                           "'provider': {'type': 'kannel', 'url': 'http://k/', 'username_env': 'KANNEL_USER',"
+                           " 'password_env': 'KANNEL_PASS', 'from': 'OTPD', 'smsc': 's', 'priority': 1,"
+                           " 'validity': '3m', 'dlr_mask': 19, 'callback_url': 'http://o'}"),
+                     FILE_NAME, &errors);
+    assert_non_null(b);
+    /* dlr_mask 19 is its default: no change. */
+    assert_int_equal(config_diff(a, b, diff_seen, seen), 4);
+    assert_string_equal(seen, "provider.smsc:0;provider.priority:0;provider.validity:0;provider.callback_url:0;");
+    config_free(b);
+    config_free(a);
 }
 
 static void test_member_errors(void **state)
@@ -1053,11 +1230,59 @@ static void test_member_errors(void **state)
          "provider.account_sid_env", "is required", 1},
         {P_PROVIDER, "'provider': {'type': 'file', 'path': 'x', 'token': 'y'}", "provider.token",
          "unknown key", 1},
+        /* Twilio: one way to authenticate, one sender, SIDs of the right kind. */
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'from': 'X'}", "provider", "needs auth_token_env, or api_key_sid_env and api_key_secret_env", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'auth_token_env': 'TWILIO_TOKEN'}", "provider", "needs from or messaging_service_sid (one of them, none is set)", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'auth_token_env': 'TWILIO_TOKEN', 'from': 'X', 'messaging_service_sid': 'MG0123456789abcdef0123456789abcdef'}", "provider", "(one of them, not both)", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'auth_token_env': 'TWILIO_TOKEN', 'from': 'X', 'api_key_sid_env': 'TWILIO_KEY_SID', 'api_key_secret_env': 'TWILIO_KEY_SECRET'}", "provider.auth_token_env", "not both; with an API key the auth token only checks status callbacks", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'from': 'X', 'api_key_sid_env': 'TWILIO_KEY_SID'}", "provider.api_key_sid_env", "needs provider.api_key_secret_env", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'from': 'X', 'api_key_secret_env': 'TWILIO_KEY_SECRET'}", "provider.api_key_secret_env", "needs provider.api_key_sid_env", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'from': 'X', 'api_key_sid_env': 'TWILIO_KEY_SID', 'api_key_secret_env': 'TWILIO_KEY_SECRET', 'callback_url': 'https://o'}", "provider.callback_url", "needs auth_token_env with an API key: Twilio signs status callbacks", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SHORT_SID', 'auth_token_env': 'TWILIO_TOKEN', 'from': 'X'}", "provider.account_sid_env", "environment variable TWILIO_SHORT_SID must hold an account SID: AC and 32 hex digits", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_NOT_HEX', 'auth_token_env': 'TWILIO_TOKEN', 'from': 'X'}", "provider.account_sid_env", "must hold an account SID: AC and 32 hex digits", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_KEY_SID', 'auth_token_env': 'TWILIO_TOKEN', 'from': 'X'}", "provider.account_sid_env", "must hold an account SID", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'from': 'X', 'api_key_sid_env': 'TWILIO_AC_AS_KEY', 'api_key_secret_env': 'TWILIO_KEY_SECRET'}", "provider.api_key_sid_env", "environment variable TWILIO_AC_AS_KEY must hold an API key SID: SK and 32 hex digits", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'auth_token_env': 'TWILIO_TOKEN', 'messaging_service_sid': 'MG0123'}", "provider.messaging_service_sid", "must be a Messaging Service SID: MG and 32 hex digits", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'auth_token_env': 'TWILIO_TOKEN', 'messaging_service_sid': 'AC0123456789abcdef0123456789abcdef'}", "provider.messaging_service_sid", "must be a Messaging Service SID", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'auth_token_env': 'TWILIO_TOKEN', 'messaging_service_sid': 'MG0123456789abcdef0123456789abcdef0'}", "provider.messaging_service_sid", "at most 34 bytes", 1},
+        {P_PROVIDER, "'provider': {'type': 'twilio', 'account_sid_env': 'TWILIO_SID', 'auth_token_env': 'TWILIO_TOKEN', 'from': 'X', 'smsc': 'a'}", "provider.smsc", "applies to kannel only, not twilio", 1},
+        /* Webhook: a token fit for a header, a signing secret as strong as the hash. */
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://w', 'token_env': 'OTPD_TEST_KEY_15'}", "provider.token_env", "must hold at least 16 bytes", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://w', 'token_env': 'WEBHOOK_TOKEN_SPACE'}", "provider.token_env", "environment variable WEBHOOK_TOKEN_SPACE must hold 16 to 1000 printable ASCII bytes without spaces", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://w', 'token_env': 'OTPD_TEST_UNSET'}", "provider.token_env", "environment variable OTPD_TEST_UNSET is not set", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://w', 'signing_secret_env': 'OTPD_TEST_SECRET_31'}", "provider.signing_secret_env", "must hold at least 32 bytes", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'signing_secret_env': 'OTPD_TEST_SECRET_32'}", "provider.signing_secret_env", "applies to webhook only, not kannel", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://w', 'api_key_sid_env': 'TWILIO_KEY_SID'}", "provider.api_key_sid_env", "applies to twilio only, not webhook", 1},
+        /* Kannel: what its sendsms takes. */
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': ''}", "provider.smsc", "must be an smsc-id", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': 'a b'}", "provider.smsc", "without spaces or ';'", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': 'a;b'}", "provider.smsc", "without spaces or ';'", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': 3}", "provider.smsc", "must be a string", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'priority': 4}", "provider.priority", "must be an integer from 0 to 3", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'priority': -1}", "provider.priority", "must be an integer from 0 to 3", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'validity': '30s'}", "provider.validity", "must be whole minutes from 1m to 1d", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'validity': '90s'}", "provider.validity", "must be whole minutes from 1m to 1d", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'validity': '2d'}", "provider.validity", "must be whole minutes from 1m to 1d", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'validity': 10}", "provider.validity", "must be a string", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'dlr_mask': 19}", "provider.dlr_mask", "needs provider.callback_url", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'dlr_mask': 0, 'callback_url': 'http://o'}", "provider.dlr_mask", "must be an integer from 1 to 31", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'dlr_mask': 32, 'callback_url': 'http://o'}", "provider.dlr_mask", "must be an integer from 1 to 31", 1},
+        {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://w', 'validity': '5m'}", "provider.validity", "applies to kannel only, not webhook", 1},
+
         {P_PROVIDER, "", "provider", "is required", 1},
         /* top level */
         {P_EXTRA, "'bogus': 1", "bogus", "unknown key", 1},
         {P_EXTRA, "'http_threads': 0", "http_threads", "from 1 to 256", 1},
         {P_EXTRA, "'http_threads': 257", "http_threads", "from 1 to 256", 1},
+        /* tls and listen_internal (the files themselves are src/http/tls.c's, checked at start) */
+        {P_EXTRA, "'listen_internal': '127.0.0.1'", "listen_internal", "must be HOST:PORT", 1},
+        {P_EXTRA, "'listen_internal': '127.0.0.1:8080'", "listen_internal", "must differ from listen", 1},
+        {P_EXTRA, "'listen_internal': 9101", "listen_internal", "must be a string", 1},
+        {P_EXTRA, "'tls': {'cert': 'c.pem'}", "tls.key", "is required", 1},
+        {P_EXTRA, "'tls': {'key': 'k.pem'}", "tls.cert", "is required", 1},
+        {P_EXTRA, "'tls': {'cert': '', 'key': 'k.pem'}", "tls.cert", "must name a file", 1},
+        {P_EXTRA, "'tls': {'cert': 'c.pem', 'key': 'k.pem', 'ca': 'x'}", "tls.ca", "unknown key", 1},
+        {P_EXTRA, "'tls': 'c.pem'", "tls", "must be an object", 1},
     };
 
     (void)state;
@@ -1555,6 +1780,7 @@ int main(void)
         cmocka_unit_test(test_sentinel),
         cmocka_unit_test(test_rule_count),
         cmocka_unit_test(test_providers),
+        cmocka_unit_test(test_counter_limits),
         cmocka_unit_test(test_rule_errors),
         cmocka_unit_test(test_member_errors),
         cmocka_unit_test(test_table_messages),

@@ -1,8 +1,10 @@
 /*
- * Unit tests of sha256 (src/ledger/sha256.c), the chain's hash: FIPS
+ * Unit tests of sha256 (src/base/sha256.c), the chain's hash: FIPS
  * 180-4's examples, a message split at every offset across updates (the
  * partial-block path), and lengths around the 56- and 64-byte padding
- * edges against digests computed with Python's hashlib.
+ * edges against digests computed with Python's hashlib; HMAC-SHA256 against
+ * RFC 4231's cases and Python's hmac at the key's block-size edges (the
+ * webhook signature a receiver recomputes with hmac).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/ledger/sha256.h"
+#include "../../src/base/sha256.h"
 
 static void hex(const unsigned char *d, char *out)
 {
@@ -92,11 +94,44 @@ static void test_padding_edges(void **state)
         }
 }
 
+static void expect_hmac(const void *key, size_t key_len, const char *msg, const char *want)
+{
+    unsigned char d[SHA256_LEN];
+    char got[2 * SHA256_LEN + 1];
+
+    sha256_hmac(key, key_len, msg, strlen(msg), d);
+    hex(d, got);
+    assert_string_equal(got, want);
+}
+
+/* RFC 4231 cases 1, 2 and 6 (a key longer than the block is hashed
+ * first), and hmac.new(key, msg, hashlib.sha256) for keys of 0, 64 (one
+ * block, used as is) and 65 bytes (hashed). */
+static void test_hmac(void **state)
+{
+    char key[131];
+
+    (void)state;
+    memset(key, 0x0b, 20);
+    expect_hmac(key, 20, "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    expect_hmac("Jefe", 4, "what do ya want for nothing?",
+                "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    memset(key, 0xaa, 131);
+    expect_hmac(key, 131, "Test Using Larger Than Block-Size Key - Hash Key First",
+                "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    expect_hmac("", 0, "", "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+    memset(key, 'k', 65);
+    expect_hmac(key, 64, "1700000000.{\"to\":\"+1\"}",
+                "a0c87319774ba8d19756bd87f8a1d55f6cc5933828f18227bbec89dc2d3b1127");
+    expect_hmac(key, 65, "x", "75092ca3ee2b307470c227697b42b3e65376aa3bae98fb5a1f7b7536daa9588a");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fips_examples),
         cmocka_unit_test(test_padding_edges),
+        cmocka_unit_test(test_hmac),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
