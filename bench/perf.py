@@ -39,7 +39,7 @@ other than the one the row is about, or a count that does not match
 wrk's, is noted with the row (and its result marked *).
 
 Settings: BENCH_SECONDS (default 10): each wrk run; the RSS run lasts 6x
-that (60 s). BENCH_HTTP_THREADS (default 4, otpd's default): otpd's and
+that (60 s). BENCH_HTTP_THREADS (default 32, otpd's default): otpd's and
 bare429's worker pool. BENCH_PERF=1: `perf record -g` on otpd during the
 hot and accepted runs; the reports go to build/bench/perf-{hot,accepted}.txt
 (those runs' figures carry perf's overhead; the JSON says profiled).
@@ -70,7 +70,7 @@ RESULTS = os.path.join(HERE, "results")
 
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 RSS_SECONDS = 6 * SECONDS
-THREADS = int(os.environ.get("BENCH_HTTP_THREADS", "4"))
+THREADS = int(os.environ.get("BENCH_HTTP_THREADS", "32"))
 PROFILE = os.environ.get("BENCH_PERF", "") not in ("", "0")
 CONNS = 64
 HOT_PHONES = 1000

@@ -3,9 +3,16 @@
  * libphonenumber. One parse per issue and verify, on the HTTP workers, at
  * about 30 us each; nothing here allocates beyond libphonenumber's own
  * temporaries, and no exception leaves this file (each entry catches all).
+ *
+ * A flood asks about the same numbers again and again (a profile of hot
+ * refusals had 14 % of otpd's CPU in libphonenumber's ICU regexes), so
+ * parses are remembered: the memo below maps the exact input text to the
+ * whole result, in fixed memory, so a repeat costs a hash and a compare.
  */
 #include "phone.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -98,6 +105,120 @@ static enum phone_err phone_length_err(PhoneNumberUtil::ValidationResult v)
     return PHONE_INVALID_LENGTH;
 }
 
+/*
+ * The memo: PHONE_MEMO_ENTRIES results in fixed memory (about 1 MB),
+ * set-associative. An input's hash picks its shard (one lock each, so
+ * the HTTP workers rarely meet) and a set of PHONE_MEMO_WAYS entries in
+ * it; a set evicts its least recently used entry. A result depends on the
+ * input text alone (libphonenumber's metadata is fixed for the process),
+ * so an entry never goes stale. Remembered: every input that reaches
+ * libphonenumber ("+" and 1 to PHONE_INPUT_DIGITS_MAX digits), valid or
+ * not; never an input refused before it (cheaper than a lookup), nor a
+ * parse that threw (out of memory: the next one tries again).
+ */
+#define PHONE_MEMO_SHARDS 16
+#define PHONE_MEMO_SETS 128 /* per shard */
+#define PHONE_MEMO_WAYS 8
+#define PHONE_MEMO_ENTRIES (PHONE_MEMO_SHARDS * PHONE_MEMO_SETS * PHONE_MEMO_WAYS)
+/* "+", the digits and the NUL. */
+#define PHONE_MEMO_KEY (1 + PHONE_INPUT_DIGITS_MAX + 1)
+
+struct phone_memo_entry {
+    char key[PHONE_MEMO_KEY]; /* the input; "" while the entry is free */
+    uint32_t used;            /* the shard's tick at the last use: the least is evicted */
+    enum phone_err err;
+    struct phone_info info;
+};
+
+struct phone_memo_shard {
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    uint32_t tick = 0; /* wraps after 4 G uses: an eviction is then merely not the LRU's */
+    uint64_t hits = 0, misses = 0, entries = 0;
+    struct phone_memo_entry e[PHONE_MEMO_SETS][PHONE_MEMO_WAYS] = {};
+};
+
+static struct phone_memo_shard phone_memo[PHONE_MEMO_SHARDS];
+
+static uint64_t phone_memo_hash(const char *s, size_t n)
+{
+    uint64_t h = 14695981039346656037ULL;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL; /* FNV-1a */
+    return h * 11400714819323198485ULL; /* spread into the top bits */
+}
+
+static struct phone_memo_entry *phone_memo_set(uint64_t h, struct phone_memo_shard **shard)
+{
+    *shard = &phone_memo[h >> 60];                     /* 16 shards: the top 4 bits */
+    return (*shard)->e[(h >> 53) & (PHONE_MEMO_SETS - 1)]; /* the next 7 */
+}
+
+/* Copies the remembered result of s (n bytes) to *err and *out; 1 when
+ * there was one, else 0. */
+static int phone_memo_get(const char *s, size_t n, enum phone_err *err, struct phone_info *out)
+{
+    struct phone_memo_shard *sh;
+    struct phone_memo_entry *set = phone_memo_set(phone_memo_hash(s, n), &sh);
+    int found = 0;
+
+    pthread_mutex_lock(&sh->mu);
+    for (int w = 0; w < PHONE_MEMO_WAYS; w++)
+        if (memcmp(set[w].key, s, n + 1) == 0) {
+            set[w].used = ++sh->tick;
+            *err = set[w].err;
+            *out = set[w].info;
+            found = 1;
+            break;
+        }
+    if (found)
+        sh->hits++;
+    else
+        sh->misses++;
+    pthread_mutex_unlock(&sh->mu);
+    return found;
+}
+
+/* Remembers the result of s (n bytes), in place of its set's least
+ * recently used entry when the set is full. */
+static void phone_memo_put(const char *s, size_t n, enum phone_err err, const struct phone_info *info)
+{
+    struct phone_memo_shard *sh;
+    struct phone_memo_entry *set = phone_memo_set(phone_memo_hash(s, n), &sh), *victim = NULL;
+    int w;
+
+    pthread_mutex_lock(&sh->mu);
+    for (w = 0; w < PHONE_MEMO_WAYS; w++) {
+        if (memcmp(set[w].key, s, n + 1) == 0)
+            break; /* another worker put it meanwhile: the same result */
+        /* A free entry first, else the least recently used. */
+        if (victim == NULL || (victim->key[0] != '\0' && (set[w].key[0] == '\0' || set[w].used < victim->used)))
+            victim = &set[w];
+    }
+    if (w == PHONE_MEMO_WAYS) {
+        if (victim->key[0] == '\0')
+            sh->entries++;
+        memcpy(victim->key, s, n + 1);
+        victim->used = ++sh->tick;
+        victim->err = err;
+        victim->info = *info;
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
+extern "C" void phone_memo_stats(struct phone_memo_counts *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->capacity = PHONE_MEMO_ENTRIES;
+    for (auto &sh : phone_memo) {
+        pthread_mutex_lock(&sh.mu);
+        out->hits += sh.hits;
+        out->misses += sh.misses;
+        out->entries += sh.entries;
+        pthread_mutex_unlock(&sh.mu);
+    }
+}
+
 static void phone_copy(char *out, size_t cap, const std::string &s)
 {
     snprintf(out, cap, "%s", s.c_str());
@@ -184,8 +305,15 @@ extern "C" enum phone_err phone_parse(const char *s, struct phone_info *out)
             if (digits > PHONE_INPUT_DIGITS_MAX) {
                 err = PHONE_TOO_LONG;
                 phone_country_of(PhoneNumberUtil::GetInstance(), s, &info);
+            } else if (phone_memo_get(s, 1 + digits, &err, &info)) {
+                /* As remembered: e164 and type are already cleared after an error. */
             } else {
                 err = phone_parse_lib(s, &info);
+                if (err != PHONE_OK) {
+                    info.e164[0] = '\0';
+                    info.type = PHONE_TYPE_UNKNOWN;
+                }
+                phone_memo_put(s, 1 + digits, err, &info);
             }
         } catch (const std::exception &) {
             err = PHONE_NOT_A_NUMBER; /* out of memory: refused, never half-parsed */

@@ -109,6 +109,14 @@ int phone_type_from_name(const char *name);
  * else 0. For config checks (countries); not on a request path. */
 int phone_region_known(const char *region);
 
+/* The memo of parses (phone.cc): what a repeated input costs is a hash
+ * lookup. hits and misses count lookups (inputs that reach libphonenumber
+ * only); entries is how many results it holds, never above capacity. */
+struct phone_memo_counts {
+    unsigned long long hits, misses, entries, capacity;
+};
+void phone_memo_stats(struct phone_memo_counts *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1175,6 +1175,33 @@ static void verify_rules_read(const struct cfg_rule *const *used, size_t n_used,
     }
 }
 
+/*
+ * Whether the verify.lua run read into out (verify_read) left an undo
+ * record that limits_commit must delete. The script writes one (its
+ * done()) exactly when the guess changed something: it met a live
+ * verification (its id is in the reply: 'ok', 'wrong', or a 'locked' that
+ * counted this guess), or a verify rule took (a verdict of 1 in the reply)
+ * without the reply being 'limited' (a refusal takes nothing). 'none' and
+ * an early 'locked' that took nothing write no record: nothing to abandon
+ * and nothing to commit, so such a verify is one EVALSHA, not two. A
+ * verdict of 1 that took nothing (no counter kind) errs on the side of a
+ * commit. A replay of a recorded run returns its recorded reply, which
+ * says the same.
+ */
+static int verify_recorded(const struct limits_verify *out, const struct store_reply *rep, size_t n_used)
+{
+    size_t i;
+
+    if (out->rc == OTP_ELIMITED)
+        return 0;
+    if (out->vid[0] != '\0')
+        return 1;
+    for (i = 0; i < n_used; i++)
+        if (rep->ints[VR_COUNT + i * IR_PER_RULE + IR_RULE_OK] == 1)
+            return 1;
+    return 0;
+}
+
 enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, const char *guess_hash,
                           int max_attempts, struct limits_verify *out, char *err)
 {
@@ -1272,7 +1299,9 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         goto out;
     }
     verify_rules_read(used, n_used, rep, out);
-    limits_commit(l, u, cerr); /* answered: nobody will abandon it; a lost commit's record expires */
+    /* Answered: nobody will abandon it; a lost commit's record expires. */
+    if (verify_recorded(out, rep, n_used))
+        limits_commit(l, u, cerr);
 out:
     store_reply_free(rep);
     free(u);

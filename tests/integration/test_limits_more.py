@@ -7,6 +7,7 @@ Expiries and Retry-After are checked against Redis's own TIME, read before
 and after each call: the script decided at some moment in between."""
 import concurrent.futures
 import json
+import re
 import signal
 import threading
 
@@ -425,3 +426,75 @@ class ElevenRuleKeysTest(LimitsTest):
         self.assertEqual(st, 202, body)
         st, _, body = self.otpd.issue(P, **fields)
         self.assertEqual((st, body.get("reason")), (429, "p6"), body)
+
+
+# 7. round trips of a verify -------------------------------------------------------------------------
+class VerifyRoundTripsBase(LimitsTest):
+    """Counts the EVALSHA calls Redis served (INFO commandstats) around a
+    batch of verifies. otpd runs scripts of its own in the background
+    (pacer, admin rows), rarely while no message is out: a batch is
+    measured again until one ran with none of them, and a batch that never
+    comes out exact fails."""
+    N = 10
+
+    def evalsha_calls(self):
+        m = re.search(r"cmdstat_evalsha:calls=(\d+)", self.redis.cmd("INFO", "commandstats"))
+        return int(m.group(1)) if m else 0
+
+    def evalsha_per_batch(self, batch, want):
+        seen = []
+        for _ in range(5):
+            before = self.evalsha_calls()
+            batch()
+            seen.append(self.evalsha_calls() - before)
+            if seen[-1] == want:
+                return
+        self.fail("EVALSHA calls per batch of %d verifies: %r, want %d" % (self.N, seen, want))
+
+    def undo_records(self):
+        return self.redis.cmd("KEYS", "otp:u:*") or []
+
+    def no_code_batch(self, first):
+        def run():
+            for i in range(self.N):
+                st, _, p = self.otpd.verify("+9198765%05d" % (first[0] + i), "123456")
+                self.assertEqual((st, p.get("error")), (404, "no_active_code"), p)
+            first[0] += self.N
+        return run
+
+
+class VerifyRoundTripsTest(VerifyRoundTripsBase):
+    """A verify that finds no live code and takes nothing changed nothing:
+    verify.lua wrote no undo record, so there is none to commit and the
+    verify is one EVALSHA. A wrong guess on a live code wrote one, and its
+    commit deletes it."""
+    limits = [{"name": "wrong_codes", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 1000,
+               "window": "1h"}]
+
+    def test_no_live_code_is_one_round_trip(self):
+        self.evalsha_per_batch(self.no_code_batch([0]), self.N)
+        self.assertEqual(self.undo_records(), [])
+
+    def test_wrong_guess_still_commits(self):
+        """Counted by its records, not by EVALSHA: once messages are out,
+        the pacer's own scripts run tens of times a second here."""
+        phones = ["+9198766%05d" % i for i in range(self.N)]
+        codes = [self.issue_and_code(p)[1] for p in phones]
+        for p, c in zip(phones, codes):
+            st, _, body = self.otpd.verify(p, wrong_of(c))
+            self.assertEqual((st, body.get("error")), (422, "invalid_code"), body)
+        # Each guess wrote a record (an abandon would give its attempt
+        # back); answered, each was committed, which deletes it.
+        self.assertEqual(self.undo_records(), [], "a recorded verify was not committed")
+
+
+class VerifyRuleRoundTripsTest(VerifyRoundTripsBase):
+    """A verify rule takes even when no code is live: that verify wrote an
+    undo record (an abandon gives the take back), so it is committed."""
+    limits = [{"name": "verify_phone", "key": "phone", "algorithm": "sliding_log", "limit": 1000, "window": "1h",
+               "on": "verify"}]
+
+    def test_a_take_is_committed(self):
+        self.evalsha_per_batch(self.no_code_batch([0]), 2 * self.N)
+        self.assertEqual(self.undo_records(), [])
+

@@ -231,7 +231,7 @@ static void test_dev_config(void **state)
     (void)state;
     assert_string_equal(c->http.listen_host, "127.0.0.1");
     assert_int_equal(c->http.listen_port, 8080);
-    assert_int_equal(c->http.threads, 4);
+    assert_int_equal(c->http.threads, 32);
     assert_string_equal(c->redis.host, "127.0.0.1");
     assert_int_equal(c->redis.port, 6399);
     assert_int_equal(c->redis.db, 0);

@@ -341,6 +341,98 @@ static void test_threads(void **state)
     }
 }
 
+/* A parse remembered (phone.cc's memo) gives back exactly what the
+ * parse gave: every byte of the result, valid or not. */
+static void test_memo_hits_are_identical(void **state)
+{
+    /* Numbers no other test parses, so the first parse is a miss; a valid
+     * one, a trunk-prefix spelling, and refusals that leave a country. */
+    static const char *const inputs[] = {"+919812345611", "+9109812345611", "+4412", "+44740012345678901",
+                                         "+2891234568",   "+4930123"};
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
+        struct phone_memo_counts c0, c1, c2;
+        struct phone_info first, again;
+        enum phone_err e1, e2;
+
+        memset(&first, 0x5a, sizeof(first));
+        memset(&again, 0xa5, sizeof(again));
+        phone_memo_stats(&c0);
+        e1 = phone_parse(inputs[i], &first);
+        phone_memo_stats(&c1);
+        e2 = phone_parse(inputs[i], &again);
+        phone_memo_stats(&c2);
+        assert_int_equal(c1.misses, c0.misses + 1);
+        assert_int_equal(c1.hits, c0.hits);
+        assert_int_equal(c2.hits, c1.hits + 1);
+        assert_int_equal(c2.misses, c1.misses);
+        assert_int_equal(e1, e2);
+        assert_memory_equal(&first, &again, sizeof(first));
+        if (e1 != PHONE_OK) {
+            assert_string_equal(again.e164, "");
+            assert_int_equal(again.type, PHONE_TYPE_UNKNOWN);
+        }
+    }
+}
+
+/* Inputs refused before libphonenumber (not "+" and digits, or too many
+ * digits) are never looked up nor remembered: the same answer each time,
+ * and the memo does not see them. */
+static void test_memo_skips_what_never_parses(void **state)
+{
+    static const char *const inputs[] = {"", "+", "919812345699", "+91 98123 45699", "+919812345699;ext=1",
+                                         "+123456789012345678901234"};
+    struct phone_memo_counts c0, c1;
+    size_t i;
+    int r;
+
+    (void)state;
+    phone_memo_stats(&c0);
+    for (r = 0; r < 3; r++)
+        for (i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
+            struct phone_info pi;
+            assert_int_equal(phone_parse(inputs[i], &pi),
+                             i + 1 < sizeof(inputs) / sizeof(inputs[0]) ? PHONE_NOT_A_NUMBER : PHONE_TOO_LONG);
+            assert_string_equal(pi.e164, "");
+        }
+    phone_memo_stats(&c1);
+    assert_int_equal(c1.hits, c0.hits);
+    assert_int_equal(c1.misses, c0.misses);
+    assert_int_equal(c1.entries, c0.entries);
+}
+
+/* Twice as many distinct numbers as the memo holds: it never holds more
+ * than its capacity, and a number evicted long ago parses right again. */
+static void test_memo_bound(void **state)
+{
+    struct phone_memo_counts c;
+    struct phone_info pi;
+    unsigned long long i, n;
+    char in[32];
+
+    (void)state;
+    phone_memo_stats(&c);
+    assert_true(c.capacity > 0);
+    n = 2 * c.capacity;
+    for (i = 0; i < n; i++) {
+        /* Indian mobiles +9198 then 8 digits: all valid. */
+        snprintf(in, sizeof(in), "+9198%08llu", i);
+        assert_int_equal(phone_parse(in, &pi), PHONE_OK);
+        assert_string_equal(pi.e164, in);
+    }
+    phone_memo_stats(&c);
+    assert_true(c.entries <= c.capacity);
+    /* Nearly full: the sets fill evenly (an 8-way set-associative memo
+     * after 2x its capacity of distinct keys). */
+    assert_true(c.entries >= c.capacity * 9 / 10);
+    assert_int_equal(phone_parse("+919800000000", &pi), PHONE_OK);
+    assert_string_equal(pi.e164, "+919800000000");
+    assert_string_equal(pi.region, "IN");
+    assert_int_equal(pi.type, PHONE_TYPE_MOBILE);
+}
+
 int main(void)
 {
     /* Threads first: they also race libphonenumber's first use. */
@@ -348,6 +440,8 @@ int main(void)
         cmocka_unit_test(test_threads),        cmocka_unit_test(test_valid_numbers),
         cmocka_unit_test(test_trunk_prefixes), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_why_bounds),     cmocka_unit_test(test_names),
+        cmocka_unit_test(test_memo_hits_are_identical), cmocka_unit_test(test_memo_skips_what_never_parses),
+        cmocka_unit_test(test_memo_bound),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
