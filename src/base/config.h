@@ -141,6 +141,11 @@ struct provider_conf {
     int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
 };
 
+/* refusal_cache: the refusal cache (src/limits/rcache.h, issue 13). */
+struct rcache_conf {
+    int64_t max_entries; /* 0: off; else at most this many refusals remembered (LRU) */
+};
+
 struct config {
     char listen_host[64];
     int listen_port;
@@ -189,6 +194,7 @@ struct config {
     size_t n_caps;
 
     struct pacer_conf pacer;
+    struct rcache_conf refusal_cache;
 
     struct provider_conf provider;
     int log_format;                 /* enum log_format: text (default) or json; a restart changes it */
