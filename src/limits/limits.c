@@ -1344,7 +1344,8 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         goto out;
     }
     issue_read(used, n_used, rep, out);
-    if (l->rc != NULL && (out->rc == OTP_ELIMITED || out->rc == OTP_ELOCKED))
+    /* Not on a replay clock (otpctl simulate): the deadlines are on ours. */
+    if (l->rc != NULL && rq->at_ms == 0 && (out->rc == OTP_ELIMITED || out->rc == OTP_ELOCKED))
         cache_verdicts(l, gen, RCACHE_ISSUE, used, n_used, key_of, u->keys, fields, rep->ints + IR_RULES, t0);
 out:
     if (rc != OTP_OK || out->rc != OTP_OK)
@@ -1525,10 +1526,10 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         goto out;
     }
     verify_rules_read(used, n_used, rep, out);
-    if (l->rc != NULL && out->rc == OTP_ELIMITED)
+    if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELIMITED)
         cache_verdicts(l, gen, RCACHE_VERIFY, used, n_used, key_of, u->keys, fields, rep->ints + VR_COUNT, t0);
     /* A lock: verify.lua counts no penalty for it. */
-    if (l->rc != NULL && out->rc == OTP_ELOCKED && wrong != NULL && cacheable(wrong))
+    if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELOCKED && wrong != NULL && cacheable(wrong))
         cache_put(l, gen, RCACHE_VERIFY, wrong, 1, wkey, wfield, t0, out->retry_ms, 0);
     limits_commit(l, u, cerr); /* answered: nobody will abandon it; a lost commit's record expires */
 out:
