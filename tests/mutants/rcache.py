@@ -79,6 +79,10 @@ MUTANTS = [
          new="        if (rc == OTP_OK)\n            return",
          test="test_rcache.UnlockClearsTest.test_unlock_clears_cached_lock",
          why="the instance that ran an unlock answers the lock from memory for up to a second more"),
+    dict(name="rcache-hash-only-compare",
+         file="src/limits/rcache.c",
+         old="            memcmp(e->text, key, klen) == 0 && memcmp(e->text + klen + 1, field, flen) == 0)\n            return e;",
+         new="            1)\n            return e;",
+         test="unit:test_rcache",
+         why="two keys with one hash share a refusal: an innocent phone refused for another's limit"),
 ]
-# Not here: a mutant of the exact key compare (find's memcmp) survives, because the 32-bit hash compared first
-# already tells the test's keys apart; a forced collision needs a hash seam the library build does not have.
