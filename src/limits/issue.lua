@@ -99,8 +99,10 @@
 --          next_ms (when a new issue would pass every enforced rule and cap),
 --          full (the queue's depth when it refused for capacity or share
 --          alone, else -1), then 3 per rule:
---          verdict (1 ok, 0 refused), remaining, reset_ms (the retry time
---          when refused), then 4 for the pumping guard (the last values:
+--          verdict (1 ok, 0 refused), remaining (on a refusal: 0, or minus
+--          the ms its penalty block lasts from now when a block refuses or
+--          starts, so a refusal cache counts no hit in the block),
+--          reset_ms (the retry time when refused), then 4 for the pumping guard (the last values:
 --          read from the end): state (0 nothing to say, 1 refused: the
 --          prefix is held, 2 refused: this request started a hold, 3
 --          shadow: a hold would start now, 4 shadow: a hold would refuse),
@@ -494,10 +496,11 @@ for r = 0, nrules - 1 do
   if shadow then pen = nil end -- shadow refusals are never counted: it blocks nothing
   local v = redis.call('HGET', KEYS[k], field)
   local ok, remaining, reset, new, hold, nxt, u = true, 0, 0, nil, 0, 0, nil
+  local blk = 0 -- on a refusal, how long its penalty block lasts from now (ms)
   local pstart, pcount, puntil = pen_read(pen and redis.call('HGET', KEYS[k], '!' .. field))
   if pen and puntil > now then
     -- Blocked: refused outright, not counted, the block not extended.
-    ok, reset = false, puntil - now
+    ok, reset, blk = false, puntil - now, puntil - now
   elseif kind == 1 or kind == 5 then
     local log = live_log(v, window)
     if #log >= limit then
@@ -558,6 +561,7 @@ for r = 0, nrules - 1 do
   if not ok and pen and puntil <= now then
     local pv, pttl, block = pen_add(pen, pstart, pcount, 1)
     if block > reset then reset = block end
+    blk = block
     pens[#pens + 1] = {k, '!' .. field, pv, pttl}
   end
   if not ok and not shadow then refused = true end
@@ -572,7 +576,7 @@ for r = 0, nrules - 1 do
   end
   if ok and not shadow and nxt > next_ms then next_ms = nxt end
   out[#out + 1] = ok and 1 or 0
-  out[#out + 1] = remaining
+  out[#out + 1] = blk > 0 and -blk or remaining
   out[#out + 1] = reset
 end
 

@@ -942,9 +942,13 @@ static int cacheable(const struct cfg_rule *r)
 
 /* Remembers one refusal of rule r (as in force, with an override) at
  * key/field, which ends reset_ms after Redis decided, for a script call
- * begun at t0 under generation gen. penalty: hits count toward r's. */
+ * begun at t0 and answered at t1 under generation gen. penalty: hits count
+ * toward r's, but none before block_ms (a penalty block's length left, 0:
+ * none) has surely passed since Redis decided, at t1 at the latest: Redis
+ * counts no refusal during a block. */
 static void cache_put(struct limits *l, uint64_t gen, enum rcache_op op, const struct cfg_rule *r, int locked,
-                      const char *key, const char *field, int64_t t0, int64_t reset_ms, int penalty)
+                      const char *key, const char *field, int64_t t0, int64_t t1, int64_t reset_ms, int penalty,
+                      int64_t block_ms)
 {
     struct rcache_value v = {0};
 
@@ -954,15 +958,18 @@ static void cache_put(struct limits *l, uint64_t gen, enum rcache_op op, const s
     v.window_s = ceil_s(r->window_ms);
     v.deadline_ms = rcache_deadline_ms(t0, reset_ms);
     v.penalty = penalty;
+    v.count_from_ms = block_ms > 0 ? t1 + block_ms : 0;
     rcache_put(l->rc, gen, op, key, field, &v, mono_ms());
 }
 
 /* Remembers each cacheable enforced refusal among a script's verdicts (v:
  * IR_PER_RULE per rule of used, in order; key_of: each one's 1-based index
- * in keys). A refusal counts toward its rule's penalty in both scripts. */
+ * in keys), for a call begun at t0 and answered at t1. A refusal counts
+ * toward its rule's penalty in both scripts, except during a block (a
+ * refusal's remaining is minus the block's ms left). */
 static void cache_verdicts(struct limits *l, uint64_t gen, enum rcache_op op, const struct cfg_rule *const *used,
                            size_t n_used, const int *key_of, char (*keys)[LIMITS_KEY_LEN], char (*fields)[LIMITS_KEY_LEN],
-                           const long long *v, int64_t t0)
+                           const long long *v, int64_t t0, int64_t t1)
 {
     size_t i;
 
@@ -971,8 +978,8 @@ static void cache_verdicts(struct limits *l, uint64_t gen, enum rcache_op op, co
         const long long *x = v + i * IR_PER_RULE;
         if (x[IR_RULE_OK] == 1 || !cacheable(r))
             continue;
-        cache_put(l, gen, op, r, r->algo == CFG_ALGO_WRONG_GUESS_CAP, keys[key_of[i] - 1], fields[i], t0,
-                  x[IR_RULE_RESET], r->penalty_after > 0);
+        cache_put(l, gen, op, r, r->algo == CFG_ALGO_WRONG_GUESS_CAP, keys[key_of[i] - 1], fields[i], t0, t1,
+                  x[IR_RULE_RESET], r->penalty_after > 0, x[IR_RULE_REMAINING] < 0 ? -x[IR_RULE_REMAINING] : 0);
     }
 }
 
@@ -1346,7 +1353,8 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     issue_read(used, n_used, rep, out);
     /* Not on a replay clock (otpctl simulate): the deadlines are on ours. */
     if (l->rc != NULL && rq->at_ms == 0 && (out->rc == OTP_ELIMITED || out->rc == OTP_ELOCKED))
-        cache_verdicts(l, gen, RCACHE_ISSUE, used, n_used, key_of, u->keys, fields, rep->ints + IR_RULES, t0);
+        cache_verdicts(l, gen, RCACHE_ISSUE, used, n_used, key_of, u->keys, fields, rep->ints + IR_RULES, t0,
+                       mono_ms());
 out:
     if (rc != OTP_OK || out->rc != OTP_OK)
         u->nkeys = 0; /* nothing taken that the caller could abandon */
@@ -1527,10 +1535,11 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
     }
     verify_rules_read(used, n_used, rep, out);
     if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELIMITED)
-        cache_verdicts(l, gen, RCACHE_VERIFY, used, n_used, key_of, u->keys, fields, rep->ints + VR_COUNT, t0);
+        cache_verdicts(l, gen, RCACHE_VERIFY, used, n_used, key_of, u->keys, fields, rep->ints + VR_COUNT, t0,
+                       mono_ms());
     /* A lock: verify.lua counts no penalty for it. */
     if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELOCKED && wrong != NULL && cacheable(wrong))
-        cache_put(l, gen, RCACHE_VERIFY, wrong, 1, wkey, wfield, t0, out->retry_ms, 0);
+        cache_put(l, gen, RCACHE_VERIFY, wrong, 1, wkey, wfield, t0, t0, out->retry_ms, 0, 0);
     limits_commit(l, u, cerr); /* answered: nobody will abandon it; a lost commit's record expires */
 out:
     store_reply_free(rep);

@@ -45,6 +45,9 @@ struct rcache_value {
     int64_t window_s;           /* its w */
     int64_t deadline_ms;        /* local monotonic: answered while now_ms < deadline_ms */
     int penalty;                /* 1: hits count toward the rule's penalty (rcache_take_hits) */
+    int64_t count_from_ms;      /* local monotonic: with penalty, only hits from then on count
+                                 * (a penalty block's end: Redis counts no refusal during a
+                                 * block, so a hit in one must not reach the flush); 0: all */
 };
 
 /* Refusals answered from an entry since its last rcache_take_hits, for a
@@ -88,7 +91,8 @@ int rcache_put(struct rcache *c, uint64_t gen, enum rcache_op op, const char *ke
 
 /* 1 with the entry of op on key/field in *out while now_ms < its deadline
  * (it becomes the most recently used; with a penalty, the hit is counted
- * for rcache_take_hits); else 0 (an expired entry is dropped). */
+ * for rcache_take_hits once now_ms >= its count_from_ms); else 0 (an
+ * expired entry is dropped). */
 int rcache_get(struct rcache *c, enum rcache_op op, const char *key, const char *field, int64_t now_ms,
                struct rcache_value *out);
 

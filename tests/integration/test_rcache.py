@@ -226,3 +226,45 @@ class OffTest(CacheTest):
         for _ in range(3):
             self.refused(self.otpd.issue(P), 429, "rate_limited", "resend")
         self.assertEqual(self.hits(), 0)
+
+
+class PenaltyBlockHitsTest(CacheTest):
+    """Refusals answered from memory during a penalty block are not counted,
+    as Redis counts none during a block: hits taken in the block's last
+    second and flushed after its end must not start a new block. A second
+    rule (on device_id, no block yet) gives the flush a barrier: its one
+    cached hit, made after P's, reaches Redis in the same flush or a later
+    one."""
+    limits = [{"name": "per_phone", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1s",
+               "penalty": {"after": 1, "within": "1m", "block": "3s"}},
+              {"name": "per_device", "key": "device", "algorithm": "sliding_log", "limit": 1, "window": "1h",
+               "penalty": {"after": 5, "within": "1h", "block": "1h"}}]
+
+    def test_hits_during_a_block_never_start_another(self):
+        # The first admin refresh hands over the (empty) overrides, which clears the cache: let it pass.
+        wait_until(lambda: "admin overrides in force" in self.otpd.log(), what="the first admin refresh")
+        dev_pen = ("otp:d:{dev-1}", "!" + self.field("per_device"))
+        self.accepted(self.otpd.issue(P2, device_id="dev-1"))
+        self.refused(self.otpd.issue(P2, device_id="dev-1"), 429, "rate_limited", "per_device")  # Redis: count 1
+        self.assertEqual(self.redis.cmd("HGET", *dev_pen).split(":")[1], "1")
+        pen = "!" + self.field("per_phone")
+        self.accepted(self.otpd.issue(P))
+        # Redis refuses and starts the block: a refusal that lasts the block.
+        self.refused(self.otpd.issue(P), 429, "rate_limited", "per_phone")
+        block = self.redis.cmd("HGET", "otp:{%s}" % P, pen)
+        self.assertTrue(block.startswith("0:0:"), block)
+        before = self.hits()
+        # Hammer until a request is accepted (the block and the 1 s log are over):
+        # every refusal until then came from the block, most of them from memory.
+        while True:
+            st, _, body = self.otpd.issue(P)
+            if st == 202:
+                break
+            self.assertEqual(st, 429, body)
+        self.assertGreater(self.hits() - before, 0, "no refusal of the block answered from memory")
+        # The barrier: one more cached hit on the device rule, after every hit on P.
+        self.refused(self.otpd.issue(P2, device_id="dev-1"), 429, "rate_limited", "per_device")
+        wait_until(lambda: self.redis.cmd("HGET", *dev_pen).split(":")[1] == "2", timeout=SEEN_S,
+                   what="the device rule's cached hit counted in Redis")
+        # P's penalty field is the block's, untouched: no refusal was counted since.
+        self.assertEqual(self.redis.cmd("HGET", "otp:{%s}" % P, pen), block)

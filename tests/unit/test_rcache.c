@@ -266,6 +266,30 @@ static void test_penalty_hits(void **state)
     rcache_free(c); /* frees dirty entries too (ASan checks) */
 }
 
+/* A refusal that outlasts its penalty block (the block started with it,
+ * the rule's own state refuses longer): hits before count_from_ms (the
+ * block's end) are not counted, as Redis counts none during a block; hits
+ * from that ms on are. */
+static void test_penalty_hits_after_block(void **state)
+{
+    struct rcache *c = rcache_new(1000);
+    struct rcache_value pen = val("pen", 10000, 1), got;
+    struct rcache_hits out[2] = {0};
+
+    (void)state;
+    pen.count_from_ms = 3000;
+    assert_int_equal(rcache_put(c, 0, RCACHE_ISSUE, "otp:{+1}", "p", &pen, 0), 1);
+    assert_true(rcache_get(c, RCACHE_ISSUE, "otp:{+1}", "p", 1, &got));
+    assert_true(rcache_get(c, RCACHE_ISSUE, "otp:{+1}", "p", 2999, &got));
+    assert_int_equal(got.count_from_ms, 3000);
+    assert_int_equal(rcache_take_hits(c, out, 2), 0);
+    assert_true(rcache_get(c, RCACHE_ISSUE, "otp:{+1}", "p", 3000, &got));
+    assert_true(rcache_get(c, RCACHE_ISSUE, "otp:{+1}", "p", 9999, &got));
+    assert_int_equal(rcache_take_hits(c, out, 2), 1);
+    assert_int_equal(out[0].n, 2);
+    rcache_free(c);
+}
+
 /* Off: NULL does nothing and answers nothing. */
 static void test_off(void **state)
 {
@@ -392,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_replace),         cmocka_unit_test(test_exact_keys),
         cmocka_unit_test(test_shards),          cmocka_unit_test(test_clear_and_gen),
         cmocka_unit_test(test_clear_key),       cmocka_unit_test(test_penalty_hits),
+        cmocka_unit_test(test_penalty_hits_after_block),
         cmocka_unit_test(test_off),             cmocka_unit_test(test_threads), cmocka_unit_test(test_hash_collision_is_two_keys),
     };
 
