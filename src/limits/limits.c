@@ -1245,6 +1245,10 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
 
     memset(out, 0, sizeof(*out));
     flush_first(l);
+    /* Before the rules: a reload or an override swaps them, then clears,
+     * so a refusal under rules it retired can never be stored after its
+     * clear (read after the snapshot, the generation could be the new one). */
+    gen = rcache_gen(l->rc);
     rs = rules_get(l);
     if (a == NULL || fields == NULL) {
         snprintf(err, OTP_ERR_LEN, "limits: out of memory");
@@ -1334,9 +1338,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     pump_args(a, &rs->pumping, pump_at, 0); /* last: issue.lua reads them from the end */
     snprintf(u->hold, sizeof(u->hold), "%s:%s", rq->mid, rq->rid);
     u->nkeys = nkeys;
-    /* Before the call: Redis decides after this (rcache_deadline_ms). */
-    gen = rcache_gen(l->rc);
-    t0 = mono_ms();
+    t0 = mono_ms(); /* before the call: Redis decides after this (rcache_deadline_ms) */
     rc = store_eval_idem(l->store, l->h_issue, nkeys, a->n, a->v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {
         if (maybe_ran)
@@ -1454,6 +1456,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
 
     memset(out, 0, sizeof(*out));
     flush_first(l);
+    gen = rcache_gen(l->rc); /* before the rules, as in limits_issue */
     rs = rules_get(l);
     for (i = 0; i < rs->n_rules; i++)
         if (rs->rules[i].algo == CFG_ALGO_WRONG_GUESS_CAP)
@@ -1517,8 +1520,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         args_mode(&a, r);
     }
     pump_args(&a, &rs->pumping, pump_at, 1); /* last: verify.lua reads them from the end */
-    gen = rcache_gen(l->rc); /* before the call (rcache_deadline_ms) */
-    t0 = mono_ms();
+    t0 = mono_ms(); /* before the call (rcache_deadline_ms) */
     rc = store_eval_idem(l->store, l->h_verify, u->nkeys, a.n, a.v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {
         if (maybe_ran)

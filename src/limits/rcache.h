@@ -78,9 +78,10 @@ void rcache_free(struct rcache *c);
  * t0_ms + retry_ms on our clock. Pure. */
 int64_t rcache_deadline_ms(int64_t t0_ms, int64_t retry_ms);
 
-/* The generation: read it before a script call and pass it to rcache_put,
- * which drops the entry when a clear ran in between (the refusal may come
- * from the state the clear was for). */
+/* The generation: read it before anything the refusal rests on (the
+ * rules snapshot, then the script call) and pass it to rcache_put, which
+ * drops the entry when a clear ran in between (the refusal may come from
+ * the rules or the state the clear was for). */
 uint64_t rcache_gen(struct rcache *c);
 
 /* Stores (or replaces) the refusal of op on key/field, unless gen is no
