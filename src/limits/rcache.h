@@ -73,9 +73,13 @@ void rcache_free(struct rcache *c);
 
 /* The deadline of a refusal whose script call began at local t0_ms (read
  * just before the call) and which Redis said ends retry_ms after its
- * decision: Redis decided at some moment after t0, and its clock cannot
- * have advanced less than ours since, so the refusal ends no earlier than
- * t0_ms + retry_ms on our clock. Pure. */
+ * decision: Redis decided at some moment after t0, so the refusal ends no
+ * earlier than t0_ms + retry_ms on our clock while Redis's clock runs no
+ * faster than ours. It is another host's wall clock, which NTP may slew
+ * (up to 500 ppm) the other way from ours: the deadline is retry_ms / 1000
+ * earlier, exact for clocks up to 1,000 ppm apart (a refusal of an hour is
+ * answered from memory 3.6 s less, then Redis is asked again). A
+ * step of Redis's clock is not covered. Pure. */
 int64_t rcache_deadline_ms(int64_t t0_ms, int64_t retry_ms);
 
 /* The generation: read it before anything the refusal rests on (the

@@ -38,11 +38,11 @@ static void test_expiry_exact_ms(void **state)
 {
     struct rcache *c = rcache_new(1000);
     struct rcache_value v = val("per_phone", 0, 0), got;
-    int64_t t0 = 5000, retry = 2500;
+    int64_t t0 = 5000, retry = 999;
 
     (void)state;
     v.deadline_ms = rcache_deadline_ms(t0, retry);
-    assert_int_equal(v.deadline_ms, t0 + retry);
+    assert_int_equal(v.deadline_ms, t0 + retry); /* under a second: no margin for clock rates */
     assert_int_equal(rcache_put(c, rcache_gen(c), RCACHE_ISSUE, "otp:{+447400123456}", "Ab", &v, t0), 1);
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0, &got), 1);
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0 + retry - 1, &got), 1);
@@ -54,6 +54,25 @@ static void test_expiry_exact_ms(void **state)
     /* Dropped once expired, not merely skipped. */
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0, &got), 0);
     rcache_free(c);
+}
+
+/* Redis's clock is another host's wall clock: NTP may slew it (up to 500
+ * ppm) the other way from ours, so over a long refusal it may run faster
+ * than our monotonic clock. The deadline leaves 1 ms per second of wait
+ * (1,000 ppm): a refusal of an hour ends 3.6 s early here, of 30 days 43
+ * min early, and then Redis is asked again. */
+static void test_deadline_margin_for_clock_rates(void **state)
+{
+    const int64_t t0 = 1000, hour = 3600000, month = 30LL * 86400000;
+
+    (void)state;
+    assert_int_equal(rcache_deadline_ms(t0, 999), t0 + 999);
+    assert_int_equal(rcache_deadline_ms(t0, 1000), t0 + 999);
+    assert_int_equal(rcache_deadline_ms(t0, hour), t0 + hour - 3600);
+    assert_int_equal(rcache_deadline_ms(t0, month), t0 + month - month / 1000);
+    /* A Redis clock 1,000 ppm fast ends the refusal at t0 + retry / 1.001, never before the deadline. */
+    assert_true(rcache_deadline_ms(t0, month) <= t0 + month * 1000 / 1001);
+    assert_true(rcache_deadline_ms(t0, hour) <= t0 + hour * 1000 / 1001);
 }
 
 /* An entry whose deadline has come is not stored at all. */
@@ -411,7 +430,8 @@ static void test_hash_collision_is_two_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_expiry_exact_ms), cmocka_unit_test(test_put_past_deadline),
+        cmocka_unit_test(test_expiry_exact_ms),
+        cmocka_unit_test(test_deadline_margin_for_clock_rates), cmocka_unit_test(test_put_past_deadline),
         cmocka_unit_test(test_lru_order),       cmocka_unit_test(test_bound),
         cmocka_unit_test(test_replace),         cmocka_unit_test(test_exact_keys),
         cmocka_unit_test(test_shards),          cmocka_unit_test(test_clear_and_gen),
