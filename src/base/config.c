@@ -1134,7 +1134,7 @@ const struct cfg_row cfg_rows[] = {
      "\"The refusal cache\")"},
     {"refusal_cache.max_entries", CFG_T_INT, 0, CFG_AT(refusal_cache.max_entries), 0, 100000000, "1000000", NULL,
      NULL, "0 turns the cache off", "refusals remembered at most, the least recently used dropped first "
-     "(about 150 bytes each, up to 360 with long composite keys)"},
+     "(about 170 bytes each, up to 370 with long composite keys)"},
     {"pacer", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
     {"pacer.rate", CFG_T_INT, 0, CFG_AT(pacer.rate), 1, 10000, "50", NULL, NULL, "sends per second",
      "the fleet's sends per second"},

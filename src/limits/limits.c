@@ -957,6 +957,7 @@ static void cache_put(struct limits *l, uint64_t gen, enum rcache_op op, const s
     v.quota = r->limit;
     v.window_s = ceil_s(r->window_ms);
     v.deadline_ms = rcache_deadline_ms(t0, reset_ms);
+    v.end_ms = t0 + reset_ms;
     v.penalty = penalty;
     v.count_from_ms = block_ms > 0 ? t1 + block_ms : 0;
     rcache_put(l->rc, gen, op, key, field, &v, mono_ms());
@@ -984,7 +985,8 @@ static void cache_verdicts(struct limits *l, uint64_t gen, enum rcache_op op, co
 }
 
 /* The RateLimit fields of a cached refusal: the rule's, nothing left,
- * reset when the entry ends (rounded as header_set rounds Redis's). */
+ * reset when the refusal ends as Redis gave it (rounded as header_set
+ * rounds Redis's). */
 static void cached_header(struct limits_header *h, const struct rcache_value *v, int64_t left_ms)
 {
     snprintf(h->name, sizeof(h->name), "%s", v->rule);
@@ -1015,10 +1017,10 @@ int limits_cached_issue(struct limits *l, const struct limits_request *rq, struc
             !rcache_get(l->rc, RCACHE_ISSUE, key, field, now, &v))
             continue;
         hits++;
-        if (v.deadline_ms - now > wait)
-            wait = v.deadline_ms - now;
+        if (v.end_ms - now > wait)
+            wait = v.end_ms - now;
         /* As issue_read names it: the lock, else the longest refusal. */
-        if ((v.outcome == RCACHE_LOCKED && !locked) || (locked == (v.outcome == RCACHE_LOCKED) && v.deadline_ms > why.deadline_ms)) {
+        if ((v.outcome == RCACHE_LOCKED && !locked) || (locked == (v.outcome == RCACHE_LOCKED) && v.end_ms > why.end_ms)) {
             why = v;
             locked = v.outcome == RCACHE_LOCKED;
         }
@@ -1029,7 +1031,7 @@ int limits_cached_issue(struct limits *l, const struct limits_request *rq, struc
     out->rc = locked ? OTP_ELOCKED : OTP_ELIMITED;
     snprintf(out->reason, sizeof(out->reason), "%s", why.rule);
     out->retry_ms = wait;
-    cached_header(&out->header, &why, why.deadline_ms - now);
+    cached_header(&out->header, &why, why.end_ms - now);
     rcache_count_hit(l->rc, RCACHE_ISSUE);
     return 1;
 }
@@ -1057,7 +1059,7 @@ int limits_cached_verify(struct limits *l, const struct limits_request *rq, stru
             !rcache_get(l->rc, RCACHE_VERIFY, key, field, now, &v))
             continue;
         hits++;
-        if (v.deadline_ms > why.deadline_ms)
+        if (v.end_ms > why.end_ms)
             why = v; /* as verify_rules_read: the longest refusal, and its wait */
     }
     /* verify.lua checks the verify rules first, then the lock. */
@@ -1070,8 +1072,8 @@ int limits_cached_verify(struct limits *l, const struct limits_request *rq, stru
         return 0;
     out->rc = why.outcome == RCACHE_LOCKED ? OTP_ELOCKED : OTP_ELIMITED;
     snprintf(out->reason, sizeof(out->reason), "%s", why.rule);
-    out->retry_ms = why.deadline_ms - now;
-    cached_header(&out->header, &why, why.deadline_ms - now);
+    out->retry_ms = why.end_ms - now;
+    cached_header(&out->header, &why, why.end_ms - now);
     rcache_count_hit(l->rc, RCACHE_VERIFY);
     return 1;
 }

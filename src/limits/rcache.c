@@ -19,6 +19,7 @@ struct rc_entry {
     struct rc_entry *prev, *next; /* LRU: head is the most recent */
     struct rc_entry *dnext;      /* the dirty list */
     int64_t deadline_ms;
+    int64_t end_ms;        /* what Retry-After counts down to (rcache_value) */
     int64_t count_from_ms; /* penalty hits count from then on (a block's end) */
     int64_t quota;
     int64_t window_s;
@@ -207,6 +208,7 @@ static void touch(struct rc_shard *s, struct rc_entry *e)
 static void value_set(struct rc_entry *e, const struct rcache_value *v)
 {
     e->deadline_ms = v->deadline_ms;
+    e->end_ms = v->end_ms;
     e->count_from_ms = v->count_from_ms;
     e->quota = v->quota;
     e->window_s = v->window_s;
@@ -321,6 +323,7 @@ int rcache_get(struct rcache *c, enum rcache_op op, const char *key, const char 
     out->quota = e->quota;
     out->window_s = e->window_s;
     out->deadline_ms = e->deadline_ms;
+    out->end_ms = e->end_ms;
     out->penalty = e->penalty;
     out->count_from_ms = e->count_from_ms;
     pthread_mutex_unlock(&s->mu);

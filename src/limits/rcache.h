@@ -44,6 +44,9 @@ struct rcache_value {
     int64_t quota;              /* the RateLimit header's q: the rule's limit (with an override) */
     int64_t window_s;           /* its w */
     int64_t deadline_ms;        /* local monotonic: answered while now_ms < deadline_ms */
+    int64_t end_ms;             /* local monotonic: the refusal's end as Redis gave it (t0 + retry),
+                                 * which an answer's Retry-After counts down to; deadline_ms is
+                                 * earlier by rcache_deadline_ms's margin for clock rates */
     int penalty;                /* 1: hits count toward the rule's penalty (rcache_take_hits) */
     int64_t count_from_ms;      /* local monotonic: with penalty, only hits from then on count
                                  * (a penalty block's end: Redis counts no refusal during a

@@ -103,4 +103,10 @@ MUTANTS = [
          new="    return t0_ms + retry_ms;",
          test="unit:test_rcache",
          why="a long refusal outlives Redis's when Redis's wall clock runs a little faster than our monotonic one"),
+    dict(name="rcache-retry-after-from-deadline",
+         file="src/limits/limits.c",
+         old="    out->retry_ms = why.end_ms - now;",
+         new="    out->retry_ms = why.deadline_ms - now;",
+         test="test_limits.WrongGuessCapTest.test_lock_across_codes",
+         why="a cached lock's Retry-After shortened by the clock-rate margin: not the uncached answer"),
 ]

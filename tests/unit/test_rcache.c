@@ -43,6 +43,7 @@ static void test_expiry_exact_ms(void **state)
     (void)state;
     v.deadline_ms = rcache_deadline_ms(t0, retry);
     assert_int_equal(v.deadline_ms, t0 + retry); /* under a second: no margin for clock rates */
+    v.end_ms = t0 + retry;
     assert_int_equal(rcache_put(c, rcache_gen(c), RCACHE_ISSUE, "otp:{+447400123456}", "Ab", &v, t0), 1);
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0, &got), 1);
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0 + retry - 1, &got), 1);
@@ -50,6 +51,7 @@ static void test_expiry_exact_ms(void **state)
     assert_int_equal(got.quota, 3);
     assert_int_equal(got.window_s, 60);
     assert_int_equal(got.deadline_ms, t0 + retry);
+    assert_int_equal(got.end_ms, t0 + retry); /* what the answer's Retry-After counts down to */
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0 + retry, &got), 0);
     /* Dropped once expired, not merely skipped. */
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0, &got), 0);
