@@ -51,7 +51,7 @@ STORE_SRC    := src/store/store.c
 LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/chain.c src/ledger/ro.c src/ledger/chaincheck.c src/ledger/summary.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
-LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c
+LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
 ADMIN_SRC    := src/admin/admin.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
@@ -64,7 +64,7 @@ LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_phone test_ledger test_config test_code test_limits_keys test_schedule test_timestamp \
-                test_fraud test_rc test_log test_sha256
+                test_fraud test_rc test_log test_sha256 test_rcache
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)

@@ -21,7 +21,10 @@
  * slots' times and curl. Locks: the pacer's mu (its lists) and wmu (the
  * queue thread's wake-up) never nest; the store, ledger, limits and otp
  * each guard their own state and hold no lock across a call into another
- * module.
+ * module. The limits' refusal cache (src/limits/rcache.h) has 16 shard
+ * mutexes, each held for one lookup, insert or clear and never with another;
+ * the tick also adds the penalty hits it answered to Redis
+ * (limits_penalties_flush) and clears it when the admin counter moved.
  *
  * HTTP. With listen_internal set, a second libmicrohttpd daemon (one
  * thread) serves the probes and metrics; both share http's deadline reaper
@@ -177,7 +180,11 @@ static void otpd_admin_tick(struct otpd *d)
 
     if (admin_refresh(d->admin, &changed, err) != OTP_OK)
         log_msg(LOG_WARN, "cannot refresh the admin rows (the last ones stay): %s", err);
-    if (!changed)
+    /* An override, a block's end or removal, an unlock: a cached refusal
+     * may be over (an override's change clears it in limits_overrides_set too). */
+    if (changed & ADMIN_ROWS_MOVED)
+        limits_cache_clear(d->limits);
+    if (!(changed & ADMIN_OVERRIDES_CHANGED))
         return;
     if ((n = admin_overrides(d->admin, &ov)) < 0 || (lo = calloc((size_t)n + 1, sizeof(*lo))) == NULL) {
         log_msg(LOG_ERROR, "out of memory: the overrides in force are the last ones");
@@ -453,6 +460,7 @@ int main(int argc, char **argv)
             size_t dropped = 0;
             char err[OTP_ERR_LEN] = "";
             limits_flush(d.limits);
+            limits_penalties_flush(d.limits);
             if (limits_holds(d.limits, &dropped, err) != OTP_OK)
                 log_msg(LOG_WARN, "cannot look for lapsed holds: %s", err);
             otpd_admin_tick(&d);

@@ -929,11 +929,12 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
     snprintf(key, sizeof(key), "otp:{%s}", pi.e164);
     pthread_mutex_lock(&a->mu);
     nr = a->n_rules;
-    args = calloc(4 + 2 * nr, sizeof(*args));
+    args = calloc(5 + 2 * nr, sizeof(*args));
     pos = calloc(nr + 1, sizeof(*pos));
     rf = calloc(nr + 1, sizeof(*rf));
     if (args != NULL && pos != NULL && rf != NULL) {
         args[na++] = key;
+        args[na++] = ADMIN_VER_KEY; /* moved by an unlock: every refusal cache is cleared */
         args[na++] = "u";
         args[na++] = api_key;
         for (i = 0; i < nr; i++) {
@@ -959,7 +960,7 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
         rc = OTP_ENOMEM;
         goto out;
     }
-    if ((rc = store_eval(a->store, a->h, 1, na, args, &rep, err)) != OTP_OK) {
+    if ((rc = store_eval(a->store, a->h, 2, na, args, &rep, err)) != OTP_OK) {
         snprintf(detail, cap, "the store is unavailable");
         log_msg(LOG_WARN, "admin: unlock refused, store unavailable: %s", err);
         goto out;
@@ -1123,6 +1124,8 @@ enum otp_rc admin_refresh(struct admin *a, int *changed, char *err)
         /* Redis's clock, less ours: rows end on Redis's clock, estimated
          * here between reads (and while Redis is away). */
         a->offset_ms = rep->ints[1] - clock_wall_ms();
+        if (strcmp(a->version, rep->strs[0]) != 0)
+            *changed |= ADMIN_ROWS_MOVED;
         snprintf(a->version, sizeof(a->version), "%s", rep->strs[0]);
         if (fresh != NULL) {
             old = a->snap;
@@ -1136,7 +1139,7 @@ enum otp_rc admin_refresh(struct admin *a, int *changed, char *err)
     ov_digest(cur, now_ms, digest, sizeof(digest));
     if (strcmp(digest, a->pushed) != 0) {
         snprintf(a->pushed, sizeof(a->pushed), "%s", digest);
-        *changed = 1;
+        *changed |= ADMIN_OVERRIDES_CHANGED;
     }
     a->stats.overrides = a->stats.blocks = 0;
     for (i = 0; i < cur->n_ov; i++)

@@ -114,13 +114,19 @@ enum otp_rc admin_remove(struct admin *a, enum admin_kind kind, const char *who,
 enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, size_t len, int *n, char *detail,
                          size_t cap);
 
+/* What admin_refresh's *changed holds, as bits. */
+#define ADMIN_OVERRIDES_CHANGED 1 /* the live overrides differ from the last call's */
+#define ADMIN_ROWS_MOVED 2        /* the change counter moved: a row came, went or ended, or an unlock ran */
+
 /*
  * The housekeeping tick (at least once a second): reads the rows from
  * Redis when they changed and drops those past their expiry by the local
  * estimate of Redis's clock (so a Redis that is down keeps the snapshot,
- * less what ends). *changed is 1 when the live overrides differ from the
- * last call's (hand them to the limits: admin_overrides). OTP_ESTORE with
- * detail in err when Redis failed (the snapshot stays).
+ * less what ends). *changed has ADMIN_OVERRIDES_CHANGED when the live
+ * overrides differ from the last call's (hand them to the limits:
+ * admin_overrides) and ADMIN_ROWS_MOVED when the change counter moved
+ * (clear the refusal cache: limits_cache_clear). OTP_ESTORE with detail in
+ * err when Redis failed (the snapshot stays).
  */
 enum otp_rc admin_refresh(struct admin *a, int *changed, char *err);
 

@@ -20,11 +20,14 @@
 --     -> {counter, now_ms} when known is current, else
 --        {counter, now_ms, n_overrides, override rows..., block rows...}
 --     (each row with "id", "created_at" and "expires_at" added, in ms)
--- op 'u' (unlock) has KEYS[1] the phone's hash, and ARGV 'u', api_key ('':
+-- op 'u' (unlock) has KEYS[1] the phone's hash and KEYS[2] the change
+-- counter, and ARGV 'u', api_key ('':
 -- every caller), then pairs (rule field, position of the api_key value
 -- among the field's 0x1f-separated parts, 0 when the rule's key has no
 -- api_key): deletes the wrong-guess state of each such rule, every caller's
--- or only that caller's; returns {fields deleted}.
+-- or only that caller's; returns {fields deleted}. An unlock that deleted
+-- something moves the counter, so every instance drops the locks its
+-- refusal cache holds within its next refresh.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -60,6 +63,7 @@ if op == 'u' then
       if hit then n = n + redis.call('HDEL', key, f) end
     end
   end
+  if n > 0 and KEYS[2] then redis.call('INCR', KEYS[2]) end
   return {n}
 end
 

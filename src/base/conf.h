@@ -222,6 +222,12 @@ struct otp_conf {
  * pumping). src/limits and src/admin read it; src/otp takes its rule
  * names, caps, currency and phone.types. Arrays are owned by the config;
  * limits_new and admin_new copy them. */
+/* refusal_cache: the refusal cache (src/limits/rcache.h, issue 13); a
+ * restart applies it. */
+struct rcache_conf {
+    int64_t max_entries; /* 0: off; else at most this many refusals remembered (LRU) */
+};
+
 struct limits_conf {
     unsigned phone_types; /* phone.types: the number types served, PHONE_TYPE_BIT each (phone.h) */
     struct cfg_countries countries; /* countries: allow, deny, monitor */
@@ -235,6 +241,8 @@ struct limits_conf {
     size_t n_prices;
     struct cfg_cap *caps;
     size_t n_caps;
+
+    struct rcache_conf refusal_cache;
 };
 
 /* log.*: cmd/otpd hands them to log_setup. */

@@ -1317,6 +1317,13 @@ const struct cfg_row cfg_rows[] = {
      NULL, "minor units", NULL},
     {"cost.caps.*.key", CFG_T_ENUM, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, NULL, cfg_cap_key_names, NULL,
      "absent: one budget for the fleet", NULL},
+    {"refusal_cache", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL,
+     "refusals that only their own end or an admin change can lift (a sliding log, a fixed window, a resend delay, "
+     "a lock, a penalty block), answered from memory until then; never past the real refusal's end (README, "
+     "\"The refusal cache\")"},
+    {"refusal_cache.max_entries", CFG_T_INT, 0, CFG_AT(limits.refusal_cache.max_entries), 0, 100000000, "1000000", NULL,
+     NULL, "0 turns the cache off", "refusals remembered at most, the least recently used dropped first "
+     "(about 170 bytes each, up to 370 with long composite keys)"},
     {"pacer", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, NULL, NULL, NULL},
     {"pacer.rate", CFG_T_INT, 0, CFG_AT(pacer.rate), 1, 10000, "50", NULL, NULL, "sends per second",
      "the fleet's sends per second"},

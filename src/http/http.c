@@ -1061,6 +1061,8 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
     if (rq->route == ROUTE_ADMIN_UNLOCK) {
         rc = admin_unlock(adm, who, rq->body, rq->len, &n, detail, sizeof(detail));
         if (rc == OTP_OK)
+            otp_admin_changed(h->otp);
+        if (rc == OTP_OK)
             return http_json(con, 200, json_pack("{s:i}", "unlocked", n), NULL);
     } else if (rq->route == ROUTE_ADMIN_OVERRIDE || rq->route == ROUTE_ADMIN_BLOCK) {
         const char *rid = strrchr(url, '/') + 1;
@@ -1070,6 +1072,8 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
         if (i != ADMIN_ID_LEN || rid[i] != '\0')
             return http_problem(h, con, OUT_NOT_FOUND, "no such live row", NULL, NULL);
         rc = admin_remove(adm, kind, who, rid, detail);
+        if (rc == OTP_OK)
+            otp_admin_changed(h->otp);
         if (rc == OTP_OK) {
             struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
             enum MHD_Result ok;

@@ -67,6 +67,12 @@
 --       or '0')
 --       (abandon reads op, the hold "<mid>:<rid>" when dropping a lapsed
 --       one, and undo_ttl_ms; commit: op, "<mid>:<rid>")
+-- Op 'p' (penalty hits) counts refusals answered from an instance's
+-- refusal cache (src/limits/rcache.h) toward their rules' penalties, as the
+-- same refusals here would have: KEYS the rules' keys; ARGV 'p', then 6
+-- per rule state: key index, the rule's field (as given to the rules
+-- below), after, within_ms, block_ms and n, the refusals to count now.
+-- Returns how many blocks it started.
 -- Two more ops serve the drop of lapsed holds: 'h' (KEYS: the holds)
 -- returns up to ARGV[2] lapsed holds; 'k' (KEYS: an undo key) returns the
 -- KEYS its issue ran with (JSON), or false when its record is gone.
@@ -93,8 +99,10 @@
 --          next_ms (when a new issue would pass every enforced rule and cap),
 --          full (the queue's depth when it refused for capacity or share
 --          alone, else -1), then 3 per rule:
---          verdict (1 ok, 0 refused), remaining, reset_ms (the retry time
---          when refused), then 4 for the pumping guard (the last values:
+--          verdict (1 ok, 0 refused), remaining (on a refusal: 0, or minus
+--          the ms its penalty block lasts from now when a block refuses or
+--          starts, so a refusal cache counts no hit in the block),
+--          reset_ms (the retry time when refused), then 4 for the pumping guard (the last values:
 --          read from the end): state (0 nothing to say, 1 refused: the
 --          prefix is held, 2 refused: this request started a hold, 3
 --          shadow: a hold would start now, 4 shadow: a hold would refuse),
@@ -190,6 +198,18 @@ local function pen_read(v)
   return tonumber(st) or 0, tonumber(c) or 0, tonumber(u) or 0
 end
 
+-- Counts n refusals, now, toward penalty pen ({after, within_ms,
+-- block_ms}) whose field held pstart and pcount (pen_read) and no block in
+-- force: the field's new value, how long it must live (ms) and, when the
+-- count reached after, the block's length (else 0). The rules below count
+-- each refusal through it, op 'p' a refusal cache's hits.
+local function pen_add(pen, pstart, pcount, n)
+  if pstart + pen[2] <= now then pstart, pcount = now, 0 end
+  pcount = pcount + n
+  if pcount >= pen[1] then return '0:0:' .. fmt(now + pen[3]), pen[3], pen[3] end
+  return fmt(pstart) .. ':' .. pcount .. ':0', pstart + pen[2] - now, 0
+end
+
 -- "idx:cur:prev" sliding-window-counter state: the counts of window idx
 -- and of the window before it.
 local function swc_read(v, idx)
@@ -254,6 +274,23 @@ if ARGV[1] == 'k' then
   local rec = redis.call('GET', undo_key)
   if not rec or rec == TOMB then return false end
   return cjson.encode(cjson.decode(rec).k)
+end
+
+if ARGV[1] == 'p' then
+  local started = 0
+  for a = 2, #ARGV - 5, 6 do
+    local key, field = KEYS[tonumber(ARGV[a])], '!' .. ARGV[a + 1]
+    local pen = {tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])}
+    local pstart, pcount, puntil = pen_read(redis.call('HGET', key, field))
+    -- Refusals during a block are not counted (see "Penalties").
+    if puntil <= now then
+      local v, ttl, block = pen_add(pen, pstart, pcount, tonumber(ARGV[a + 5]))
+      redis.call('HSET', key, field, v)
+      if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+      if block > 0 then started = started + 1 end
+    end
+  end
+  return started
 end
 
 if ARGV[1] == 'c' then
@@ -459,10 +496,11 @@ for r = 0, nrules - 1 do
   if shadow then pen = nil end -- shadow refusals are never counted: it blocks nothing
   local v = redis.call('HGET', KEYS[k], field)
   local ok, remaining, reset, new, hold, nxt, u = true, 0, 0, nil, 0, 0, nil
+  local blk = 0 -- on a refusal, how long its penalty block lasts from now (ms)
   local pstart, pcount, puntil = pen_read(pen and redis.call('HGET', KEYS[k], '!' .. field))
   if pen and puntil > now then
     -- Blocked: refused outright, not counted, the block not extended.
-    ok, reset = false, puntil - now
+    ok, reset, blk = false, puntil - now, puntil - now
   elseif kind == 1 or kind == 5 then
     local log = live_log(v, window)
     if #log >= limit then
@@ -521,15 +559,10 @@ for r = 0, nrules - 1 do
     end
   end
   if not ok and pen and puntil <= now then
-    if pstart + pen[2] <= now then pstart, pcount = now, 0 end
-    pcount = pcount + 1
-    if pcount >= pen[1] then
-      pstart, pcount, puntil = 0, 0, now + pen[3]
-      if pen[3] > reset then reset = pen[3] end
-      pens[#pens + 1] = {k, '!' .. field, '0:0:' .. fmt(puntil), pen[3]}
-    else
-      pens[#pens + 1] = {k, '!' .. field, fmt(pstart) .. ':' .. pcount .. ':0', pstart + pen[2] - now}
-    end
+    local pv, pttl, block = pen_add(pen, pstart, pcount, 1)
+    if block > reset then reset = block end
+    blk = block
+    pens[#pens + 1] = {k, '!' .. field, pv, pttl}
   end
   if not ok and not shadow then refused = true end
   if ok and new then
@@ -543,7 +576,7 @@ for r = 0, nrules - 1 do
   end
   if ok and not shadow and nxt > next_ms then next_ms = nxt end
   out[#out + 1] = ok and 1 or 0
-  out[#out + 1] = remaining
+  out[#out + 1] = blk > 0 and -blk or remaining
   out[#out + 1] = reset
 end
 

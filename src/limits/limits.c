@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/clock.h"
 #include "../base/log.h"
 #include "../base/unittest.h"
 #include "headroom.lua.h"
 #include "issue.lua.h"
+#include "rcache.h"
 #include "refund.lua.h"
 #include "reserve.lua.h"
 #include "verify.lua.h"
@@ -84,6 +86,7 @@ struct limits {
     struct limits_undo *pending[LIMITS_PENDING_MAX];
     size_t n_pending;
     struct limits_stats stats;
+    struct rcache *rc; /* the refusal cache (rcache.h); NULL when off */
 };
 
 /* Argument strings of one script call, with room for the numbers. */
@@ -305,6 +308,7 @@ enum otp_rc limits_overrides_set(struct limits *l, const struct limits_override 
     l->ov_raw = raw;
     l->n_ov_raw = n;
     pthread_mutex_unlock(&l->mu);
+    rcache_clear(l->rc); /* a refusal under the old limits may be over under the new */
     free(old_raw);
     rules_put(l, old);
     return OTP_OK;
@@ -354,6 +358,8 @@ struct limits *limits_new(struct store *s, const struct limits_conf *c, const st
     l->h_headroom = store_script(s, limits_headroom_lua);
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->pmu, NULL);
+    if (c->refusal_cache.max_entries > 0 && (l->rc = rcache_new((size_t)c->refusal_cache.max_entries)) == NULL)
+        log_msg(LOG_WARN, "limits: out of memory for the refusal cache; it is off");
     return l;
 }
 
@@ -362,6 +368,7 @@ void limits_free(struct limits *l)
     if (l == NULL)
         return;
     rules_free(l->cur);
+    rcache_free(l->rc);
     free(l->ov_raw);
     while (l->n_pending > 0)
         free(l->pending[--l->n_pending]);
@@ -385,6 +392,7 @@ enum otp_rc limits_reload(struct limits *l, const struct limits_conf *c)
     old = l->cur;
     l->cur = r;
     pthread_mutex_unlock(&l->mu);
+    rcache_clear(l->rc); /* the rules changed: no refusal of the old ones is certain */
     rules_put(l, old);
     return OTP_OK;
 }
@@ -718,6 +726,11 @@ static enum otp_rc undo_op(struct limits *l, const struct limits_undo *u, const 
         *result = rep->n == 1 && rep->strs[0] == NULL ? rep->ints[0] : -1;
     store_reply_free(rep);
     if (rc == OTP_OK) {
+        /* It gave takes back: a refusal cached on any of its keys may have
+         * ended with them. (An abandon run by another instance cannot reach
+         * here: README, "The refusal cache".) */
+        for (k = 0; k < u->nkeys; k++)
+            rcache_clear_key(l->rc, u->keys[k]);
         pthread_mutex_lock(&l->pmu);
         l->stats.abandoned++;
         pthread_mutex_unlock(&l->pmu);
@@ -866,10 +879,17 @@ enum otp_rc limits_holds(struct limits *l, size_t *dropped, char *err)
 
 void limits_stats(struct limits *l, struct limits_stats *out)
 {
+    struct rcache_stats rs;
+
     pthread_mutex_lock(&l->pmu);
     *out = l->stats;
     out->pending = l->n_pending;
     pthread_mutex_unlock(&l->pmu);
+    rcache_stats(l->rc, &rs);
+    out->cache_hits[0] = rs.hits[RCACHE_ISSUE];
+    out->cache_hits[1] = rs.hits[RCACHE_VERIFY];
+    out->cache_entries = rs.entries;
+    out->cache_evictions = rs.evictions;
 }
 
 /* Runs the queued abandons before a new decision, cheaply when none. */
@@ -882,6 +902,233 @@ static void flush_first(struct limits *l)
     pthread_mutex_unlock(&l->pmu);
     if (n > 0)
         limits_flush(l);
+}
+
+/* ---- The refusal cache (rcache.h; README, "The refusal cache") ---- */
+
+/* Local monotonic ms: the refusal cache's clock. */
+static int64_t mono_ms(void)
+{
+    return (int64_t)(clock_mono_ns() / 1000000);
+}
+
+/* 1 when an enforced refusal of r can end before its Retry-After only by an
+ * admin change or a reload (each clears the cache): a sliding log's oldest
+ * counted entry, a fixed window's end, a resend delay and a wrong-guess
+ * lock move only with time, and so does a penalty block of these. A token
+ * bucket's or a sliding window counter's refusal is left out: their wait is
+ * exact too, but whether a refusal came from a block cannot be told from
+ * the reply, and no test proves those two. Shadow rules block nothing. */
+static int cacheable(const struct cfg_rule *r)
+{
+    if (r->shadow)
+        return 0;
+    switch (r->algo) {
+    case CFG_ALGO_SLIDING_LOG:
+    case CFG_ALGO_FIXED_WINDOW:
+    case CFG_ALGO_RESEND_DELAY:
+    case CFG_ALGO_WRONG_GUESS_CAP:
+        return 1;
+    case CFG_ALGO_TOKEN_BUCKET:
+    case CFG_ALGO_SLIDING_WINDOW_COUNTER:
+        break;
+    }
+    return 0;
+}
+
+/* Remembers one refusal of rule r (as in force, with an override) at
+ * key/field, which ends reset_ms after Redis decided, for a script call
+ * begun at t0 and answered at t1 under generation gen. penalty: hits count
+ * toward r's, but none before block_ms (a penalty block's length left, 0:
+ * none) has surely passed since Redis decided, at t1 at the latest: Redis
+ * counts no refusal during a block. */
+static void cache_put(struct limits *l, uint64_t gen, enum rcache_op op, const struct cfg_rule *r, int locked,
+                      const char *key, const char *field, int64_t t0, int64_t t1, int64_t reset_ms, int penalty,
+                      int64_t block_ms)
+{
+    struct rcache_value v = {0};
+
+    v.outcome = locked ? RCACHE_LOCKED : RCACHE_RATE_LIMITED;
+    snprintf(v.rule, sizeof(v.rule), "%s", r->name);
+    v.quota = r->limit;
+    v.window_s = ceil_s(r->window_ms);
+    v.deadline_ms = rcache_deadline_ms(t0, reset_ms);
+    v.end_ms = t0 + reset_ms;
+    v.penalty = penalty;
+    v.count_from_ms = block_ms > 0 ? t1 + block_ms : 0;
+    rcache_put(l->rc, gen, op, key, field, &v, mono_ms());
+}
+
+/* Remembers each cacheable enforced refusal among a script's verdicts (v:
+ * IR_PER_RULE per rule of used, in order; key_of: each one's 1-based index
+ * in keys), for a call begun at t0 and answered at t1. A refusal counts
+ * toward its rule's penalty in both scripts, except during a block (a
+ * refusal's remaining is minus the block's ms left). */
+static void cache_verdicts(struct limits *l, uint64_t gen, enum rcache_op op, const struct cfg_rule *const *used,
+                           size_t n_used, const int *key_of, char (*keys)[LIMITS_KEY_LEN], char (*fields)[LIMITS_KEY_LEN],
+                           const long long *v, int64_t t0, int64_t t1)
+{
+    size_t i;
+
+    for (i = 0; i < n_used; i++) {
+        const struct cfg_rule *r = used[i];
+        const long long *x = v + i * IR_PER_RULE;
+        if (x[IR_RULE_OK] == 1 || !cacheable(r))
+            continue;
+        cache_put(l, gen, op, r, r->algo == CFG_ALGO_WRONG_GUESS_CAP, keys[key_of[i] - 1], fields[i], t0, t1,
+                  x[IR_RULE_RESET], r->penalty_after > 0, x[IR_RULE_REMAINING] < 0 ? -x[IR_RULE_REMAINING] : 0);
+    }
+}
+
+/* The RateLimit fields of a cached refusal: the rule's, nothing left,
+ * reset when the refusal ends as Redis gave it (rounded as header_set
+ * rounds Redis's). */
+static void cached_header(struct limits_header *h, const struct rcache_value *v, int64_t left_ms)
+{
+    snprintf(h->name, sizeof(h->name), "%s", v->rule);
+    h->quota = v->quota;
+    h->window_s = v->window_s;
+    h->remaining = 0;
+    h->reset_s = ceil_s(left_ms);
+}
+
+int limits_cached_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out)
+{
+    char key[LIMITS_KEY_LEN], field[LIMITS_KEY_LEN];
+    struct rcache_value v, why = {0};
+    struct limits_rules *rs;
+    int64_t now, wait = 0;
+    size_t i;
+    int hits = 0, locked = 0;
+
+    if (l->rc == NULL)
+        return 0;
+    now = mono_ms();
+    rs = rules_get(l);
+    /* Every rule is looked up, not only until a hit: each hit counts toward
+     * its rule's penalty, as each refusing rule would in the script. */
+    for (i = 0; i < rs->n_rules; i++) {
+        const struct cfg_rule *r = &rs->rules[i];
+        if (r->on == CFG_ON_VERIFY || !cacheable(r) || !limits_rule_key(r, rq, key, sizeof(key), field, sizeof(field)) ||
+            !rcache_get(l->rc, RCACHE_ISSUE, key, field, now, &v))
+            continue;
+        hits++;
+        if (v.end_ms - now > wait)
+            wait = v.end_ms - now;
+        /* As issue_read names it: the lock, else the longest refusal. */
+        if ((v.outcome == RCACHE_LOCKED && !locked) || (locked == (v.outcome == RCACHE_LOCKED) && v.end_ms > why.end_ms)) {
+            why = v;
+            locked = v.outcome == RCACHE_LOCKED;
+        }
+    }
+    rules_put(l, rs);
+    if (hits == 0)
+        return 0;
+    out->rc = locked ? OTP_ELOCKED : OTP_ELIMITED;
+    snprintf(out->reason, sizeof(out->reason), "%s", why.rule);
+    out->retry_ms = wait;
+    cached_header(&out->header, &why, why.end_ms - now);
+    rcache_count_hit(l->rc, RCACHE_ISSUE);
+    return 1;
+}
+
+int limits_cached_verify(struct limits *l, const struct limits_request *rq, struct limits_verify *out)
+{
+    char key[LIMITS_KEY_LEN], field[LIMITS_KEY_LEN];
+    struct rcache_value v, why = {0};
+    const struct cfg_rule *wrong = NULL;
+    struct limits_rules *rs;
+    int64_t now;
+    size_t i;
+    int hits = 0;
+
+    if (l->rc == NULL)
+        return 0;
+    now = mono_ms();
+    rs = rules_get(l);
+    for (i = 0; i < rs->n_rules; i++) {
+        const struct cfg_rule *r = &rs->rules[i];
+        if (r->algo == CFG_ALGO_WRONG_GUESS_CAP)
+            wrong = r; /* the one limits_verify uses: the last */
+        if (r->on == CFG_ON_ISSUE || r->algo == CFG_ALGO_WRONG_GUESS_CAP || !cacheable(r) ||
+            !limits_rule_key(r, rq, key, sizeof(key), field, sizeof(field)) ||
+            !rcache_get(l->rc, RCACHE_VERIFY, key, field, now, &v))
+            continue;
+        hits++;
+        if (v.end_ms > why.end_ms)
+            why = v; /* as verify_rules_read: the longest refusal, and its wait */
+    }
+    /* verify.lua checks the verify rules first, then the lock. */
+    if (hits == 0 && wrong != NULL && cacheable(wrong) &&
+        limits_rule_key(wrong, rq, key, sizeof(key), field, sizeof(field)) &&
+        rcache_get(l->rc, RCACHE_VERIFY, key, field, now, &why))
+        hits++;
+    rules_put(l, rs);
+    if (hits == 0)
+        return 0;
+    out->rc = why.outcome == RCACHE_LOCKED ? OTP_ELOCKED : OTP_ELIMITED;
+    snprintf(out->reason, sizeof(out->reason), "%s", why.rule);
+    out->retry_ms = why.end_ms - now;
+    cached_header(&out->header, &why, why.end_ms - now);
+    rcache_count_hit(l->rc, RCACHE_VERIFY);
+    return 1;
+}
+
+void limits_cache_clear(struct limits *l)
+{
+    rcache_clear(l->rc);
+}
+
+/* Penalty states per op 'p' call: 1 + 6 * 32 arguments, within LIMITS_ARGS_MAX. */
+#define LIMITS_PEN_BATCH 32
+
+void limits_penalties_flush(struct limits *l)
+{
+    struct rcache_hits *h = NULL;
+    struct limits_args *a = NULL;
+    struct limits_rules *rs;
+    struct store_reply *rep = NULL;
+    char err[OTP_ERR_LEN];
+    size_t n, i, j;
+    int nkeys;
+
+    if (l->rc == NULL)
+        return;
+    h = calloc(LIMITS_PEN_BATCH, sizeof(*h));
+    a = calloc(1, sizeof(*a));
+    rs = rules_get(l);
+    while (h != NULL && a != NULL && (n = rcache_take_hits(l->rc, h, LIMITS_PEN_BATCH)) > 0) {
+        a->n = 0;
+        nkeys = 0;
+        for (i = 0; i < n; i++)
+            args_str(a, h[i].key);
+        args_str(a, "p");
+        for (i = 0; i < n; i++) {
+            const struct cfg_rule *r = NULL;
+            for (j = 0; j < rs->n_rules && r == NULL; j++)
+                if (strcmp(rs->rules[j].name, h[i].rule) == 0)
+                    r = &rs->rules[j];
+            /* A rule gone, or without a penalty since (a reload): nothing to count. */
+            if (r == NULL || r->shadow || r->penalty_after <= 0)
+                continue;
+            args_int(a, (int64_t)i + 1);
+            args_str(a, h[i].field);
+            args_int(a, r->penalty_after);
+            args_int(a, r->penalty_within_ms);
+            args_int(a, r->penalty_block_ms);
+            args_int(a, (int64_t)h[i].n);
+            nkeys++;
+        }
+        if (nkeys == 0)
+            continue;
+        if (store_eval(l->store, l->h_issue, (int)n, a->n, a->v, &rep, err) != OTP_OK)
+            log_msg(LOG_WARN, "limits: %zu cached refusals not counted toward their penalties: %s", n, err);
+        store_reply_free(rep);
+        rep = NULL;
+    }
+    rules_put(l, rs);
+    free(a);
+    free(h);
 }
 
 /* Reads issue.lua's reply into out. A refusal names the lock if there is
@@ -991,9 +1238,15 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     size_t i, n_used = 0;
     int nkeys = 1, k, maybe_ran = 0;
     enum otp_rc rc = OTP_ENOMEM;
+    uint64_t gen;
+    int64_t t0;
 
     memset(out, 0, sizeof(*out));
     flush_first(l);
+    /* Before the rules: a reload or an override swaps them, then clears,
+     * so a refusal under rules it retired can never be stored after its
+     * clear (read after the snapshot, the generation could be the new one). */
+    gen = rcache_gen(l->rc);
     rs = rules_get(l);
     if (a == NULL || fields == NULL) {
         snprintf(err, OTP_ERR_LEN, "limits: out of memory");
@@ -1083,6 +1336,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     pump_args(a, &rs->pumping, pump_at, 0); /* last: issue.lua reads them from the end */
     snprintf(u->hold, sizeof(u->hold), "%s:%s", rq->mid, rq->rid);
     u->nkeys = nkeys;
+    t0 = mono_ms(); /* before the call: Redis decides after this (rcache_deadline_ms) */
     rc = store_eval_idem(l->store, l->h_issue, nkeys, a->n, a->v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {
         if (maybe_ran)
@@ -1097,6 +1351,10 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         goto out;
     }
     issue_read(used, n_used, rep, out);
+    /* Not on a replay clock (otpctl simulate): the deadlines are on ours. */
+    if (l->rc != NULL && rq->at_ms == 0 && (out->rc == OTP_ELIMITED || out->rc == OTP_ELOCKED))
+        cache_verdicts(l, gen, RCACHE_ISSUE, used, n_used, key_of, u->keys, fields, rep->ints + IR_RULES, t0,
+                       mono_ms());
 out:
     if (rc != OTP_OK || out->rc != OTP_OK)
         u->nkeys = 0; /* nothing taken that the caller could abandon */
@@ -1218,9 +1476,12 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
     size_t i, n_used = 0;
     int maybe_ran = 0, k, pump_at = 0;
     enum otp_rc rc = OTP_ENOMEM;
+    uint64_t gen;
+    int64_t t0;
 
     memset(out, 0, sizeof(*out));
     flush_first(l);
+    gen = rcache_gen(l->rc); /* before the rules, as in limits_issue */
     rs = rules_get(l);
     for (i = 0; i < rs->n_rules; i++)
         if (rs->rules[i].algo == CFG_ALGO_WRONG_GUESS_CAP)
@@ -1284,6 +1545,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         args_mode(&a, r);
     }
     pump_args(&a, &rs->pumping, pump_at, 1); /* last: verify.lua reads them from the end */
+    t0 = mono_ms(); /* before the call (rcache_deadline_ms) */
     rc = store_eval_idem(l->store, l->h_verify, u->nkeys, a.n, a.v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {
         if (maybe_ran)
@@ -1299,6 +1561,12 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         goto out;
     }
     verify_rules_read(used, n_used, rep, out);
+    if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELIMITED)
+        cache_verdicts(l, gen, RCACHE_VERIFY, used, n_used, key_of, u->keys, fields, rep->ints + VR_COUNT, t0,
+                       mono_ms());
+    /* A lock: verify.lua counts no penalty for it. */
+    if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELOCKED && wrong != NULL && cacheable(wrong))
+        cache_put(l, gen, RCACHE_VERIFY, wrong, 1, wkey, wfield, t0, t0, out->retry_ms, 0, 0);
     /* Answered: nobody will abandon it; a lost commit's record expires. */
     if (verify_recorded(out, rep, n_used))
         limits_commit(l, u, cerr);

@@ -198,12 +198,45 @@ enum otp_rc limits_holds(struct limits *l, size_t *dropped, char *err);
  * request does this first; a caller with no traffic (/readyz) may too. */
 size_t limits_flush(struct limits *l);
 
+/*
+ * The refusal cache (rcache.h; README, "The refusal cache"). limits_issue
+ * and limits_verify remember the enforced refusals that only time (or an
+ * admin change, or a reload, which clear them) can end; these answer a
+ * repeat from memory, with no Redis call, until the moment the refusal
+ * could end at the earliest.
+ */
+
+/* 1 when an enforced issue rule's state for rq is a cached refusal: then
+ * out (zeroed by the caller) holds the refusal as issue_read would give it
+ * (rc OTP_ELIMITED or OTP_ELOCKED, reason, retry_ms, header), and each hit
+ * of a rule with a penalty is counted for limits_penalties_flush. 0 on a
+ * miss (out untouched) or when the cache is off. rq needs only the values
+ * rules are keyed on (no scope, ids or hashes). Never blocks but on a lock. */
+int limits_cached_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out);
+
+/* The same for a verify: a cached refusal of an enforced verify rule
+ * (OTP_ELIMITED), else of the wrong-guess lock (OTP_ELOCKED, vid "",
+ * attempts_left 0), into out (zeroed by the caller). */
+int limits_cached_verify(struct limits *l, const struct limits_request *rq, struct limits_verify *out);
+
+/* Drops every cached refusal (an admin change seen by the refresh). */
+void limits_cache_clear(struct limits *l);
+
+/* Counts the refusals answered from the cache since the last call toward
+ * their rules' penalties in Redis (issue.lua's op 'p', on Redis's clock).
+ * For the main thread's tick; blocks on Redis. Counts that Redis does not
+ * take are logged and lost. */
+void limits_penalties_flush(struct limits *l);
+
 /* Counters for /metrics. */
 struct limits_stats {
     uint64_t abandoned; /* abandons that ran (gave back, or left a tombstone) */
     uint64_t dropped;   /* abandons dropped because the queue was full */
     uint64_t pending;   /* abandons waiting for Redis */
     uint64_t holds_dropped; /* lapsed holds dropped (their instance never committed them) */
+    uint64_t cache_hits[2]; /* requests answered by the refusal cache: issue, verify */
+    uint64_t cache_entries; /* refusals it holds */
+    uint64_t cache_evictions; /* refusals it dropped for room */
 };
 void limits_stats(struct limits *l, struct limits_stats *out);
 

@@ -48,7 +48,9 @@
 -- op 'k' (cancel) ends the scope's live verification and returns {vid},
 -- {''} when none is live.
 -- Returns {status, id, attempts_left, window_left_ms, shadow_lock,
--- wrong_count, then 3 per rule: verdict, remaining, reset_ms}; status is
+-- wrong_count, then 3 per rule: verdict, remaining, reset_ms (as in
+-- issue.lua: a refusal's remaining is minus its penalty block's ms left
+-- when a block refuses or starts, else 0)}; status is
 -- 'ok', 'wrong', 'locked', 'none', 'limited' or 'abandoned'.
 -- window_left_ms is when the oldest counted wrong guess leaves the window
 -- (the lock's end for 'locked'). Abandon returns 1 when it gave back, else 0.
@@ -202,9 +204,10 @@ for r = 0, nrules - 1 do
   if shadow_r then pen = nil end -- shadow refusals are never counted
   local v = redis.call('HGET', KEYS[k], field)
   local ok, remaining, reset, new, hold, u = true, 0, 0, nil, 0, nil
+  local blk = 0 -- on a refusal, how long its penalty block lasts from now (ms)
   local pstart, pcount, puntil = pen_read(pen and redis.call('HGET', KEYS[k], '!' .. field))
   if pen and puntil > now then
-    ok, reset = false, puntil - now
+    ok, reset, blk = false, puntil - now, puntil - now
   elseif kind == 1 then
     local entries = {}
     for ts in string.gmatch(v or '', '%d+') do
@@ -255,6 +258,7 @@ for r = 0, nrules - 1 do
     if pcount >= pen[1] then
       puntil = now + pen[3]
       if pen[3] > reset then reset = pen[3] end
+      blk = pen[3]
       pens[#pens + 1] = {k, '!' .. field, '0:0:' .. fmt(puntil), pen[3]}
     else
       pens[#pens + 1] = {k, '!' .. field, fmt(pstart) .. ':' .. pcount .. ':0', pstart + pen[2] - now}
@@ -263,7 +267,7 @@ for r = 0, nrules - 1 do
   if not ok and not shadow_r then refused = true end
   if ok and new then takes[#takes + 1] = {k, field, kind, u, new, hold} end
   rout[#rout + 1] = ok and 1 or 0
-  rout[#rout + 1] = remaining
+  rout[#rout + 1] = blk > 0 and -blk or remaining
   rout[#rout + 1] = reset
 end
 

@@ -181,6 +181,11 @@ struct admin *otp_admin(struct otp *o)
     return o->d.admin;
 }
 
+void otp_admin_changed(struct otp *o)
+{
+    limits_cache_clear(o->d.limits);
+}
+
 
 /* The refusal label of an answer: the rule that refused, or the fixed
  * reason of a refusal no rule makes; NULL for an answer that is no
@@ -437,6 +442,19 @@ static const char *purpose_of(const struct otp_req *rq)
     return rq->purpose ? rq->purpose : "default";
 }
 
+/* The values of rq that rules are keyed on, into lr (no HMAC: the refusal
+ * cache's lookup needs only these); ip_key is limits_ip_key's, or NULL. */
+static void keys_fill(const struct otp_req *rq, const char *ip_key, struct limits_request *lr)
+{
+    lr->phone = rq->phone;
+    lr->device_id = rq->device_id;
+    lr->api_key = rq->api_key;
+    lr->purpose = purpose_of(rq);
+    lr->ip_key = ip_key;
+    memcpy(lr->region, rq->region, sizeof(lr->region));
+    lr->type = rq->type;
+}
+
 /* The parts of a limits request that name rq's verification (phone,
  * caller, purpose) and its keys; scope holds CODE_SCOPE_LEN + 1 bytes. */
 static void scope_fill(struct otp *o, const struct otp_req *rq, struct limits_request *lr, char *scope)
@@ -550,6 +568,10 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     }
     if (blocked(o, rq, out, out->reason))
         goto refused;
+    /* A refusal remembered from Redis: answered before any code work. */
+    keys_fill(rq, rq->client_ip ? ip_key : NULL, &lr);
+    if (limits_cached_issue(o->d.limits, &lr, &li))
+        goto decided;
     code_new_id(vid);
     code_derive(o->d.keys, vid, c->otp->length, code);
     code_hash(o->d.keys, rq->phone, code, vhash);
@@ -570,6 +592,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         store_down(o, out, "issue", err);
         goto refused;
     }
+decided:
     out->header = li.header;
     pump_note(o, rq, &li);
     if (li.shadow[0])
@@ -677,14 +700,16 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
         answer(out, OUT_INVALID_REQUEST, "code must be %d digits", c->otp->length);
         goto done;
     }
-    code_hash(o->d.keys, rq->phone, guess, hash);
-    code_new_id(rid);
-    scope_fill(o, rq, &lr, scope);
-    lr.ip_key = rq->client_ip ? ip_key : NULL;
-    lr.rid = rid;
-    if (limits_verify(o->d.limits, &lr, hash, c->otp->max_attempts, &lv, err) != OTP_OK) {
-        store_down(o, out, "verify", err);
-        goto done;
+    keys_fill(rq, rq->client_ip ? ip_key : NULL, &lr);
+    if (!limits_cached_verify(o->d.limits, &lr, &lv)) {
+        code_hash(o->d.keys, rq->phone, guess, hash);
+        code_new_id(rid);
+        scope_fill(o, rq, &lr, scope);
+        lr.rid = rid;
+        if (limits_verify(o->d.limits, &lr, hash, c->otp->max_attempts, &lv, err) != OTP_OK) {
+            store_down(o, out, "verify", err);
+            goto done;
+        }
     }
     out->header = lv.header;
     out->attempts_left = lv.attempts_left;
@@ -1002,6 +1027,15 @@ char *otp_metrics(struct otp *o)
             "# TYPE otpd_queue_holds_dropped_total counter\notpd_queue_holds_dropped_total %llu\n",
         (unsigned long long)lst.abandoned, (unsigned long long)lst.pending, (unsigned long long)lst.dropped,
         (unsigned long long)lst.holds_dropped);
+    put(&t, "# HELP otpd_refusal_cache_hits_total Requests refused from the refusal cache, without a Redis call.\n"
+            "# TYPE otpd_refusal_cache_hits_total counter\n"
+            "otpd_refusal_cache_hits_total{op=\"issue\"} %llu\notpd_refusal_cache_hits_total{op=\"verify\"} %llu\n"
+            "# HELP otpd_refusal_cache_entries Refusals the refusal cache holds (expired ones not yet dropped "
+            "included).\n# TYPE otpd_refusal_cache_entries gauge\notpd_refusal_cache_entries %llu\n"
+            "# HELP otpd_refusal_cache_evictions_total Refusals the refusal cache dropped for room (LRU).\n"
+            "# TYPE otpd_refusal_cache_evictions_total counter\notpd_refusal_cache_evictions_total %llu\n",
+        (unsigned long long)lst.cache_hits[0], (unsigned long long)lst.cache_hits[1],
+        (unsigned long long)lst.cache_entries, (unsigned long long)lst.cache_evictions);
     put(&t, "# HELP otpd_store_calls_total Redis calls.\n# TYPE otpd_store_calls_total counter\n"
             "otpd_store_calls_total %llu\n"
             "# HELP otpd_store_failures_total Redis calls that failed or timed out.\n"

@@ -78,6 +78,11 @@ struct otp_answer {
 /* The admin rows (the HTTP layer's /v1/admin routes), owned by the caller. */
 struct admin *otp_admin(struct otp *o);
 
+/* An admin change made through this instance (an unlock, a row removed):
+ * its refusal cache forgets at once what the others forget on their next
+ * refresh (README, "The refusal cache"). */
+void otp_admin_changed(struct otp *o);
+
 /* Registers the idempotency scripts with d->store, so call it before the
  * store is shared between threads. NULL when out of memory. */
 struct otp *otp_new(const struct otp_deps *d);

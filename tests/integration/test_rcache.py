@@ -1,0 +1,270 @@
+"""The refusal cache (issue 13; README, "The refusal cache") over HTTP, on a
+real Redis: repeats of a certain refusal are answered without Redis, with
+the same status, reason, headers and Retry-After as the uncached answer; a
+cached refusal never outlives the Redis state it came from; a reload, an
+override (on a second instance), and an unlock clear it; cached hits count
+toward penalties; token-bucket refusals are not cached; the metrics.
+
+Bounds: an admin change reaches every instance within 2 s (each refreshes
+once a second); checks allow 2.5 s, as test_admin does, for the polls on a
+loaded 2-core machine."""
+import json
+import os
+import re
+import signal
+
+from harness import Otpd, PortClash, free_port, wait_until
+from test_admin import ADMIN_KEY, AdminTest
+from test_limits import P, P2, LimitsTest, wrong_of
+
+SEEN_S = 2.5
+
+
+def evalsha_calls(redis):
+    m = re.search(r"calls=(\d+)", redis.info("commandstats").get("cmdstat_evalsha", "calls=0"))
+    return int(m.group(1))
+
+
+def metric(otpd, name, labels=""):
+    st, _, text = otpd.call("GET", "/metrics", auth=None)
+    for line in (text if isinstance(text, str) else text.decode()).splitlines():
+        if line.startswith(name + labels + " "):
+            return int(float(line.split()[-1]))
+    return None
+
+
+class CacheTest(LimitsTest, AdminTest):
+    """Both suites' helpers; an admin key in the config."""
+
+    def hits(self, op="issue", inst=None):
+        return metric(inst or self.otpd, "otpd_refusal_cache_hits_total", '{op="%s"}' % op)
+
+
+class RepeatsTest(CacheTest):
+    limits = [{"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "30s"}]
+
+    def test_repeats_answered_without_redis_same_answer(self):
+        self.accepted(self.otpd.issue(P))
+        first = self.otpd.issue(P)  # decided by Redis, then remembered
+        ra = self.refused(first, 429, "rate_limited", "resend")
+        t = self.assert_rl(first, "resend", 1, 30, 0)
+        self.assertEqual(self.hits(), 0)
+        n = 50
+        before = evalsha_calls(self.redis)
+        for _ in range(n):
+            r = self.otpd.issue(P)
+            ra2 = self.refused(r, 429, "rate_limited", "resend")
+            # The same answer; its waits rounded as Redis's, so never longer and at most
+            # a second shorter (a whole second may pass, or a ms cross a second boundary).
+            self.assertIn(ra2, (ra, ra - 1), r)
+            self.assertIn(self.assert_rl(r, "resend", 1, 30, 0), (t, t - 1), r)
+            self.assertEqual(r[2]["detail"], first[2]["detail"])
+        calls = evalsha_calls(self.redis) - before
+        # Uncached, each would be one EVALSHA at least (50); the main thread's tick
+        # makes a few a second (admin refresh, lapsed holds), and 50 loopback
+        # requests take well under 5 s even on a loaded machine.
+        self.assertLess(calls, n // 2, "%d EVALSHA for %d cached refusals" % (calls, n))
+        self.assertEqual(self.hits(), n)
+        self.assertGreaterEqual(metric(self.otpd, "otpd_refusal_cache_entries"), 1)
+        # Another phone is not refused by P's entry.
+        self.accepted(self.otpd.issue(P2))
+        # With Redis stopped, the cached refusal still answers (a Redis call would be a 503).
+        self.redis.pause()
+        try:
+            self.refused(self.otpd.issue(P), 429, "rate_limited", "resend")
+        finally:
+            self.redis.resume()
+        # The ledger has every refusal, cached ones included (aggregated rows).
+        rows = wait_until(lambda: (lambda r: r if r and r[0]["n"] == n + 2 else None)(
+            self.otpd.rows("SELECT SUM(count) AS n FROM requests WHERE decision = 'rate_limited'")),
+            what="the refusals in the ledger")
+        self.assertEqual(rows[0]["n"], n + 2)
+
+
+class ExactEndTest(CacheTest):
+    """A cached refusal ends no later than the Redis state it came from: a
+    request sent once Redis's clock has passed the resend delay's end (read
+    from Redis, the state itself) is accepted, never answered from memory."""
+    limits = [{"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "2s"}]
+
+    def test_ends_no_later_than_redis(self):
+        self.accepted(self.otpd.issue(P))
+        until = int(self.redis.cmd("HGET", "otp:{%s}" % P, self.field("resend")))
+        self.refused(self.otpd.issue(P), 429, "rate_limited", "resend")
+        while True:
+            t = self.rtime_ms()
+            st, _, body = self.otpd.issue(P)
+            if t >= until:
+                self.assertEqual(st, 202, "refused at Redis time %d, after the state's end %d: %r"
+                                 % (t, until, body))
+                break
+            self.assertIn(st, (202, 429), body)
+            if st == 202:
+                break
+        self.assertGreater(self.hits(), 0, "no refusal was answered from the cache")
+
+
+class ReloadClearsTest(CacheTest):
+    limits = [{"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "1m"}]
+
+    def test_reload_clears(self):
+        self.accepted(self.otpd.issue(P))
+        self.refused(self.otpd.issue(P), 429, "rate_limited", "resend")
+        self.refused(self.otpd.issue(P), 429, "rate_limited", "resend")
+        self.assertEqual(self.hits(), 1)
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["limits"] = [{"name": "other", "key": "phone", "algorithm": "sliding_log", "limit": 5, "window": "1m"}]
+        n = self.otpd.log().count("reloaded")
+        self.otpd.write_config(cfg)
+        self.otpd.kill(signal.SIGHUP)
+        wait_until(lambda: self.otpd.log().count("reloaded") > n, what="the reload")
+        self.accepted(self.otpd.issue(P))
+        self.assertEqual(metric(self.otpd, "otpd_refusal_cache_entries"), 0)
+
+
+class OverrideClearsTest(CacheTest):
+    limits = [{"name": "per_phone", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1h"}]
+
+    def test_override_clears_on_second_instance(self):
+        self.start_b()
+        self.accepted(self.otpd.issue(P))
+        self.refused(self.b.issue(P), 429, "rate_limited", "per_phone")
+        self.refused(self.b.issue(P), 429, "rate_limited", "per_phone")
+        self.assertEqual(self.hits(inst=self.b), 1)
+        self.add("overrides", {"rule": "per_phone", "key": {"phone": P}, "limit": 5, "expires_in": "1h"})
+        wait_until(lambda: self.b.issue(P)[0] == 202, timeout=SEEN_S, what="B accepts within 2 s of the override")
+
+
+class UnlockClearsTest(CacheTest):
+    limits = [{"name": "guesses", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 2, "window": "1h"}]
+
+    def test_unlock_clears_cached_lock(self):
+        _, code = self.issue_and_code(P)
+        self.assertEqual(self.otpd.verify(P, wrong_of(code))[0], 422)
+        self.refused(self.otpd.verify(P, wrong_of(code)), 429, "locked", "guesses")
+        r = self.otpd.verify(P, code)  # the lock, from the cache
+        self.refused(r, 429, "locked", "guesses")
+        self.assert_rl(r, "guesses", 2, 3600, 0)
+        self.assertEqual(self.hits("verify"), 1)
+        st, _, out = self.admin("POST", "unlock", {"phone": P})
+        self.assertEqual(st, 200, out)
+        # The instance that ran the unlock forgets at once.
+        self.assertEqual(self.otpd.verify(P, code)[0], 200)
+
+    def test_unlock_clears_on_second_instance(self):
+        self.start_b()
+        # B's first refresh hands it the (empty) overrides, which clears its cache: let it pass first.
+        wait_until(lambda: "admin overrides in force" in self.b.log(), what="B's first admin refresh")
+        _, code = self.issue_and_code(P)
+        self.assertEqual(self.b.verify(P, wrong_of(code))[0], 422)
+        self.refused(self.b.verify(P, wrong_of(code)), 429, "locked", "guesses")
+        self.refused(self.b.verify(P, code), 429, "locked", "guesses")
+        self.assertEqual(self.hits("verify", inst=self.b), 1)
+        st, _, out = self.admin("POST", "unlock", {"phone": P})  # through A
+        self.assertEqual((st, out), (200, {"unlocked": 1}))
+        wait_until(lambda: self.b.verify(P, code)[0] == 200, timeout=SEEN_S,
+                   what="B verifies the right code within 2 s of the unlock on A")
+
+
+class PenaltyTest(CacheTest):
+    limits = [{"name": "per_phone", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1h",
+               "penalty": {"after": 5, "within": "1m", "block": "15m"}}]
+
+    def test_cached_hits_count_toward_penalty(self):
+        self.accepted(self.otpd.issue(P))
+        for _ in range(5):  # one decided by Redis, four answered from the cache
+            self.refused(self.otpd.issue(P), 429, "rate_limited", "per_phone")
+        self.assertEqual(self.hits(), 4)
+        pen = "!" + self.field("per_phone")
+        state = wait_until(lambda: (lambda v: v if v and v.startswith("0:0:") else None)(
+            self.redis.cmd("HGET", "otp:{%s}" % P, pen)), timeout=SEEN_S,
+            what="the penalty's block in Redis within a tick")
+        left = int(state.split(":")[2]) - self.rtime_ms()
+        self.assertGreater(left, 14 * 60000, state)
+
+
+class TokenBucketNotCachedTest(CacheTest):
+    limits = [{"name": "bucket", "key": "phone", "algorithm": "token_bucket", "limit": 1, "window": "1h",
+               "burst": 1}]
+
+    def test_not_cached(self):
+        self.accepted(self.otpd.issue(P))
+        for _ in range(3):
+            self.refused(self.otpd.issue(P), 429, "rate_limited", "bucket")
+        self.assertEqual(self.hits(), 0)
+        self.assertEqual(metric(self.otpd, "otpd_refusal_cache_entries"), 0)
+
+
+class BoundTest(CacheTest):
+    """A cache of 16 (one per shard): many refused phones evict, never grow it."""
+    limits = [{"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "1m"}]
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["refusal_cache"] = {"max_entries": 16}
+        return cfg
+
+    def test_bound_and_evictions(self):
+        phones = ["+9198123%05d" % i for i in range(40)]
+        for p in phones:
+            self.accepted(self.otpd.issue(p))
+            self.refused(self.otpd.issue(p), 429, "rate_limited", "resend")
+        self.assertLessEqual(metric(self.otpd, "otpd_refusal_cache_entries"), 16)
+        self.assertGreater(metric(self.otpd, "otpd_refusal_cache_evictions_total"), 0)
+
+
+class OffTest(CacheTest):
+    limits = [{"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "1m"}]
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["refusal_cache"] = {"max_entries": 0}
+        return cfg
+
+    def test_off(self):
+        self.accepted(self.otpd.issue(P))
+        for _ in range(3):
+            self.refused(self.otpd.issue(P), 429, "rate_limited", "resend")
+        self.assertEqual(self.hits(), 0)
+
+
+class PenaltyBlockHitsTest(CacheTest):
+    """Refusals answered from memory during a penalty block are not counted,
+    as Redis counts none during a block: hits taken in the block's last
+    second and flushed after its end must not start a new block. A second
+    rule (on device_id, no block yet) gives the flush a barrier: its one
+    cached hit, made after P's, reaches Redis in the same flush or a later
+    one."""
+    limits = [{"name": "per_phone", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1s",
+               "penalty": {"after": 1, "within": "1m", "block": "3s"}},
+              {"name": "per_device", "key": "device", "algorithm": "sliding_log", "limit": 1, "window": "1h",
+               "penalty": {"after": 5, "within": "1h", "block": "1h"}}]
+
+    def test_hits_during_a_block_never_start_another(self):
+        # The first admin refresh hands over the (empty) overrides, which clears the cache: let it pass.
+        wait_until(lambda: "admin overrides in force" in self.otpd.log(), what="the first admin refresh")
+        dev_pen = ("otp:d:{dev-1}", "!" + self.field("per_device"))
+        self.accepted(self.otpd.issue(P2, device_id="dev-1"))
+        self.refused(self.otpd.issue(P2, device_id="dev-1"), 429, "rate_limited", "per_device")  # Redis: count 1
+        self.assertEqual(self.redis.cmd("HGET", *dev_pen).split(":")[1], "1")
+        pen = "!" + self.field("per_phone")
+        self.accepted(self.otpd.issue(P))
+        # Redis refuses and starts the block: a refusal that lasts the block.
+        self.refused(self.otpd.issue(P), 429, "rate_limited", "per_phone")
+        block = self.redis.cmd("HGET", "otp:{%s}" % P, pen)
+        self.assertTrue(block.startswith("0:0:"), block)
+        before = self.hits()
+        # Hammer until a request is accepted (the block and the 1 s log are over):
+        # every refusal until then came from the block, most of them from memory.
+        while True:
+            st, _, body = self.otpd.issue(P)
+            if st == 202:
+                break
+            self.assertEqual(st, 429, body)
+        self.assertGreater(self.hits() - before, 0, "no refusal of the block answered from memory")
+        # The barrier: one more cached hit on the device rule, after every hit on P.
+        self.refused(self.otpd.issue(P2, device_id="dev-1"), 429, "rate_limited", "per_device")
+        wait_until(lambda: self.redis.cmd("HGET", *dev_pen).split(":")[1] == "2", timeout=SEEN_S,
+                   what="the device rule's cached hit counted in Redis")
+        # P's penalty field is the block's, untouched: no refusal was counted since.
+        self.assertEqual(self.redis.cmd("HGET", "otp:{%s}" % P, pen), block)
