@@ -26,6 +26,7 @@
 #include "../base/phone.h"
 #include "../base/timestamp.h"
 #include "../base/unittest.h"
+#include "listener.h"
 #include "tls.h"
 
 enum http_route {
@@ -75,10 +76,9 @@ struct http {
     uint64_t closed_slow;
     /* Problems this layer answered itself, by outcome (atomic adds). */
     uint64_t problems[OUT_COUNT];
-    /* The listening socket once quiesced: closed only after MHD_stop_daemon,
-     * since MHD's threads may still use it (closing it first made MHD's stop
-     * fail to take it out of epoll, and abort). */
-    MHD_socket quiesced, quiesced_i;
+    /* The listening sockets, ours rather than MHD's (see listener.h): NULL
+     * once quiesced, and always before the daemon they feed is stopped. */
+    struct listener *l, *li;
 };
 
 /* One request in progress. */
@@ -1421,36 +1421,33 @@ static unsigned http_connection_limit(void)
 #define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 /* Starts one listener on host:port: the API's (internal 0; HTTPS with
- * h->tls) or listen_internal's (plain HTTP, one thread). NULL with err. */
-static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port, int internal, char *err)
+ * h->tls) or listen_internal's (plain HTTP, one thread). *lp gets the
+ * socket that feeds it (see listener.h). NULL with err. */
+static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port, int internal,
+                                      struct listener **lp, char *err)
 {
     const struct http_conf *c = h->cfg;
-    struct addrinfo hints = {0}, *ai = NULL;
-    char port_s[8];
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY | MHD_USE_ITC;
+    /* No listening socket in MHD: ours hands it the connections, so that
+     * stopping them never goes through MHD_quiesce_daemon. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY | MHD_USE_ITC |
+                     MHD_USE_NO_LISTEN_SOCKET;
     /* The certificate comes from tls_retrieve at each handshake, so that
      * a SIGHUP can change it (MHD_OPTION_HTTPS_MEM_CERT is read once). */
     struct MHD_OptionItem tls_opts[] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
                                         {MHD_OPTION_END, 0, NULL}};
     struct MHD_Daemon *d;
 
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    snprintf(port_s, sizeof(port_s), "%d", port);
-    if (getaddrinfo(host, port_s, &hints, &ai) != 0 || ai == NULL) {
-        snprintf(err, OTP_ERR_LEN, "http: cannot resolve %s", host);
+    if ((*lp = listener_open(host, port, err)) == NULL) {
+        if (internal)
+            snprintf(err + strlen(err), OTP_ERR_LEN - strlen(err), " (listen_internal)");
         return NULL;
     }
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     if (!internal && h->tls != NULL) {
         flags |= MHD_USE_TLS;
         tls_opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)tls_retrieve};
         tls_opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)HTTP_TLS_PRIORITIES};
     }
     d = MHD_start_daemon(flags, 0, NULL, NULL, internal ? http_handle_internal : http_handle, h,
-                         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                          MHD_OPTION_THREAD_POOL_SIZE, internal ? 1u : (unsigned)c->threads,
                          MHD_OPTION_CONNECTION_LIMIT, internal ? HTTP_INTERNAL_CONNS : http_connection_limit(),
                          MHD_OPTION_CONNECTION_TIMEOUT, 30u,
@@ -1459,10 +1456,15 @@ static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port
                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->max_conns_per_ip,
                          MHD_OPTION_ARRAY, tls_opts,
                          MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (d == NULL)
-        snprintf(err, OTP_ERR_LEN, "http: cannot listen on %s:%d%s", host, port,
+    if (d == NULL) {
+        snprintf(err, OTP_ERR_LEN, "http: cannot start the server for %s:%d%s", host, port,
                  internal ? " (listen_internal)" : "");
+        return NULL;
+    }
+    if (listener_run(*lp, d, err) != 0) {
+        MHD_stop_daemon(d);
+        return NULL;
+    }
     return d;
 }
 
@@ -1479,7 +1481,6 @@ struct http *http_new(const struct http_conf *c, const struct keys_conf *k, stru
     h->keys = k;
     h->otp = o;
     h->tls = tls;
-    h->quiesced = h->quiesced_i = MHD_INVALID_SOCKET;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->wake, NULL);
     phone_init(); /* libphonenumber's metadata now, not on the first request */
@@ -1490,11 +1491,11 @@ struct http *http_new(const struct http_conf *c, const struct keys_conf *k, stru
     }
     /* The internal listener first: the public one's route filter reads di. */
     if (c->listen_internal_port != 0 &&
-        (h->di = http_listen(h, c->listen_internal_host, c->listen_internal_port, 1, err)) == NULL) {
+        (h->di = http_listen(h, c->listen_internal_host, c->listen_internal_port, 1, &h->li, err)) == NULL) {
         http_free(h);
         return NULL;
     }
-    if ((h->d = http_listen(h, c->listen_host, c->listen_port, 0, err)) == NULL) {
+    if ((h->d = http_listen(h, c->listen_host, c->listen_port, 0, &h->l, err)) == NULL) {
         http_free(h);
         return NULL;
     }
@@ -1509,10 +1510,11 @@ struct http *http_new(const struct http_conf *c, const struct keys_conf *k, stru
 
 void http_quiesce(struct http *h)
 {
-    if (h && h->d && h->quiesced == MHD_INVALID_SOCKET)
-        h->quiesced = MHD_quiesce_daemon(h->d);
-    if (h && h->di && h->quiesced_i == MHD_INVALID_SOCKET)
-        h->quiesced_i = MHD_quiesce_daemon(h->di);
+    if (h == NULL)
+        return;
+    listener_free(h->l);
+    listener_free(h->li);
+    h->l = h->li = NULL;
 }
 
 void http_free(struct http *h)
@@ -1526,14 +1528,12 @@ void http_free(struct http *h)
         pthread_mutex_unlock(&h->mu);
         pthread_join(h->reaper, NULL);
     }
+    /* Nothing may hand the daemons a connection once they stop. */
+    http_quiesce(h);
     if (h->d)
         MHD_stop_daemon(h->d);
     if (h->di)
         MHD_stop_daemon(h->di);
-    if (h->quiesced != MHD_INVALID_SOCKET)
-        close(h->quiesced);
-    if (h->quiesced_i != MHD_INVALID_SOCKET)
-        close(h->quiesced_i);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->mu);
     free(h);
