@@ -94,6 +94,7 @@ struct http_req {
     unsigned status;                         /* the answer's, once queued; 0 before */
     char outcome[32];                        /* the problem's error code; "" for a success */
     char rule[CFG_NAME_MAX];                 /* the refusing rule, "" when none */
+    int cached;                              /* a refusal from the refusal cache: logged at debug */
     const char *caller;                      /* the API key's name (the config's) once known */
     size_t len;
     char body[HTTP_BODY_MAX + 1];
@@ -240,6 +241,7 @@ static char *http_problem_text(unsigned status, const char *error, const char *t
     if (http_cur != NULL) {
         snprintf(http_cur->outcome, sizeof(http_cur->outcome), "%s", error);
         snprintf(http_cur->rule, sizeof(http_cur->rule), "%s", a != NULL ? a->reason : "");
+        http_cur->cached = a != NULL && a->cached;
     }
     snprintf(cut, sizeof(cut), "%s", detail);
     http_utf8_cut(cut);
@@ -1224,7 +1226,11 @@ static void http_request_id(struct MHD_Connection *con, char *out)
 
 /* The request's one log line, once its answer is queued: issue and verify
  * by their decision, health checks and scrapes at debug, our own failures
- * (5xx) at warn. */
+ * (5xx) at warn. A repeat refusal answered from the refusal cache is at
+ * debug too: in a flood, the log must not grow with the flood's rate (the
+ * ledger holds those refusals in aggregate and
+ * otpd_refusal_cache_hits_total counts them); the first refusal of each
+ * key, decided by Redis, stays at info. */
 static void http_log_request(const struct http_req *rq, const char *method, const char *url)
 {
     int ok = rq->status < 400;
@@ -1237,7 +1243,7 @@ static void http_log_request(const struct http_req *rq, const char *method, cons
         event = ok ? "verify.verified" : "verify.refused";
     if (rq->status >= 500)
         level = LOG_WARN;
-    else if (rq->route == ROUTE_HEALTH || rq->route == ROUTE_READY || rq->route == ROUTE_METRICS)
+    else if (rq->cached || rq->route == ROUTE_HEALTH || rq->route == ROUTE_READY || rq->route == ROUTE_METRICS)
         level = LOG_DEBUG;
     log_event(level, event,
               LOG_FIELDS(LOG_STR("method", method), LOG_STR("path", url), LOG_INT("status", rq->status),

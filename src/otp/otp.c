@@ -570,7 +570,7 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
         goto refused;
     /* A refusal remembered from Redis: answered before any code work. */
     keys_fill(rq, rq->client_ip ? ip_key : NULL, &lr);
-    if (limits_cached_issue(o->d.limits, &lr, &li))
+    if ((out->cached = limits_cached_issue(o->d.limits, &lr, &li)) != 0)
         goto decided;
     code_new_id(vid);
     code_derive(o->d.keys, vid, c->otp->length, code);
@@ -701,7 +701,7 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
         goto done;
     }
     keys_fill(rq, rq->client_ip ? ip_key : NULL, &lr);
-    if (!limits_cached_verify(o->d.limits, &lr, &lv)) {
+    if (!(out->cached = limits_cached_verify(o->d.limits, &lr, &lv))) {
         code_hash(o->d.keys, rq->phone, guess, hash);
         code_new_id(rid);
         scope_fill(o, rq, &lr, scope);

@@ -73,6 +73,7 @@ struct otp_answer {
     char reason[CFG_NAME_MAX]; /* the refusing rule */
     struct limits_header header;
     char detail[160];          /* for people; no code, no secret */
+    int cached;                /* 1: a refusal answered from the refusal cache, without Redis */
 };
 
 /* The admin rows (the HTTP layer's /v1/admin routes), owned by the caller. */

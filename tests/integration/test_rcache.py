@@ -213,6 +213,37 @@ class BoundTest(CacheTest):
         self.assertGreater(metric(self.otpd, "otpd_refusal_cache_evictions_total"), 0)
 
 
+class LogLevelTest(CacheTest):
+    """A flood of repeats does not grow the log at info: the first refusal
+    of a key (Redis decided it) is an info line, the cached repeats are at
+    debug; the metric and the ledger still have each of them."""
+    limits = [{"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "1m"}]
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["log"] = {"format": "json", "level": "info"}
+        return cfg
+
+    def refused_lines(self):
+        out = []
+        for line in self.otpd.log().splitlines():
+            if line.startswith("{"):
+                obj = json.loads(line)
+                if obj.get("event") == "issue.refused":
+                    out.append(obj)
+        return out
+
+    def test_cached_repeats_at_debug(self):
+        self.accepted(self.otpd.issue(P))
+        for _ in range(6):
+            self.refused(self.otpd.issue(P), 429, "rate_limited", "resend")
+        self.assertEqual(self.hits(), 5)
+        # The same barrier as any line: the otpd answered before it wrote, so stop it first.
+        self.assertEqual(self.otpd.stop(), 0)
+        lines = self.refused_lines()
+        self.assertEqual([(l["level"], l["rule"], l["status"]) for l in lines], [("info", "resend", 429)], lines)
+
+
 class OffTest(CacheTest):
     limits = [{"name": "resend", "key": "phone", "algorithm": "resend_delay", "delay": "1m"}]
 

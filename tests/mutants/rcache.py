@@ -109,4 +109,10 @@ MUTANTS = [
          new="    out->retry_ms = why.deadline_ms - now;",
          test="test_limits.WrongGuessCapTest.test_lock_across_codes",
          why="a cached lock's Retry-After shortened by the clock-rate margin: not the uncached answer"),
+    dict(name="rcache-hits-logged-at-info",
+         file="src/http/http.c",
+         old="    else if (rq->cached || rq->route == ROUTE_HEALTH",
+         new="    else if (rq->route == ROUTE_HEALTH",
+         test="test_rcache.LogLevelTest",
+         why="a flood of cached refusals writes a log line each at info: the log grows with the flood's rate"),
 ]
