@@ -167,8 +167,10 @@ void rcache_free(struct rcache *c)
 
 int64_t rcache_deadline_ms(int64_t t0_ms, int64_t retry_ms)
 {
-    /* 1 ms per second of wait for a Redis clock that runs faster than ours. */
-    return t0_ms + retry_ms - retry_ms / 1000;
+    /* 1 ms per second of wait for a Redis clock that runs faster than ours,
+     * and 1 ms for whole milliseconds: the script's now is Redis's clock
+     * floored, so its retry may be up to 1 ms longer than the true wait. */
+    return t0_ms + retry_ms - retry_ms / 1000 - 1;
 }
 
 uint64_t rcache_gen(struct rcache *c)

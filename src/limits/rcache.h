@@ -81,7 +81,10 @@ void rcache_free(struct rcache *c);
  * faster than ours. It is another host's wall clock, which NTP may slew
  * (up to 500 ppm) the other way from ours: the deadline is retry_ms / 1000
  * earlier, exact for clocks up to 1,000 ppm apart (a refusal of an hour is
- * answered from memory 3.6 s less, then Redis is asked again). A
+ * answered from memory 3.6 s less, then Redis is asked again). And 1 ms
+ * earlier again: the scripts' now is Redis's clock in whole ms, floored,
+ * so retry_ms may be up to 1 ms more than the wait left (CI saw a cached
+ * refusal of a 1 ms wait answered at the very ms Redis's state ended). A
  * step of Redis's clock is not covered. Pure. */
 int64_t rcache_deadline_ms(int64_t t0_ms, int64_t retry_ms);
 

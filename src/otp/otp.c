@@ -456,17 +456,13 @@ static void keys_fill(const struct otp_req *rq, const char *ip_key, struct limit
 }
 
 /* The parts of a limits request that name rq's verification (phone,
- * caller, purpose) and its keys; scope holds CODE_SCOPE_LEN + 1 bytes. */
+ * caller, purpose) and its keys (lr->ip_key kept); scope holds
+ * CODE_SCOPE_LEN + 1 bytes. */
 static void scope_fill(struct otp *o, const struct otp_req *rq, struct limits_request *lr, char *scope)
 {
     code_scope(o->d.keys, rq->api_key, purpose_of(rq), scope);
-    lr->phone = rq->phone;
-    lr->device_id = rq->device_id;
-    lr->api_key = rq->api_key;
-    lr->purpose = purpose_of(rq);
+    keys_fill(rq, lr->ip_key, lr);
     lr->scope = scope;
-    memcpy(lr->region, rq->region, sizeof(lr->region));
-    lr->type = rq->type;
 }
 
 static struct ledger_request request_row(const struct otp_req *rq, const char *kind, const char *decision,
@@ -577,7 +573,6 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     code_hash(o->d.keys, rq->phone, code, vhash);
     code_wipe(code, sizeof(code));
     scope_fill(o, rq, &lr, scope);
-    lr.ip_key = rq->client_ip ? ip_key : NULL;
     code_new_id(rid); /* names this request's script call, for its retry and its abandon */
     lr.rid = rid;
     code_new_id(out->id); /* the message an accepted issue queues */

@@ -32,8 +32,10 @@ static struct rcache_value val(const char *rule, int64_t deadline_ms, int penalt
     return v;
 }
 
-/* The Redis decided at the call's start (0 ms call): the entry answers at
- * deadline - 1 and not at the deadline, the same ms the state ends. */
+/* Redis decided at the call's start (0 ms call), at a whole ms: the state
+ * ends at t0 + retry, and the entry answers until the ms before that one
+ * less the 1 ms that Redis's floored clock may add to retry (rcache.h):
+ * at t0 + retry - 2, not at t0 + retry - 1. */
 static void test_expiry_exact_ms(void **state)
 {
     struct rcache *c = rcache_new(1000);
@@ -42,17 +44,17 @@ static void test_expiry_exact_ms(void **state)
 
     (void)state;
     v.deadline_ms = rcache_deadline_ms(t0, retry);
-    assert_int_equal(v.deadline_ms, t0 + retry); /* under a second: no margin for clock rates */
+    assert_int_equal(v.deadline_ms, t0 + retry - 1); /* under a second: no margin for clock rates */
     v.end_ms = t0 + retry;
     assert_int_equal(rcache_put(c, rcache_gen(c), RCACHE_ISSUE, "otp:{+447400123456}", "Ab", &v, t0), 1);
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0, &got), 1);
-    assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0 + retry - 1, &got), 1);
+    assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0 + retry - 2, &got), 1);
     assert_string_equal(got.rule, "per_phone");
     assert_int_equal(got.quota, 3);
     assert_int_equal(got.window_s, 60);
-    assert_int_equal(got.deadline_ms, t0 + retry);
+    assert_int_equal(got.deadline_ms, t0 + retry - 1);
     assert_int_equal(got.end_ms, t0 + retry); /* what the answer's Retry-After counts down to */
-    assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0 + retry, &got), 0);
+    assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0 + retry - 1, &got), 0);
     /* Dropped once expired, not merely skipped. */
     assert_int_equal(rcache_get(c, RCACHE_ISSUE, "otp:{+447400123456}", "Ab", t0, &got), 0);
     rcache_free(c);
@@ -68,10 +70,11 @@ static void test_deadline_margin_for_clock_rates(void **state)
     const int64_t t0 = 1000, hour = 3600000, month = 30LL * 86400000;
 
     (void)state;
-    assert_int_equal(rcache_deadline_ms(t0, 999), t0 + 999);
-    assert_int_equal(rcache_deadline_ms(t0, 1000), t0 + 999);
-    assert_int_equal(rcache_deadline_ms(t0, hour), t0 + hour - 3600);
-    assert_int_equal(rcache_deadline_ms(t0, month), t0 + month - month / 1000);
+    assert_int_equal(rcache_deadline_ms(t0, 1), t0); /* a 1 ms wait is never cached (floored clocks) */
+    assert_int_equal(rcache_deadline_ms(t0, 999), t0 + 998);
+    assert_int_equal(rcache_deadline_ms(t0, 1000), t0 + 998);
+    assert_int_equal(rcache_deadline_ms(t0, hour), t0 + hour - 3600 - 1);
+    assert_int_equal(rcache_deadline_ms(t0, month), t0 + month - month / 1000 - 1);
     /* A Redis clock 1,000 ppm fast ends the refusal at t0 + retry / 1.001, never before the deadline. */
     assert_true(rcache_deadline_ms(t0, month) <= t0 + month * 1000 / 1001);
     assert_true(rcache_deadline_ms(t0, hour) <= t0 + hour * 1000 / 1001);
