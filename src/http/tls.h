@@ -28,7 +28,7 @@ struct tls_info {
     int64_t not_before_s;  /* Unix seconds */
     int64_t not_after_s;
     unsigned chain;        /* certificates in the file, the leaf first */
-    char warning[320];     /* "" or what is wrong with an intermediate (out of its dates); served anyway */
+    char warning[384];     /* "" or what is wrong with an intermediate (out of its dates); served anyway */
 };
 
 /*
