@@ -110,14 +110,9 @@ static void entry_drop(struct rc_entry *e)
         free(e);
 }
 
-/* Unlinks e from s's table and LRU list, then drops it; under s->mu. */
-static void entry_remove(struct rc_shard *s, struct rc_entry *e)
+/* Takes e out of s's LRU list; under s->mu. */
+static void lru_unlink(struct rc_shard *s, struct rc_entry *e)
 {
-    struct rc_entry **p = &s->buckets[e->hash & s->mask];
-
-    while (*p != e)
-        p = &(*p)->hnext;
-    *p = e->hnext;
     if (e->prev)
         e->prev->next = e->next;
     else
@@ -126,6 +121,29 @@ static void entry_remove(struct rc_shard *s, struct rc_entry *e)
         e->next->prev = e->prev;
     else
         s->tail = e->prev;
+}
+
+/* Puts e at the front of s's LRU list (most recently used); under s->mu. */
+static void lru_push(struct rc_shard *s, struct rc_entry *e)
+{
+    e->prev = NULL;
+    e->next = s->head;
+    if (s->head)
+        s->head->prev = e;
+    else
+        s->tail = e;
+    s->head = e;
+}
+
+/* Unlinks e from s's table and LRU list, then drops it; under s->mu. */
+static void entry_remove(struct rc_shard *s, struct rc_entry *e)
+{
+    struct rc_entry **p = &s->buckets[e->hash & s->mask];
+
+    while (*p != e)
+        p = &(*p)->hnext;
+    *p = e->hnext;
+    lru_unlink(s, e);
     s->n--;
     entry_drop(e);
 }
@@ -196,19 +214,20 @@ static void touch(struct rc_shard *s, struct rc_entry *e)
 {
     if (s->head == e)
         return;
-    e->prev->next = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        s->tail = e->prev;
-    e->prev = NULL;
-    e->next = s->head;
-    s->head->prev = e;
-    s->head = e;
+    lru_unlink(s, e);
+    lru_push(s, e);
 }
 
+/* e's value and rule name (after its key and field, whose lengths are
+ * set): the text's room holds any rule name, so a replacement never grows
+ * it. */
 static void value_set(struct rc_entry *e, const struct rcache_value *v)
 {
+    char *rule = e->text + e->klen + e->flen + 2;
+    size_t rlen = strnlen(v->rule, RCACHE_NAME_MAX - 1);
+
+    memcpy(rule, v->rule, rlen);
+    rule[rlen] = '\0';
     e->deadline_ms = v->deadline_ms;
     e->end_ms = v->end_ms;
     e->count_from_ms = v->count_from_ms;
@@ -221,7 +240,7 @@ static void value_set(struct rc_entry *e, const struct rcache_value *v)
 int rcache_put(struct rcache *c, uint64_t gen, enum rcache_op op, const char *key, const char *field,
                const struct rcache_value *v, int64_t now_ms)
 {
-    size_t klen, flen, rlen;
+    size_t klen, flen;
     uint64_t kh;
     uint32_t h;
     struct rc_shard *s;
@@ -231,7 +250,6 @@ int rcache_put(struct rcache *c, uint64_t gen, enum rcache_op op, const char *ke
         return 0;
     klen = strlen(key);
     flen = strlen(field);
-    rlen = strnlen(v->rule, RCACHE_NAME_MAX - 1);
     if (klen >= sizeof(((struct rcache_hits *)0)->key) || flen >= sizeof(((struct rcache_hits *)0)->field))
         return 0;
     s = shard_of(c, key, klen, &kh);
@@ -246,8 +264,6 @@ int rcache_put(struct rcache *c, uint64_t gen, enum rcache_op op, const char *ke
     if ((e = find(s, h, op, key, klen, field, flen)) != NULL) {
         /* The newer refusal: both deadlines are exact, the newer knows more. */
         value_set(e, v);
-        memcpy(e->text + klen + flen + 2, v->rule, rlen);
-        e->text[klen + flen + 2 + rlen] = '\0';
         touch(s, e);
         pthread_mutex_unlock(&s->mu);
         return 1;
@@ -256,13 +272,11 @@ int rcache_put(struct rcache *c, uint64_t gen, enum rcache_op op, const char *ke
         s->evictions++;
         entry_remove(s, s->tail);
     }
-    /* The text's room holds any rule name, so a replacement never grows it. */
     if ((e = malloc(sizeof(*e) + klen + flen + RCACHE_NAME_MAX + 2)) == NULL) {
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
     memset(e, 0, sizeof(*e));
-    value_set(e, v);
     e->hash = h;
     e->op = (uint8_t)op;
     e->klen = (uint16_t)klen;
@@ -270,16 +284,10 @@ int rcache_put(struct rcache *c, uint64_t gen, enum rcache_op op, const char *ke
     e->flags = RC_LIVE;
     memcpy(e->text, key, klen + 1);
     memcpy(e->text + klen + 1, field, flen + 1);
-    memcpy(e->text + klen + flen + 2, v->rule, rlen);
-    e->text[klen + flen + 2 + rlen] = '\0';
+    value_set(e, v);
     e->hnext = s->buckets[h & s->mask];
     s->buckets[h & s->mask] = e;
-    e->next = s->head;
-    if (s->head)
-        s->head->prev = e;
-    else
-        s->tail = e;
-    s->head = e;
+    lru_push(s, e);
     s->n++;
     pthread_mutex_unlock(&s->mu);
     return 1;
