@@ -992,9 +992,19 @@ static void cached_header(struct limits_header *h, const struct rcache_value *v,
     h->reset_s = ceil_s(left_ms);
 }
 
-int limits_cached_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out)
+/* 1 when rule r's state for rq has a refusal of op in the cache at now,
+ * into v; 0 when r is not cacheable or nothing is remembered. */
+static int cached_rule(struct limits *l, const struct cfg_rule *r, enum rcache_op op,
+                       const struct limits_request *rq, int64_t now, struct rcache_value *v)
 {
     char key[LIMITS_KEY_LEN], field[LIMITS_KEY_LEN];
+
+    return cacheable(r) && limits_rule_key(r, rq, key, sizeof(key), field, sizeof(field)) &&
+           rcache_get(l->rc, op, key, field, now, v);
+}
+
+int limits_cached_issue(struct limits *l, const struct limits_request *rq, struct limits_issue *out)
+{
     struct rcache_value v, why = {0};
     struct limits_rules *rs;
     int64_t now, wait = 0;
@@ -1009,8 +1019,7 @@ int limits_cached_issue(struct limits *l, const struct limits_request *rq, struc
      * its rule's penalty, as each refusing rule would in the script. */
     for (i = 0; i < rs->n_rules; i++) {
         const struct cfg_rule *r = &rs->rules[i];
-        if (r->on == CFG_ON_VERIFY || !cacheable(r) || !limits_rule_key(r, rq, key, sizeof(key), field, sizeof(field)) ||
-            !rcache_get(l->rc, RCACHE_ISSUE, key, field, now, &v))
+        if (r->on == CFG_ON_VERIFY || !cached_rule(l, r, RCACHE_ISSUE, rq, now, &v))
             continue;
         hits++;
         if (v.end_ms - now > wait)
@@ -1034,7 +1043,6 @@ int limits_cached_issue(struct limits *l, const struct limits_request *rq, struc
 
 int limits_cached_verify(struct limits *l, const struct limits_request *rq, struct limits_verify *out)
 {
-    char key[LIMITS_KEY_LEN], field[LIMITS_KEY_LEN];
     struct rcache_value v, why = {0};
     const struct cfg_rule *wrong = NULL;
     struct limits_rules *rs;
@@ -1050,18 +1058,15 @@ int limits_cached_verify(struct limits *l, const struct limits_request *rq, stru
         const struct cfg_rule *r = &rs->rules[i];
         if (r->algo == CFG_ALGO_WRONG_GUESS_CAP)
             wrong = r; /* the one limits_verify uses: the last */
-        if (r->on == CFG_ON_ISSUE || r->algo == CFG_ALGO_WRONG_GUESS_CAP || !cacheable(r) ||
-            !limits_rule_key(r, rq, key, sizeof(key), field, sizeof(field)) ||
-            !rcache_get(l->rc, RCACHE_VERIFY, key, field, now, &v))
+        if (r->on == CFG_ON_ISSUE || r->algo == CFG_ALGO_WRONG_GUESS_CAP ||
+            !cached_rule(l, r, RCACHE_VERIFY, rq, now, &v))
             continue;
         hits++;
         if (v.end_ms > why.end_ms)
             why = v; /* as verify_rules_read: the longest refusal, and its wait */
     }
     /* verify.lua checks the verify rules first, then the lock. */
-    if (hits == 0 && wrong != NULL && cacheable(wrong) &&
-        limits_rule_key(wrong, rq, key, sizeof(key), field, sizeof(field)) &&
-        rcache_get(l->rc, RCACHE_VERIFY, key, field, now, &why))
+    if (hits == 0 && wrong != NULL && cached_rule(l, wrong, RCACHE_VERIFY, rq, now, &why))
         hits++;
     rules_put(l, rs);
     if (hits == 0)
