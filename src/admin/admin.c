@@ -18,6 +18,7 @@
 
 #include "../base/clock.h"
 #include "../base/duration.h"
+#include "../base/fnv.h"
 #include "../base/log.h"
 #include "../base/phone.h"
 #include "../base/timestamp.h"
@@ -1059,15 +1060,14 @@ out:
 /* A digest of the overrides live at now_ms: their ids, in order. */
 static void ov_digest(const struct admin_snap *s, int64_t now_ms, char *out, size_t cap)
 {
-    uint64_t h = 1469598103934665603ULL, n = 0;
-    size_t i, k;
+    uint64_t h = FNV_BASIS, n = 0;
+    size_t i;
 
     for (i = 0; i < s->n_ov; i++) {
         if (s->ov[i].expires_ms <= now_ms)
             continue;
         n++;
-        for (k = 0; s->ov[i].id[k]; k++)
-            h = (h ^ (unsigned char)s->ov[i].id[k]) * 1099511628211ULL;
+        h = fnv_add(h, s->ov[i].id, strlen(s->ov[i].id));
     }
     snprintf(out, cap, "%llu:%016llx", (unsigned long long)n, (unsigned long long)h);
 }

@@ -10,6 +10,7 @@
  * whole result, in fixed memory, so a repeat costs a hash and a compare.
  */
 #include "phone.h"
+#include "fnv.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -141,11 +142,7 @@ static struct phone_memo_shard phone_memo[PHONE_MEMO_SHARDS];
 
 static uint64_t phone_memo_hash(const char *s, size_t n)
 {
-    uint64_t h = 14695981039346656037ULL;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL; /* FNV-1a */
-    return h * 11400714819323198485ULL; /* spread into the top bits */
+    return fnv_add(FNV_BASIS, s, n) * 11400714819323198485ULL; /* spread into the top bits */
 }
 
 static struct phone_memo_entry *phone_memo_set(uint64_t h, struct phone_memo_shard **shard)

@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "../base/clock.h"
+#include "../base/fnv.h"
 #include "../base/metrics.h"
 #include "chain.h"
 #include "schema.h"
@@ -256,28 +257,19 @@ static size_t ledger_agg_flush_locked(struct ledger *l, int64_t before_s)
     return moved;
 }
 
-static uint64_t ledger_hash(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ULL; /* FNV-1a */
-    return h;
-}
 
 /* Of everything in a request row but its time (0) and count. */
 static uint64_t op_agg_hash(const struct ledger_op *op)
 {
-    uint64_t h = 14695981039346656037ULL;
+    uint64_t h = FNV_BASIS;
     int i;
 
     for (i = 1; i < LEDGER_COUNT_ARG; i++) {
         const struct ledger_arg *a = &op->a[i];
         if (a->is_text)
-            h = a->s ? ledger_hash(h, a->s, strlen(a->s) + 1) : ledger_hash(h, "\1", 1);
+            h = a->s ? fnv_add(h, a->s, strlen(a->s) + 1) : fnv_add(h, "\1", 1);
         else
-            h = ledger_hash(h, &a->i, sizeof(a->i));
+            h = fnv_add(h, &a->i, sizeof(a->i));
     }
     return h;
 }

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/fnv.h"
+
 #define RC_LIVE 1  /* in the table and the LRU list */
 #define RC_DIRTY 2 /* in the dirty list */
 
@@ -47,25 +49,11 @@ struct rcache {
     _Atomic uint64_t hits[RCACHE_OPS];
 };
 
-/* FNV-1a, 64-bit, continued from h. */
-static uint64_t fnv(uint64_t h, const char *s, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-#define FNV_BASIS 14695981039346656037ULL
-
 /* The shard of Redis key key: every field of one key in one shard, so
  * rcache_clear_key looks at one shard. */
 static struct rc_shard *shard_of(struct rcache *c, const char *key, size_t klen, uint64_t *kh)
 {
-    *kh = fnv(FNV_BASIS, key, klen);
+    *kh = fnv_add(FNV_BASIS, key, klen);
     return &c->shards[(*kh >> 32) % RCACHE_SHARDS];
 }
 
@@ -73,7 +61,7 @@ static struct rc_shard *shard_of(struct rcache *c, const char *key, size_t klen,
 static uint32_t entry_hash(uint64_t kh, enum rcache_op op, const char *field, size_t flen)
 {
     char sep[2] = {0, (char)op};
-    uint64_t h = fnv(fnv(kh, sep, 2), field, flen);
+    uint64_t h = fnv_add(fnv_add(kh, sep, 2), field, flen);
 
     return (uint32_t)(h ^ (h >> 32));
 }
