@@ -5,7 +5,8 @@
  * the form body of a Twilio delivery report
  * (http_form_get, http_form_decode, and report.c's report_twilio_data, the
  * text its signature covers), and the cut every problem's detail gets
- * (http_utf8_cut: its result is a prefix jansson takes as a string). An
+ * (http_utf8_cut: its result is a prefix jansson takes as a string), and
+ * the problem text of such a detail (problem.c, against jansson). An
  * input is one body of at most
  * HTTP_BODY_MAX bytes, as http.c buffers it. Seeds: tests/fuzz/corpus/body/,
  * bodies that pass every check.
@@ -16,6 +17,7 @@
 
 #include "../../src/base/phone.h"
 #include "../../src/http/http.h"
+#include "../../src/http/problem.h"
 #include "../../src/limits/limits.h"
 #include "fuzz.h"
 
@@ -104,10 +106,40 @@ out:
     return ok;
 }
 
-/* http_utf8_cut over any bytes: a prefix of them that jansson accepts. */
-static void fuzz_cut(const char *body)
+/* problem_text for detail (cut as http.c cuts it) against jansson's dump
+ * of the same object, built as http.c built it before problem.c: byte for
+ * byte the same. The rest of the problem varies with the input's size. */
+static void fuzz_problem(const char *detail, size_t size)
 {
-    char copy[HTTP_BODY_MAX + 1];
+    struct problem p = {.status = 400 + (unsigned)(size % 200), .error = "rate_limited", .title = "Rate limited",
+                        .detail = detail, .reason = size % 3 ? "phone_10m" : "", .retry_after_s = (int64_t)size % 4,
+                        .attempts_left = (int)(size % 7), .show_attempts = size % 2};
+    json_t *j = json_object();
+    char *ours = problem_text(&p), *theirs;
+
+    json_object_set_new(j, "type", json_string("urn:otpd:problem:rate_limited"));
+    json_object_set_new(j, "title", json_string(p.title));
+    json_object_set_new(j, "status", json_integer(p.status));
+    json_object_set_new(j, "detail", json_string(detail));
+    json_object_set_new(j, "error", json_string(p.error));
+    if (p.reason[0])
+        json_object_set_new(j, "reason", json_string(p.reason));
+    if (p.retry_after_s > 0)
+        json_object_set_new(j, "retry_after", json_integer(p.retry_after_s));
+    if (p.show_attempts)
+        json_object_set_new(j, "attempts_left", json_integer(p.attempts_left));
+    theirs = json_dumps(j, JSON_COMPACT);
+    FUZZ_CHECK(ours != NULL && theirs != NULL && strcmp(ours, theirs) == 0);
+    free(ours);
+    free(theirs);
+    json_decref(j);
+}
+
+/* http_utf8_cut over any bytes: a prefix of them that jansson accepts; and
+ * the problem text of it. */
+static void fuzz_cut(const char *body, size_t size)
+{
+    char copy[HTTP_BODY_MAX + 1], detail[PROBLEM_DETAIL_MAX + 1];
     json_t *v;
 
     snprintf(copy, sizeof(copy), "%s", body);
@@ -116,6 +148,9 @@ static void fuzz_cut(const char *body)
     v = json_string(copy);
     FUZZ_CHECK(v != NULL);
     json_decref(v);
+    snprintf(detail, sizeof(detail), "%s", body); /* as http_problem_text */
+    http_utf8_cut(detail);
+    fuzz_problem(detail, size);
 }
 
 /* Reads body as a Twilio status callback; returns 1 when it names a status. */
@@ -165,7 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     deep = fuzz_json(body, size, 0);
     deep |= fuzz_json(body, size, 1);
     deep |= fuzz_form(body, size);
-    fuzz_cut(body);
+    fuzz_cut(body, size);
     fuzz_deep(deep, "neither a valid issue or verify body nor a form with MessageStatus");
     free(body);
     return 0;
