@@ -123,6 +123,45 @@ static void test_new_id_after_fork(void **state)
     assert_string_not_equal(mine, theirs);
 }
 
+/* code_scope remembers each thread's last answer: a repeat gives the same
+ * scope, and a change of key set, caller or purpose is never answered from
+ * the memo, not even for a key set made at a freed one's address. */
+static void test_scope_memo(void **state)
+{
+    struct fixture *f = *state;
+    char s1[CODE_SCOPE_LEN + 1], again[CODE_SCOPE_LEN + 1], other[CODE_SCOPE_LEN + 1];
+    char x[CODE_SCOPE_LEN + 1], y[CODE_SCOPE_LEN + 1], z[CODE_SCOPE_LEN + 1];
+    struct code_keys *k;
+
+    code_scope(f->a, "key-one", "login", s1);
+    assert_true(all_of(s1, CODE_SCOPE_LEN, "0123456789abcdef"));
+    code_scope(f->a, "key-one", "login", again);
+    assert_string_equal(s1, again);
+    code_scope(f->b, "key-one", "login", other);
+    assert_string_not_equal(s1, other);
+    code_scope(f->a, "key-one", "login", again);
+    assert_string_equal(s1, again);
+    code_scope(f->a, "key-two", "login", other);
+    assert_string_not_equal(s1, other);
+    code_scope(f->a, "key-one", "signup", other);
+    assert_string_not_equal(s1, other);
+    code_scope(f->a, "key-one", "login", again);
+    assert_string_equal(s1, again);
+
+    k = code_keys_new((const unsigned char *)SECRET_A, strlen(SECRET_A));
+    assert_non_null(k);
+    code_scope(k, "key-one", "login", x);
+    assert_string_equal(s1, x); /* the same secret, another set */
+    code_keys_free(k);
+    k = code_keys_new((const unsigned char *)SECRET_B, strlen(SECRET_B)); /* often at the same address */
+    assert_non_null(k);
+    code_scope(k, "key-one", "login", y);
+    code_keys_free(k);
+    code_scope(f->b, "key-one", "login", z);
+    assert_string_equal(y, z);
+    assert_string_not_equal(x, y);
+}
+
 static void test_derive_deterministic(void **state)
 {
     struct fixture *f = *state;
@@ -488,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_new_id),
         cmocka_unit_test(test_new_id_across_refills),
         cmocka_unit_test(test_new_id_after_fork),
+        cmocka_unit_test(test_scope_memo),
         cmocka_unit_test(test_derive_deterministic),
         cmocka_unit_test(test_derive_length),
         cmocka_unit_test(test_derive_differs),
