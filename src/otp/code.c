@@ -4,6 +4,9 @@
  */
 #include "code.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,12 @@ struct code_keys {
     unsigned char hash_key[crypto_auth_hmacsha256_KEYBYTES]; /* hashes codes for Redis */
     unsigned char tag_key[crypto_auth_hmacsha256_KEYBYTES];  /* keys Idempotency-Key request hashes */
     unsigned char report_key[crypto_auth_hmacsha256_KEYBYTES]; /* signs delivery-report URLs */
+    uint64_t serial; /* this set's number among all made (code_scope's memo), from 1 */
 };
+
+/* Numbers each key set made, so that a memo of one is never taken for
+ * another's, even at the same address after a free. */
+static atomic_uint_fast64_t code_keys_made;
 
 /* One purpose-separated subkey: HMAC-SHA256(secret, label). */
 static void code_subkey(const unsigned char *secret, size_t len, const char *label, unsigned char *out)
@@ -39,6 +47,7 @@ struct code_keys *code_keys_new(const unsigned char *secret, size_t secret_len)
     code_subkey(secret, secret_len, "otpd/v1/hash", k->hash_key);
     code_subkey(secret, secret_len, "otpd/v1/tag", k->tag_key);
     code_subkey(secret, secret_len, "otpd/v2/report", k->report_key);
+    k->serial = atomic_fetch_add(&code_keys_made, 1) + 1;
     return k;
 }
 
@@ -55,12 +64,45 @@ void code_wipe(void *p, size_t n)
     sodium_memzero(p, n);
 }
 
+/*
+ * Ids come from a per-thread pool of CODE_POOL_IDS ids at a time: a fresh
+ * 256-bit key from the kernel (randombytes_buf, one getrandom) expanded
+ * with ChaCha20 (randombytes_buf_deterministic). A getrandom per id was
+ * 1.6 % of a distinct-phone verify's CPU (each request takes one or three
+ * ids). An id is wiped from the pool as it is handed out, and the key as
+ * soon as it is used. A fork's child forgets the pool of the thread that
+ * forked (the only thread it has), so parent and child never hand out the
+ * same ids.
+ */
+#define CODE_POOL_IDS 256
+static _Thread_local unsigned char code_pool[CODE_POOL_IDS][CODE_ID_LEN / 2];
+static _Thread_local size_t code_pool_next = CODE_POOL_IDS; /* CODE_POOL_IDS: empty */
+static pthread_once_t code_pool_once = PTHREAD_ONCE_INIT;
+
+static void code_pool_forget(void)
+{
+    code_pool_next = CODE_POOL_IDS;
+}
+
+static void code_pool_init(void)
+{
+    pthread_atfork(NULL, NULL, code_pool_forget);
+}
+
 void code_new_id(char *out)
 {
-    unsigned char raw[CODE_ID_LEN / 2];
+    unsigned char seed[randombytes_SEEDBYTES];
 
-    randombytes_buf(raw, sizeof(raw));
-    sodium_bin2hex(out, CODE_ID_LEN + 1, raw, sizeof(raw));
+    pthread_once(&code_pool_once, code_pool_init);
+    if (code_pool_next == CODE_POOL_IDS) {
+        randombytes_buf(seed, sizeof(seed));
+        randombytes_buf_deterministic(code_pool, sizeof(code_pool), seed);
+        sodium_memzero(seed, sizeof(seed));
+        code_pool_next = 0;
+    }
+    sodium_bin2hex(out, CODE_ID_LEN + 1, code_pool[code_pool_next], CODE_ID_LEN / 2);
+    sodium_memzero(code_pool[code_pool_next], CODE_ID_LEN / 2);
+    code_pool_next++;
 }
 
 void code_derive(const struct code_keys *k, const char *id, int digits, char *out)
@@ -124,13 +166,39 @@ void code_tag(const struct code_keys *k, const char *msg_id, char *out)
     code_mac_hex(k->tag_key, "dlr", msg_id, out, CODE_TAG_LEN);
 }
 
+/* Each thread remembers its last scope: a caller and purpose rarely
+ * change between one request and the next, and the HMAC was a tenth of
+ * otpd's own instructions on a distinct-phone verify (two of them, this
+ * and code_hash). Inputs too long for the memo are hashed every time.
+ * CODE_SCOPE_IN is the room code_scope's HMAC input has: "scope", 0x1f,
+ * the key and its NUL. */
+#define CODE_SCOPE_IN 64
+#define CODE_SCOPE_MEMO_PURPOSE 128
+static _Thread_local struct {
+    uint64_t serial; /* the key set's; 0: empty */
+    char api_key[CODE_SCOPE_IN - 6], purpose[CODE_SCOPE_MEMO_PURPOSE];
+    char scope[CODE_SCOPE_LEN + 1];
+} code_scope_memo;
+
 void code_scope(const struct code_keys *k, const char *api_key, const char *purpose, char *out)
 {
-    char a[64];
+    char a[CODE_SCOPE_IN];
+    int fits = strlen(api_key) < sizeof(code_scope_memo.api_key) && strlen(purpose) < CODE_SCOPE_MEMO_PURPOSE;
 
+    if (fits && code_scope_memo.serial == k->serial && strcmp(code_scope_memo.api_key, api_key) == 0 &&
+        strcmp(code_scope_memo.purpose, purpose) == 0) {
+        memcpy(out, code_scope_memo.scope, CODE_SCOPE_LEN + 1);
+        return;
+    }
     /* The 0x1f keeps this input apart from code_tag's "dlr". */
     snprintf(a, sizeof(a), "scope\x1f%s", api_key);
     code_mac_hex(k->tag_key, a, purpose, out, CODE_SCOPE_LEN);
+    if (fits) {
+        code_scope_memo.serial = k->serial;
+        memcpy(code_scope_memo.api_key, api_key, strlen(api_key) + 1);
+        memcpy(code_scope_memo.purpose, purpose, strlen(purpose) + 1);
+        memcpy(code_scope_memo.scope, out, CODE_SCOPE_LEN + 1);
+    }
 }
 
 void code_report_tag(const struct code_keys *k, const char *provider, const char *msg_id, const char *exp_s,

@@ -34,7 +34,7 @@ MUTANTS = [
          why="a group rolled back for a constraint is reported committed: 202 with no message row"),
     dict(name="ledger-group-not-rolled-back",
          file="src/ledger/ledger.c",
-         old="""rc = sqlite3_exec(l->wdb, "ROLLBACK TO grp", NULL, NULL, NULL);""",
+         old="""rc = ledger_txn(l, LT_ROLLBACK_TO);""",
          new="""rc = SQLITE_OK;""",
          test="test_api.IssueVerifyTest.test_accepted_only_when_the_rows_commit",
          why="a failed group keeps the rows before the failing one (a verification without its message)"),

@@ -11,7 +11,7 @@ MUTANTS = [
              "+9109812345699 becomes a second phone with its own limits"),
     dict(name="phone-possible-is-valid",
          file="src/base/phone.cc",
-         old="""    if (!u->IsValidNumber(n))
+         old="""    if (type == PhoneNumberUtil::UNKNOWN)
         return PHONE_INVALID_FOR_REGION;""",
          new="""    if (!u->IsPossibleNumber(n))
         return PHONE_INVALID_FOR_REGION;""",
@@ -25,6 +25,13 @@ MUTANTS = [
     {PhoneNumberUtil::MOBILE, PHONE_TYPE_FIXED_LINE},""",
          test="unit:test_phone",
          why="fixed lines are reported as mobiles, so phone.types lets landlines through"),
+    dict(name="phone-type-not-the-checked-one",
+         file="src/base/phone.cc",
+         old="out->type = phone_type_of(type);",
+         new="out->type = phone_type_of(PhoneNumberUtil::MOBILE);",
+         test="unit:test_phone",
+         why="the one GetNumberType that decides validity is not the type reported: every valid number "
+             "reads as a mobile, so phone.types lets landlines and toll-free numbers through"),
     dict(name="phone-input-not-strict",
          file="src/base/phone.cc",
          old="(digits = strspn(s + 1, \"0123456789\")) > 0 && s[1 + digits] == '\\0'",

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -75,6 +77,89 @@ static void test_new_id(void **state)
     for (i = 0; i < 64; i++)
         for (j = i + 1; j < 64; j++)
             assert_string_not_equal(ids[i], ids[j]);
+}
+
+/* Ids across several refills of a thread's pool (256 ids each) are all
+ * distinct: a refill neither repeats the last pool nor skips its start. */
+static void test_new_id_across_refills(void **state)
+{
+    static char ids[600][CODE_ID_LEN + 1];
+    int i, j;
+
+    (void)state;
+    for (i = 0; i < 600; i++) {
+        code_new_id(ids[i]);
+        assert_true(all_of(ids[i], CODE_ID_LEN, "0123456789abcdef"));
+    }
+    for (i = 0; i < 600; i++)
+        for (j = i + 1; j < 600; j++)
+            if (strcmp(ids[i], ids[j]) == 0)
+                fail_msg("ids %d and %d are both %s", i, j, ids[i]);
+}
+
+/* A fork's child must not hand out the ids its parent's pool holds next. */
+static void test_new_id_after_fork(void **state)
+{
+    char mine[CODE_ID_LEN + 1], theirs[CODE_ID_LEN + 1] = "";
+    int fd[2], status = 0;
+    pid_t pid;
+
+    (void)state;
+    code_new_id(mine); /* the pool is filled before the fork */
+    assert_int_equal(pipe(fd), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        code_new_id(theirs);
+        _exit(write(fd[1], theirs, CODE_ID_LEN) == CODE_ID_LEN ? 0 : 1);
+    }
+    close(fd[1]);
+    assert_int_equal(read(fd[0], theirs, CODE_ID_LEN), CODE_ID_LEN);
+    theirs[CODE_ID_LEN] = '\0';
+    close(fd[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    code_new_id(mine);
+    assert_string_not_equal(mine, theirs);
+}
+
+/* code_scope remembers each thread's last answer: a repeat gives the same
+ * scope, and a change of key set, caller or purpose is never answered from
+ * the memo, not even for a key set made at a freed one's address. */
+static void test_scope_memo(void **state)
+{
+    struct fixture *f = *state;
+    char s1[CODE_SCOPE_LEN + 1], again[CODE_SCOPE_LEN + 1], other[CODE_SCOPE_LEN + 1];
+    char x[CODE_SCOPE_LEN + 1], y[CODE_SCOPE_LEN + 1], z[CODE_SCOPE_LEN + 1];
+    struct code_keys *k;
+
+    code_scope(f->a, "key-one", "login", s1);
+    assert_true(all_of(s1, CODE_SCOPE_LEN, "0123456789abcdef"));
+    code_scope(f->a, "key-one", "login", again);
+    assert_string_equal(s1, again);
+    code_scope(f->b, "key-one", "login", other);
+    assert_string_not_equal(s1, other);
+    code_scope(f->a, "key-one", "login", again);
+    assert_string_equal(s1, again);
+    code_scope(f->a, "key-two", "login", other);
+    assert_string_not_equal(s1, other);
+    code_scope(f->a, "key-one", "signup", other);
+    assert_string_not_equal(s1, other);
+    code_scope(f->a, "key-one", "login", again);
+    assert_string_equal(s1, again);
+
+    k = code_keys_new((const unsigned char *)SECRET_A, strlen(SECRET_A));
+    assert_non_null(k);
+    code_scope(k, "key-one", "login", x);
+    assert_string_equal(s1, x); /* the same secret, another set */
+    code_keys_free(k);
+    k = code_keys_new((const unsigned char *)SECRET_B, strlen(SECRET_B)); /* often at the same address */
+    assert_non_null(k);
+    code_scope(k, "key-one", "login", y);
+    code_keys_free(k);
+    code_scope(f->b, "key-one", "login", z);
+    assert_string_equal(y, z);
+    assert_string_not_equal(x, y);
 }
 
 static void test_derive_deterministic(void **state)
@@ -440,6 +525,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_free_null),
         cmocka_unit_test(test_new_id),
+        cmocka_unit_test(test_new_id_across_refills),
+        cmocka_unit_test(test_new_id_after_fork),
+        cmocka_unit_test(test_scope_memo),
         cmocka_unit_test(test_derive_deterministic),
         cmocka_unit_test(test_derive_length),
         cmocka_unit_test(test_derive_differs),
