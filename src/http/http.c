@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -1206,41 +1205,18 @@ UNITTEST int http_request_id_ok(const char *s)
 }
 
 /* The request's id into out (LOG_REQUEST_ID_MAX + 1 bytes): the client's
- * X-Request-Id when given once and sane, else 32 random hex digits. */
+ * X-Request-Id when given once and sane, else 32 random hex digits, from
+ * the same per-thread pool as the message ids (code_new_id: a getrandom
+ * per request was 3.7 % of a hot refusal, issue 13's profile). */
 static void http_request_id(struct MHD_Connection *con, char *out)
 {
-    static const char hex[] = "0123456789abcdef";
-    /* Random bytes for this worker's next ids, taken from the kernel 64 ids
-     * at a time: a getrandom call per request was 3.7 % of a hot refusal
-     * (issue 13's profile). Each id is still 128 fresh bits of the kernel's
-     * generator, used once. */
-    static _Thread_local unsigned char pool[64 * 16];
-    static _Thread_local size_t used = sizeof(pool);
     struct http_header_seen x = http_header_first(con, "X-Request-Id");
-    unsigned char r[16];
-    size_t i;
 
-    if (x.n == 1 && http_request_id_ok(x.value)) {
+    _Static_assert(CODE_ID_LEN <= LOG_REQUEST_ID_MAX, "a generated id fits the request id");
+    if (x.n == 1 && http_request_id_ok(x.value))
         snprintf(out, LOG_REQUEST_ID_MAX + 1, "%s", x.value);
-        return;
-    }
-    if (used == sizeof(pool) && getrandom(pool, sizeof(pool), GRND_NONBLOCK) == (ssize_t)sizeof(pool))
-        used = 0;
-    if (used < sizeof(pool)) {
-        memcpy(r, pool + used, sizeof(r));
-        used += sizeof(r);
-    } else {
-        /* No entropy yet (early boot): unique is enough for an id. */
-        static atomic_ullong seq;
-        unsigned long long v = atomic_fetch_add(&seq, 1) ^ (unsigned long long)clock_wall_ms() << 20;
-        for (i = 0; i < sizeof(r); i++)
-            r[i] = (unsigned char)(v >> (i % 8 * 8) ^ i * 37);
-    }
-    for (i = 0; i < sizeof(r); i++) {
-        out[2 * i] = hex[r[i] >> 4];
-        out[2 * i + 1] = hex[r[i] & 15];
-    }
-    out[2 * sizeof(r)] = '\0';
+    else
+        code_new_id(out);
 }
 
 /* The request's one log line, once its answer is queued: issue and verify
