@@ -35,6 +35,8 @@ enum pacer_use {
     PACER_RESERVE = 0, /* only that */
     PACER_USE = 1,     /* marks it used on the wire, just before the call goes out */
     PACER_RESTORE = 2, /* after a restart: past every reservation marked used */
+    PACER_UNUSE = 3,   /* at stop: gives back the use mark of reservation need (its call never reached curl);
+                        * *ok 1 when it did, 0 when Redis shows a later word on the message (nothing done) */
 };
 
 /*
