@@ -17,7 +17,10 @@
  * in Redis (reserve.lua): a retry after a billed attempt takes a new one
  * against every cap, and a message taken over (or back after a restart)
  * never goes out again on a reservation an earlier call may have spent.
- * The spend is counted when a request is written (curl's prereq).
+ * The spend is counted when a request is written (curl's prereq). A stop
+ * gives back the mark of a message whose call never reached curl (it held
+ * a slot, or was armed, and the sender never started it): else the next
+ * start would take a new reservation for a price never spent.
  *
  * Locks: mu guards the lists, the registry and the stats; wmu/wcond wake
  * the queue thread. They never nest, and no Redis call or curl call is
@@ -78,6 +81,10 @@ struct pacer_item {
     int cancelled, lost;             /* under mu */
     int sending_logged;              /* this attempt's 'sending' row is submitted; the sender only */
     int missed;                      /* its last slot was missed: the next arm is the same attempt */
+    /* The reservation the queue thread last marked used, and the one its
+     * last call was handed to curl on (set by the sender; 0: none). A stop
+     * gives a mark back only when no call on it ever reached curl (unmark). */
+    int marked, wired, unmark;
     enum pacer_job job;
     char state[16];                  /* PACER_JOB_END */
     char detail[PROVIDER_ERR_MAX + 64];
@@ -586,6 +593,7 @@ static void *pacer_sender_main(void *arg)
         } else {
             it->attempts++;
             it->sending_logged = 0;
+            it->wired = it->rsv_idx; /* from here its mark stays: curl may write it */
             sms = (struct sms){it->e.id, it->e.to, it->text, it->dlr_query[0] ? it->dlr_query : NULL,
                                clock_wall_ms(), it->e.expires_ms};
             pthread_mutex_lock(&pc->mu);
@@ -678,6 +686,34 @@ static void pacer_refund(struct pacer *pc, struct pacer_item *it)
     }
 }
 
+/* At stop, after its retry put it back in the queue: gives back the use
+ * mark of its reservation, which no call ever took to curl (reserve.lua's
+ * unuse: once, and only while nothing armed it since). When Redis refuses
+ * or does not answer, the mark stays: the caps then count its price twice
+ * once it is sent, never less than was spent. */
+static void pacer_unmark(struct pacer *pc, struct pacer_item *it)
+{
+    char err[OTP_ERR_LEN] = "", why[96] = "";
+    int ok = 0, idx = 0, tries = 0;
+    int64_t at_ms = 0;
+    enum otp_rc rc;
+
+    it->unmark = 0;
+    while ((rc = pc->money.reserve(pc->money.ctx, it->e.id, it->rsv_idx, PACER_UNUSE, it->e.price_minor,
+                                   it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err)) != OTP_OK &&
+           pacer_again(pc, &tries, "giving back a use mark", it->e.id, err))
+        ;
+    if (rc != OTP_OK)
+        log_msg(LOG_ERROR, "pacer: message %s keeps the use mark of reservation %d though it never reached the "
+                "provider: its price is counted again when it is sent", it->e.id, it->rsv_idx);
+    else if (ok)
+        log_msg(LOG_INFO, "pacer: message %s never reached the provider: use mark of reservation %d given back",
+                it->e.id, it->rsv_idx);
+    else
+        log_msg(LOG_WARN, "pacer: message %s: use mark of reservation %d not given back (given back already, or "
+                "Redis has a later word on it): its price may be counted again", it->e.id, it->rsv_idx);
+}
+
 /* Ends it in Redis (and its entry leaves the stream), refunds, frees it. */
 static void pacer_end_now(struct pacer *pc, struct pacer_item *it)
 {
@@ -749,6 +785,8 @@ static void pacer_jobs(struct pacer *pc)
                 pacer_item_free(pc, it); /* another instance has it now (or the next start) */
                 break;
             }
+            if (it->unmark)
+                pacer_unmark(pc, it);
             pacer_retry_list(pc, it);
             break;
         case PACER_JOB_RESLOT:
@@ -1062,6 +1100,8 @@ static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
             }
             continue;
         }
+        if (pacer_priced(pc, it))
+            it->marked = it->rsv_idx;
         pacer_arm(pc, it);
     }
 }
@@ -1141,8 +1181,10 @@ static int pacer_room(struct pacer *pc)
 
 /* At stop, once the sender has gone: the messages holding a slot it never
  * used go back to 'queued' in Redis (they never left), so the next start
- * (or a takeover) sends them. Their used marks stay: that start asks for a
- * reservation past them, keeping the caps above what was spent. */
+ * (or a takeover) sends them. One marked used whose reservation no call
+ * ever took to curl gives its mark back after that (pacer_unmark): that
+ * start then sends on it. Any other mark stays (a call on that reservation
+ * reached curl and may have been written): that start reserves past it. */
 static void pacer_unarm(struct pacer *pc)
 {
     struct pacer_item *lists[2], *it, *next;
@@ -1158,6 +1200,7 @@ static void pacer_unarm(struct pacer *pc)
         for (it = lists[i]; it; it = next) {
             next = it->next;
             snprintf(it->detail, sizeof(it->detail), "otpd stopped before its slot");
+            it->unmark = it->held && it->marked == it->rsv_idx && it->wired != it->rsv_idx;
             pacer_job(pc, it, PACER_JOB_RETRY);
         }
 }

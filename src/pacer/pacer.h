@@ -157,7 +157,9 @@ int pacer_cancel(struct pacer *pc, const char *vid);
 /* Stops claiming, lets calls in flight finish for up to grace_ms, then
  * joins the threads. Messages claimed and not ended stay in the stream,
  * this instance's: its next start takes them back, or another instance
- * after pacer.takeover. */
+ * after pacer.takeover. A message marked used for a call that never
+ * reached curl gets that mark back (PACER_UNUSE), so that start does not
+ * count its price again. */
 void pacer_stop(struct pacer *pc, int64_t grace_ms);
 void pacer_free(struct pacer *pc);
 

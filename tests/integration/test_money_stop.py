@@ -1,10 +1,153 @@
-"""reserve.lua's unuse (mode 3): a stopping instance gives back the use mark
-of a message whose call never reached curl, once, and only while that mark
-is the latest word on the message. Real redis-server."""
+"""A graceful stop never counts one message's price twice (DESIGN.md
+"Pacer", the money of an attempt): the pacer marks a message's reservation
+used in Redis just before its slot (reserve.lua's use), so that a restart
+never sends again on a reservation a call may have spent. A SIGTERM that
+lands after that mark and before the call reached curl left the mark, and
+the next start took a new reservation: the price counted twice for one
+message. The stopping instance knows that call never left, so it gives the
+mark back (reserve.lua's unuse), once; a mark a call on that reservation
+took to curl stays, and when Redis cannot take the mark back it stays too:
+the caps then count more than was spent, never less.
+
+A 429 holds a marked message before the wire for as long as its
+Retry-After: the message next in line is armed (marked) at its slot, finds
+the fleet paused and takes a slot after the pause, so a SIGTERM lands
+between its mark and its call at a barrier, not by luck."""
 import os
 
-from harness import ROOT
-from test_money import PRICE, MoneyTest
+from harness import ROOT, wait_until
+from test_money import PRICE, MoneyTest, metric
+
+# Long enough that the stop lands inside it whatever the load (the marked
+# message is armed about a second after the 429, at rate 1); the test ends
+# the pause itself after the stop (it deletes the fleet's slot key).
+RETRY_AFTER = 10
+
+
+class MoneyStopTest(MoneyTest):
+    pacer = dict(MoneyTest.pacer, rate=1)
+    ttl = "10m"
+
+    def slots(self, use):
+        return metric(self.metrics(), "otpd_pacer_slots_total", use=use) or 0
+
+    def held_by_the_pause(self, latency_ms=500):
+        """Issues two messages: the first is answered 429 (latency_ms late, so
+        the second holds its slot before the pause), the second is armed at
+        its slot, its reservation marked used, and then waits out the pause
+        holding a slot after it. Returns (first, second) once it does."""
+        self.fake.control(statuses=[429], retry_after=RETRY_AFTER, latency_ms=latency_ms)
+        first = self.issue_ok("+919800000001")
+        second = self.issue_ok("+919800000002")
+        # Barrier: the second message was armed (its mark is in Redis), missed
+        # its slot to the pause, and holds a new one after it.
+        wait_until(lambda: self.slots("missed") >= 1 and self.slots("taken") >= 3, 15,
+                   what="the second message armed, then held by the pause")
+        self.assertEqual(self.money(second).get("u"), "1")  # marked used
+        self.assertEqual(len(self.sends(first)), 1)  # the 429
+        self.assertEqual(self.sends(second), [])
+        return first, second
+
+    def latest(self, mid):
+        """The message's latest reservation (reserve.lua's r; 1, the issue's, when absent)."""
+        return int(self.money(mid).get("r", 1))
+
+    def restart_and_send(self, *mids):
+        """After the stop: the provider answers 200 again, the pause is over,
+        a new otpd sends every message."""
+        self.fake.reset()
+        self.redis.cmd("DEL", "otp:slot")
+        self.restart()
+        for mid in mids:
+            self.wait_state(mid, "sent", timeout=15)
+
+    def test_a_stop_between_the_mark_and_the_call_counts_the_price_once(self):
+        first, second = self.held_by_the_pause()
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertEqual(len(self.fake.requests()), 1, "the second message reached the provider before the stop")
+        left = self.money(second).get("u")
+        log = self.otpd.log()
+        self.restart_and_send(first, second)
+        # The second message went out once, on its issue's reservation: its
+        # price is counted once. The first keeps the mark of its 429 (a call
+        # that reached the provider), so the restart reserved it again.
+        self.assertEqual(self.latest(second), 1, "the second message's price was counted twice")
+        self.assertEqual(self.latest(first), 2)
+        self.assertEqual(self.reserved(), 3 * PRICE)
+        self.assertEqual(len(self.fake.requests()), 2)
+        # How: its mark given back at the stop, and said so.
+        self.assertEqual(left, "0")
+        self.assertIn("message %s never reached the provider: use mark of reservation 1 given back" % second, log)
+        self.assertNotIn("message %s never reached" % first, log)
+
+    def test_redis_down_at_the_stop_keeps_the_mark(self):
+        """Redis does not answer while otpd stops: nothing is given back, the
+        message is sent again on a new reservation, its price counted twice:
+        more than was spent, never less (logged)."""
+        first, second = self.held_by_the_pause()
+        self.redis.pause()
+        try:
+            self.assertEqual(self.otpd.stop(), 0)
+        finally:
+            self.redis.resume()
+        self.assertIn("of message %s lost at stop" % second, self.otpd.log())
+        self.assertEqual(self.money(second).get("u"), "1")
+        self.restart_and_send(first, second)
+        self.assertEqual(self.latest(second), 2)
+        self.assertEqual(self.reserved(), 4 * PRICE)
+
+    def test_a_mark_redis_refuses_to_give_back_stays(self):
+        """The message goes back to the queue, but Redis fails the script that
+        gives its mark back (here: a field it cannot read): the mark stays,
+        logged, and the price is counted twice, never less."""
+        first, second = self.held_by_the_pause()
+        self.redis.cmd("HSET", "otp:msg:" + second, "f", "x")  # reserve.lua cannot compare it: a script error
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertEqual(self.state(second), "queued")
+        self.assertIn("message %s keeps the use mark of reservation 1" % second, self.otpd.log())
+        self.assertEqual(self.money(second).get("u"), "1")
+        self.redis.cmd("HDEL", "otp:msg:" + second, "f")
+        self.restart_and_send(first, second)
+        self.assertEqual(self.latest(second), 2)
+        self.assertEqual(self.reserved(), 4 * PRICE)
+
+
+    def test_a_mark_whose_reservation_reached_the_provider_stays(self):
+        """A message answered 429 (its request was written: it reached the
+        provider) keeps its reservation for its retry; the retry is armed
+        (marked) and held by another message's 429. At the stop its mark
+        stays: a call on that reservation left, so the restart reserves
+        again."""
+        self.fake.control(statuses=[429, 429], retry_after=2, latency_ms=500)
+        first = self.issue_ok("+919800000001")
+        wait_until(lambda: "paused for 2000 ms" in self.otpd.log(), 10, what="the first 429's pause")
+        self.fake.control(retry_after=RETRY_AFTER)
+        # Its slot is the pause's end, just before the first one's retry;
+        # its 429 comes back before that retry is on the wire.
+        other = self.issue_ok("+919800000002")
+        wait_until(lambda: self.slots("missed") >= 1 and self.slots("taken") >= 4, 15,
+                   what="the first message's retry armed, then held by the second 429")
+        self.assertEqual([s["http_status"] for s in self.sends(first)], [429])
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertEqual(len(self.fake.requests()), 2)
+        self.assertEqual(self.money(first).get("u"), "1")
+        self.assertNotIn("message %s never reached" % first, self.otpd.log())
+        self.restart_and_send(first, other)
+        self.assertEqual((self.latest(first), self.latest(other)), (2, 2))
+        self.assertEqual(self.reserved(), 4 * PRICE)
+
+    def test_a_call_in_curl_at_the_stop_keeps_its_mark(self):
+        """A call on the wire when otpd stops (the provider never answers; it
+        times out during the drain): it may be billed, its mark stays."""
+        self.fake.control(hang=True)
+        mid = self.issue_ok("+919800000001")
+        wait_until(lambda: self.fake.requests(), 10, what="the request on the wire")
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertEqual(self.money(mid).get("u"), "1")
+        self.assertNotIn("never reached the provider", self.otpd.log())
+        self.restart_and_send(mid)
+        self.assertEqual(self.latest(mid), 2)
+        self.assertEqual(self.reserved(), 2 * PRICE)
 
 
 class UnuseScriptTest(MoneyTest):
