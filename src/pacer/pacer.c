@@ -1179,15 +1179,18 @@ static int pacer_room(struct pacer *pc)
     return room;
 }
 
-/* At stop, once the sender has gone: the messages holding a slot it never
- * used go back to 'queued' in Redis (they never left), so the next start
- * (or a takeover) sends them. One marked used whose reservation no call
- * ever took to curl gives its mark back after that (pacer_unmark): that
- * start then sends on it. Any other mark stays (a call on that reservation
- * reached curl and may have been written): that start reserves past it. */
+/* At stop, once the sender has gone and the jobs it left are run: the
+ * messages holding a slot it never used, and those that missed theirs (a
+ * 429's pause, or too late: armed, so 'sending' in Redis) and wait for
+ * another, go back to 'queued' in Redis (they never left), so the next
+ * start (or a takeover) sends them. One marked used whose reservation no
+ * call ever took to curl gives its mark back after that (pacer_unmark):
+ * that start then sends on it. Any other mark stays (a call on that
+ * reservation reached curl and may have been written): that start
+ * reserves past it. */
 static void pacer_unarm(struct pacer *pc)
 {
-    struct pacer_item *lists[2], *it, *next;
+    struct pacer_item *lists[3] = {NULL, NULL, NULL}, *it, *next, **pp;
     int i;
 
     pthread_mutex_lock(&pc->mu);
@@ -1195,8 +1198,17 @@ static void pacer_unarm(struct pacer *pc)
     lists[1] = pc->armed;
     pc->slotted = pc->slotted_tail = pc->armed = pc->armed_tail = NULL;
     pc->n_armed = 0;
+    for (pp = &pc->retry; (it = *pp) != NULL;) {
+        if (it->missed) {
+            *pp = it->next;
+            it->next = lists[2];
+            lists[2] = it;
+        } else {
+            pp = &it->next;
+        }
+    }
     pthread_mutex_unlock(&pc->mu);
-    for (i = 0; i < 2; i++)
+    for (i = 0; i < 3; i++)
         for (it = lists[i]; it; it = next) {
             next = it->next;
             snprintf(it->detail, sizeof(it->detail), "otpd stopped before its slot");
@@ -1267,6 +1279,7 @@ static void *pacer_queue_main(void *arg)
         wait_ns = pacer_arm_due(pc, wait_ns);
         stop = pacer_qwait(pc, (int64_t)(wait_ns / SCHED_NS_PER_MS) + 1);
         if (stop) {
+            pacer_jobs(pc); /* a missed slot's job puts it on the retry list, for pacer_unarm */
             pacer_unarm(pc);
             pacer_jobs(pc); /* the last outcomes: one more try each if Redis fails */
         }
