@@ -18,9 +18,10 @@
  * against every cap, and a message taken over (or back after a restart)
  * never goes out again on a reservation an earlier call may have spent.
  * The spend is counted when a request is written (curl's prereq). A stop
- * gives back the mark of a message whose call never reached curl (it held
- * a slot, or was armed, and the sender never started it): else the next
- * start would take a new reservation for a price never spent.
+ * gives back the mark of a message whose reservation no call ever took to
+ * curl (marked, then stopped before the sender started it, or held by a
+ * 429's pause): else the next start would reserve again for a price never
+ * spent.
  *
  * Locks: mu guards the lists, the registry and the stats; wmu/wcond wake
  * the queue thread. They never nest, and no Redis call or curl call is
