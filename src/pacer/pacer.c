@@ -18,10 +18,10 @@
  * against every cap, and a message taken over (or back after a restart)
  * never goes out again on a reservation an earlier call may have spent.
  * The spend is counted when a request is written (curl's prereq). A stop
- * gives back the mark of a message whose reservation no call ever took to
- * curl (marked, then stopped before the sender started it, or held by a
- * 429's pause): else the next start would reserve again for a price never
- * spent.
+ * gives back the mark of a message whose reservation no call was ever
+ * written on (marked, then stopped before its call went out, or held by a
+ * 429's pause, or its slot missed): else the next start would reserve
+ * again for a price never spent.
  *
  * Locks: mu guards the lists, the registry and the stats; wmu/wcond wake
  * the queue thread. They never nest, and no Redis call or curl call is
@@ -82,10 +82,12 @@ struct pacer_item {
     int cancelled, lost;             /* under mu */
     int sending_logged;              /* this attempt's 'sending' row is submitted; the sender only */
     int missed;                      /* its last slot was missed: the next arm is the same attempt */
-    /* The reservation the queue thread last marked used, and the one its
-     * last call was handed to curl on (set by the sender; 0: none). A stop
-     * gives a mark back only when no call on it ever reached curl (unmark). */
-    int marked, wired, unmark;
+    /* The reservation the queue thread last marked used, and the one a call
+     * of it was last written on (curl's prereq, on the sender; 0: none). A
+     * stop gives a mark back only when no call on it may have been written
+     * (unmark): one that missed its slot, or was refused a connection, never
+     * was; one in flight at the stop is never given back. */
+    int marked, written, unmark;
     enum pacer_job job;
     char state[16];                  /* PACER_JOB_END */
     char detail[PROVIDER_ERR_MAX + 64];
@@ -363,10 +365,13 @@ static void pacer_sending(struct pacer *pc, struct pacer_item *it)
 static void pacer_xfer_wrote(void *ctx, void *item)
 {
     struct pacer *pc = ctx;
+    struct pacer_item *it = item;
 
     /* From here the provider may bill it: counted now, once per call, so
-     * the spend never reads less than what could be billed. */
+     * the spend never reads less than what could be billed; and its use
+     * mark is never given back. */
     PACER_COUNT(pc, spend_unknown_minor, (uint64_t)pacer_price(pc, item));
+    it->written = it->rsv_idx;
     pacer_sending(pc, item);
 }
 
@@ -594,7 +599,6 @@ static void *pacer_sender_main(void *arg)
         } else {
             it->attempts++;
             it->sending_logged = 0;
-            it->wired = it->rsv_idx; /* from here its mark stays: curl may write it */
             sms = (struct sms){it->e.id, it->e.to, it->text, it->dlr_query[0] ? it->dlr_query : NULL,
                                clock_wall_ms(), it->e.expires_ms};
             pthread_mutex_lock(&pc->mu);
@@ -688,7 +692,7 @@ static void pacer_refund(struct pacer *pc, struct pacer_item *it)
 }
 
 /* At stop, after its retry put it back in the queue: gives back the use
- * mark of its reservation, which no call ever took to curl (reserve.lua's
+ * mark of its reservation, which no call was ever written on (reserve.lua's
  * unuse: once, and only while nothing armed it since). When Redis refuses
  * or does not answer, the mark stays: the caps then count its price twice
  * once it is sent, never less than was spent. */
@@ -1185,10 +1189,10 @@ static int pacer_room(struct pacer *pc)
  * 429's pause, or too late: armed, so 'sending' in Redis) and wait for
  * another, go back to 'queued' in Redis (they never left), so the next
  * start (or a takeover) sends them. One marked used whose reservation no
- * call ever took to curl gives its mark back after that (pacer_unmark):
+ * call was ever written on gives its mark back after that (pacer_unmark):
  * that start then sends on it. Any other mark stays (a call on that
- * reservation reached curl and may have been written): that start
- * reserves past it. */
+ * reservation may have reached the provider): that start reserves past
+ * it. */
 static void pacer_unarm(struct pacer *pc)
 {
     struct pacer_item *lists[3] = {NULL, NULL, NULL}, *it, *next, **pp;
@@ -1213,7 +1217,7 @@ static void pacer_unarm(struct pacer *pc)
         for (it = lists[i]; it; it = next) {
             next = it->next;
             snprintf(it->detail, sizeof(it->detail), "otpd stopped before its slot");
-            it->unmark = it->held && it->marked == it->rsv_idx && it->wired != it->rsv_idx;
+            it->unmark = it->held && it->marked == it->rsv_idx && it->written != it->rsv_idx;
             pacer_job(pc, it, PACER_JOB_RETRY);
         }
 }

@@ -2,12 +2,13 @@
 "Pacer", the money of an attempt): the pacer marks a message's reservation
 used in Redis just before its slot (reserve.lua's use), so that a restart
 never sends again on a reservation a call may have spent. A SIGTERM that
-lands after that mark and before the call reached curl left the mark, and
+lands after that mark and before the call was written left the mark, and
 the next start took a new reservation: the price counted twice for one
 message. The stopping instance knows that call never left, so it gives the
 mark back (reserve.lua's unuse), once; a mark a call on that reservation
-took to curl stays, and when Redis cannot take the mark back it stays too:
-the caps then count more than was spent, never less.
+may have been written on (curl's prereq) stays, and when Redis cannot take
+the mark back it stays too: the caps then count more than was spent, never
+less.
 
 A 429 holds a marked message before the wire for as long as its
 Retry-After: the message next in line is armed (marked) at its slot, finds
@@ -32,18 +33,26 @@ class MoneyStopTest(MoneyTest):
         return metric(self.metrics(), "otpd_pacer_slots_total", use=use) or 0
 
     def held_by_the_pause(self, latency_ms=500):
-        """Issues two messages: the first is answered 429 (latency_ms late, so
-        the second holds its slot, a second on, before the pause), the second
-        is armed at its slot, its reservation marked used, and then waits out
-        the pause (it misses its slot and takes one after the pause). Returns
-        (first, second) once the second is marked with the pause on: from
-        then on it is held before the wire whichever of those steps it is at
-        (each is what a stop must handle)."""
+        """Issues two messages: the first on the wire is answered 429
+        (latency_ms late, so the second holds its slot, a second on, before
+        the pause), the second is armed at its slot, its reservation marked
+        used, and then waits out the pause (it misses its slot and takes one
+        after the pause). Returns (first, second) once the second is marked
+        with the pause on: from then on it is held before the wire whichever
+        of those steps it is at (each is what a stop must handle)."""
         self.fake.control(statuses=[429], retry_after=RETRY_AFTER, latency_ms=latency_ms)
-        first = self.issue_ok("+919800000001")
-        second = self.issue_ok("+919800000002")
-        wait_until(lambda: self.sends(first) and self.money(second).get("u") == "1", 15,
-                   what="the first message's 429, and the second marked used")
+        mids = [self.issue_ok("+919800000001"), self.issue_ok("+919800000002")]
+
+        def held():
+            # Which goes first is the queue's order (each joins it when its
+            # ledger rows are durable), not the order of the issues.
+            tried = [m for m in mids if self.sends(m)]
+            if len(tried) != 1:
+                return None
+            other = mids[1 - mids.index(tried[0])]
+            return (tried[0], other) if self.money(other).get("u") == "1" else None
+
+        first, second = wait_until(held, 15, what="the first message's 429, and the second marked used")
         self.assertEqual(self.sends(second), [])
         return first, second
 

@@ -1,5 +1,6 @@
-"""Mutants for a graceful stop's money (tests/integration/test_money_stop.py): a message marked used for a call that
-never reached curl gets its mark back at the stop (reserve.lua's unuse), once, and only then; every other mark stays.
+"""Mutants for a graceful stop's money (tests/integration/test_money_stop.py): a message marked used whose reservation
+no call was ever written on gets its mark back at the stop (reserve.lua's unuse), once, and only then; every other
+mark stays.
 Each a small plausible bug, and the test that must catch it."""
 UNUSE = "test_money_stop.UnuseScriptTest"
 STOP = "test_money_stop.MoneyStopTest"
@@ -55,19 +56,19 @@ MUTANTS = [
          new="it->rsv_idx, PACER_USE,",
          test=STOP + ".test_a_stop_between_the_mark_and_the_call_counts_the_price_once",
          why="the stop asks reserve.lua for the wrong mode: the mark stays"),
-    dict(name="pacer-unmark-after-curl",
+    dict(name="pacer-unmark-after-a-write",
          file="src/pacer/pacer.c",
-         old="it->marked == it->rsv_idx && it->wired != it->rsv_idx;",
+         old="it->marked == it->rsv_idx && it->written != it->rsv_idx;",
          new="it->marked == it->rsv_idx;",
          test=STOP + ".test_a_mark_whose_reservation_reached_the_provider_stays",
          why=("a mark is given back though a call on that reservation reached the provider (a 429, then its retry "
               "held before the wire): the restart sends on it, that call's price not counted")),
-    dict(name="pacer-wired-never-set",
+    dict(name="pacer-written-never-set",
          file="src/pacer/pacer.c",
-         old="            it->wired = it->rsv_idx; /* from here its mark stays: curl may write it */\n",
+         old="    it->written = it->rsv_idx;\n",
          new="",
          test=STOP + ".test_a_mark_whose_reservation_reached_the_provider_stays",
-         why="the sender does not note the reservation it handed to curl: as pacer-unmark-after-curl"),
+         why="the sender does not note the reservation a call was written on: as pacer-unmark-after-a-write"),
     dict(name="pacer-unmark-failure-silent",
          file="src/pacer/pacer.c",
          old="    if (rc != OTP_OK)\n        log_msg(LOG_ERROR, \"pacer: message %s keeps the use mark",
