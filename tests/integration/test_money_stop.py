@@ -122,31 +122,27 @@ class MoneyStopTest(MoneyTest):
 
     def test_a_mark_whose_reservation_reached_the_provider_stays(self):
         """A message answered 429 (its request was written: it reached the
-        provider) keeps its reservation for its retry; the retry is armed
-        (marked) and held by another message's 429. At the stop its mark
-        stays: a call on that reservation left, so the restart reserves
+        provider) keeps its reservation, and its mark, for its retry; the
+        retry holds a slot far ahead (another instance's 429 paused the
+        fleet: slot.lua's pause, run here). At the stop its mark stays: a
+        call on that reservation was written, so the restart reserves
         again."""
-        self.fake.control(statuses=[429, 429], retry_after=2, latency_ms=500)
-        first = self.issue_ok("+919800000001")
-        wait_until(lambda: "paused for 2000 ms" in self.otpd.log(), 10, what="the first 429's pause")
-        self.fake.control(retry_after=RETRY_AFTER)
-        # Its slot is the pause's end, just before the first one's retry;
-        # its 429 comes back before that retry is on the wire.
-        other = self.issue_ok("+919800000002")
-        wait_until(lambda: self.sends(other), 10, what="the second 429")
-        # Barrier: the first message's retry, armed after the second 429 came
-        # back, misses its slot to that pause (nothing else is armed then).
-        missed = self.slots("missed")
-        wait_until(lambda: self.slots("missed") > missed, 10,
-                   what="the first message's retry armed, then held by the second 429")
-        self.assertEqual([s["http_status"] for s in self.sends(first)], [429])
+        with open(os.path.join(ROOT, "src", "pacer", "slot.lua")) as f:
+            slot_lua = f.read()
+        self.fake.control(statuses=[429], retry_after=3)
+        mid = self.issue_ok("+919800000001")
+        wait_until(lambda: self.sends(mid), 10, what="the 429")
+        taken = self.slots("taken")
+        # Within the 3 s before its retry takes a slot: the fleet paused for a minute.
+        self.redis.cmd("EVAL", slot_lua, 4, "otp:slot", "x", "x", "x", "pause", 60000000)
+        wait_until(lambda: self.slots("taken") > taken, 10, what="the retry's slot, after the fleet's pause")
         self.assertEqual(self.otpd.stop(), 0)
-        self.assertEqual(len(self.fake.requests()), 2)
-        self.assertEqual(self.money(first).get("u"), "1")
-        self.assertNotIn("message %s never reached" % first, self.otpd.log())
-        self.restart_and_send(first, other)
-        self.assertEqual((self.latest(first), self.latest(other)), (2, 2))
-        self.assertEqual(self.reserved(), 4 * PRICE)
+        self.assertEqual(len(self.fake.requests()), 1)
+        self.assertEqual(self.money(mid).get("u"), "1")
+        self.assertNotIn("never reached the provider", self.otpd.log())
+        self.restart_and_send(mid)
+        self.assertEqual(self.latest(mid), 2)
+        self.assertEqual(self.reserved(), 2 * PRICE)
 
     def test_a_call_in_curl_at_the_stop_keeps_its_mark(self):
         """A call on the wire when otpd stops (the provider never answers; it
