@@ -114,7 +114,7 @@ static enum otp_rc otpd_reserve(void *ctx, const char *id, int need, enum pacer_
                                 char *err)
 {
     static const enum limits_use uses[] = {[PACER_RESERVE] = LIMITS_RESERVE, [PACER_USE] = LIMITS_USE,
-                                           [PACER_RESTORE] = LIMITS_RESTORE};
+                                           [PACER_RESTORE] = LIMITS_RESTORE, [PACER_UNUSE] = LIMITS_UNUSE};
     struct limits_grant g;
     enum otp_rc rc = limits_reserve(ctx, id, need, uses[use], price_minor, issue_ms, &g, err);
 

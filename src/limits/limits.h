@@ -314,6 +314,7 @@ enum limits_use {
     LIMITS_RESERVE = 0, /* only that */
     LIMITS_USE = 1,     /* then marks it used on the wire: the call goes out next */
     LIMITS_RESTORE = 2, /* after a restart: past every reservation marked used */
+    LIMITS_UNUSE = 3,   /* at stop: gives back the use mark of reservation need (reserve.lua's mode 3) */
 };
 
 /* Makes sure message id holds reservation need or a later one not given

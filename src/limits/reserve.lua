@@ -22,7 +22,16 @@
 -- used (u), before the call goes on the wire: a restart reads it, since the
 -- ledger's 'sending' row may not have committed before a crash. mode 2
 -- (restore): need is raised past u, so a restored message never goes out
--- again on a reservation an earlier call may have spent.
+-- again on a reservation an earlier call may have spent. mode 3 (unuse):
+-- a stopping instance gives back the use mark of reservation need, made
+-- for a call that was never written (pacer.c, pacer_unmark), so the next
+-- start sends on it rather than count the price again. Only while that
+-- mark is the latest word on the message: r == u == need, not given back,
+-- and the message back in the queue (s 'queued', queue.lua's retry): an
+-- instance that armed it since (s 'sending') may have marked it for a call
+-- of its own. u goes to need - 1 (u is only ever read against r: below r,
+-- every value means the same). Nothing else changes; a second run finds
+-- u below need and changes nothing.
 --
 -- KEYS[1] the global cost hash; KEYS[2] the message hash
 -- ARGV: need, price, issue_ms (Redis time of reservation 1), mode, ncaps,
@@ -32,7 +41,8 @@
 --       reservations count against that caller's budget too.
 -- Returns {ok, idx, at_ms, retry_ms, cap}: ok 1 with the reservation held
 -- (idx, taken at at_ms), or 0 when cap number `cap` (0-based) has no room
--- until retry_ms from now.
+-- until retry_ms from now. mode 3: ok 1 when the mark was given back, 0
+-- (cap -1) when nothing changed.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local need, price, issue_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -41,8 +51,15 @@ local DAY_MS = 86400000
 
 local function fmt(n) return string.format('%.0f', n) end
 
-local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't', 'u', 'a')
+local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't', 'u', 'a', 's')
 local r, f, u = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[4] or 0)
+if mode == 3 then
+  if r == need and u == need and f < need and m[6] == 'queued' then
+    redis.call('HSET', KEYS[2], 'u', need - 1)
+    return {1, need, tonumber(m[3] or issue_ms), 0, -1}
+  end
+  return {0, r, 0, 0, -1}
+end
 if mode == 2 and need <= u then need = u + 1 end
 if r >= need and f < r then
   if mode == 1 and u < r then

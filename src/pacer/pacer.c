@@ -17,7 +17,11 @@
  * in Redis (reserve.lua): a retry after a billed attempt takes a new one
  * against every cap, and a message taken over (or back after a restart)
  * never goes out again on a reservation an earlier call may have spent.
- * The spend is counted when a request is written (curl's prereq).
+ * The spend is counted when a request is written (curl's prereq). A stop
+ * gives back the mark of a message whose reservation no call was ever
+ * written on (marked, then stopped before its call went out, or held by a
+ * 429's pause, or its slot missed): else the next start would reserve
+ * again for a price never spent.
  *
  * Locks: mu guards the lists, the registry and the stats; wmu/wcond wake
  * the queue thread. They never nest, and no Redis call or curl call is
@@ -78,6 +82,12 @@ struct pacer_item {
     int cancelled, lost;             /* under mu */
     int sending_logged;              /* this attempt's 'sending' row is submitted; the sender only */
     int missed;                      /* its last slot was missed: the next arm is the same attempt */
+    /* The reservation the queue thread last marked used, and the one a call
+     * of it was last written on (curl's prereq, on the sender; 0: none). A
+     * stop gives a mark back only when no call on it may have been written
+     * (unmark): one that missed its slot, or was refused a connection, never
+     * was; one in flight at the stop is never given back. */
+    int marked, written, unmark;
     enum pacer_job job;
     char state[16];                  /* PACER_JOB_END */
     char detail[PROVIDER_ERR_MAX + 64];
@@ -355,10 +365,13 @@ static void pacer_sending(struct pacer *pc, struct pacer_item *it)
 static void pacer_xfer_wrote(void *ctx, void *item)
 {
     struct pacer *pc = ctx;
+    struct pacer_item *it = item;
 
     /* From here the provider may bill it: counted now, once per call, so
-     * the spend never reads less than what could be billed. */
+     * the spend never reads less than what could be billed; and its use
+     * mark is never given back. */
     PACER_COUNT(pc, spend_unknown_minor, (uint64_t)pacer_price(pc, item));
+    it->written = it->rsv_idx;
     pacer_sending(pc, item);
 }
 
@@ -678,6 +691,34 @@ static void pacer_refund(struct pacer *pc, struct pacer_item *it)
     }
 }
 
+/* At stop, after its retry put it back in the queue: gives back the use
+ * mark of its reservation, which no call was ever written on (reserve.lua's
+ * unuse: once, and only while nothing armed it since). When Redis refuses
+ * or does not answer, the mark stays: the caps then count its price twice
+ * once it is sent, never less than was spent. */
+static void pacer_unmark(struct pacer *pc, struct pacer_item *it)
+{
+    char err[OTP_ERR_LEN] = "", why[96] = "";
+    int ok = 0, idx = 0, tries = 0;
+    int64_t at_ms = 0;
+    enum otp_rc rc;
+
+    it->unmark = 0;
+    while ((rc = pc->money.reserve(pc->money.ctx, it->e.id, it->rsv_idx, PACER_UNUSE, it->e.price_minor,
+                                   it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err)) != OTP_OK &&
+           pacer_again(pc, &tries, "giving back a use mark", it->e.id, err))
+        ;
+    if (rc != OTP_OK)
+        log_msg(LOG_ERROR, "pacer: message %s keeps the use mark of reservation %d though it never reached the "
+                "provider: its price is counted again when it is sent", it->e.id, it->rsv_idx);
+    else if (ok)
+        log_msg(LOG_INFO, "pacer: message %s never reached the provider: use mark of reservation %d given back",
+                it->e.id, it->rsv_idx);
+    else
+        log_msg(LOG_WARN, "pacer: message %s: use mark of reservation %d not given back (given back already, or "
+                "Redis has a later word on it): its price may be counted again", it->e.id, it->rsv_idx);
+}
+
 /* Ends it in Redis (and its entry leaves the stream), refunds, frees it. */
 static void pacer_end_now(struct pacer *pc, struct pacer_item *it)
 {
@@ -749,6 +790,8 @@ static void pacer_jobs(struct pacer *pc)
                 pacer_item_free(pc, it); /* another instance has it now (or the next start) */
                 break;
             }
+            if (it->unmark)
+                pacer_unmark(pc, it);
             pacer_retry_list(pc, it);
             break;
         case PACER_JOB_RESLOT:
@@ -1062,6 +1105,8 @@ static uint64_t pacer_arm_due(struct pacer *pc, uint64_t wait_ns)
             }
             continue;
         }
+        if (pacer_priced(pc, it))
+            it->marked = it->rsv_idx;
         pacer_arm(pc, it);
     }
 }
@@ -1139,13 +1184,18 @@ static int pacer_room(struct pacer *pc)
     return room;
 }
 
-/* At stop, once the sender has gone: the messages holding a slot it never
- * used go back to 'queued' in Redis (they never left), so the next start
- * (or a takeover) sends them. Their used marks stay: that start asks for a
- * reservation past them, keeping the caps above what was spent. */
+/* At stop, once the sender has gone and the jobs it left are run: the
+ * messages holding a slot it never used, and those that missed theirs (a
+ * 429's pause, or too late: armed, so 'sending' in Redis) and wait for
+ * another, go back to 'queued' in Redis (they never left), so the next
+ * start (or a takeover) sends them. One marked used whose reservation no
+ * call was ever written on gives its mark back after that (pacer_unmark):
+ * that start then sends on it. Any other mark stays (a call on that
+ * reservation may have reached the provider): that start reserves past
+ * it. */
 static void pacer_unarm(struct pacer *pc)
 {
-    struct pacer_item *lists[2], *it, *next;
+    struct pacer_item *lists[3] = {NULL, NULL, NULL}, *it, *next, **pp;
     int i;
 
     pthread_mutex_lock(&pc->mu);
@@ -1153,11 +1203,21 @@ static void pacer_unarm(struct pacer *pc)
     lists[1] = pc->armed;
     pc->slotted = pc->slotted_tail = pc->armed = pc->armed_tail = NULL;
     pc->n_armed = 0;
+    for (pp = &pc->retry; (it = *pp) != NULL;) {
+        if (it->missed) {
+            *pp = it->next;
+            it->next = lists[2];
+            lists[2] = it;
+        } else {
+            pp = &it->next;
+        }
+    }
     pthread_mutex_unlock(&pc->mu);
-    for (i = 0; i < 2; i++)
+    for (i = 0; i < 3; i++)
         for (it = lists[i]; it; it = next) {
             next = it->next;
             snprintf(it->detail, sizeof(it->detail), "otpd stopped before its slot");
+            it->unmark = it->held && it->marked == it->rsv_idx && it->written != it->rsv_idx;
             pacer_job(pc, it, PACER_JOB_RETRY);
         }
 }
@@ -1224,6 +1284,7 @@ static void *pacer_queue_main(void *arg)
         wait_ns = pacer_arm_due(pc, wait_ns);
         stop = pacer_qwait(pc, (int64_t)(wait_ns / SCHED_NS_PER_MS) + 1);
         if (stop) {
+            pacer_jobs(pc); /* a missed slot's job puts it on the retry list, for pacer_unarm */
             pacer_unarm(pc);
             pacer_jobs(pc); /* the last outcomes: one more try each if Redis fails */
         }

@@ -35,6 +35,8 @@ enum pacer_use {
     PACER_RESERVE = 0, /* only that */
     PACER_USE = 1,     /* marks it used on the wire, just before the call goes out */
     PACER_RESTORE = 2, /* after a restart: past every reservation marked used */
+    PACER_UNUSE = 3,   /* at stop: gives back the use mark of reservation need (no call on it was written);
+                        * *ok 1 when it did, 0 when Redis shows a later word on the message (nothing done) */
 };
 
 /*
@@ -155,7 +157,9 @@ int pacer_cancel(struct pacer *pc, const char *vid);
 /* Stops claiming, lets calls in flight finish for up to grace_ms, then
  * joins the threads. Messages claimed and not ended stay in the stream,
  * this instance's: its next start takes them back, or another instance
- * after pacer.takeover. */
+ * after pacer.takeover. A message marked used whose reservation no call
+ * was written on gets that mark back (PACER_UNUSE), so that start does not
+ * count its price again. */
 void pacer_stop(struct pacer *pc, int64_t grace_ms);
 void pacer_free(struct pacer *pc);
 
