@@ -1193,9 +1193,15 @@ static int pacer_room(struct pacer *pc)
  * that start then sends on it. Any other mark stays (a call on that
  * reservation may have reached the provider): that start reserves past
  * it. */
+/* 1 when it holds a use mark that no call was ever written on. */
+static int pacer_mark_unspent(const struct pacer_item *it)
+{
+    return it->held && it->marked == it->rsv_idx && it->written != it->rsv_idx;
+}
+
 static void pacer_unarm(struct pacer *pc)
 {
-    struct pacer_item *lists[3] = {NULL, NULL, NULL}, *it, *next, **pp;
+    struct pacer_item *lists[3] = {NULL, NULL, NULL}, *unsent = NULL, *it, *next, **pp;
     int i;
 
     pthread_mutex_lock(&pc->mu);
@@ -1203,11 +1209,18 @@ static void pacer_unarm(struct pacer *pc)
     lists[1] = pc->armed;
     pc->slotted = pc->slotted_tail = pc->armed = pc->armed_tail = NULL;
     pc->n_armed = 0;
+    /* The retry list: one that missed its slot is 'sending' in Redis and
+     * goes back to 'queued' as the others above; one whose call was never
+     * written (refused a connection: pacer_retry) is 'queued' already and
+     * only gives its mark back. */
     for (pp = &pc->retry; (it = *pp) != NULL;) {
-        if (it->missed) {
+        if (it->missed || pacer_mark_unspent(it)) {
             *pp = it->next;
-            it->next = lists[2];
-            lists[2] = it;
+            it->next = it->missed ? lists[2] : unsent;
+            if (it->missed)
+                lists[2] = it;
+            else
+                unsent = it;
         } else {
             pp = &it->next;
         }
@@ -1217,9 +1230,14 @@ static void pacer_unarm(struct pacer *pc)
         for (it = lists[i]; it; it = next) {
             next = it->next;
             snprintf(it->detail, sizeof(it->detail), "otpd stopped before its slot");
-            it->unmark = it->held && it->marked == it->rsv_idx && it->written != it->rsv_idx;
+            it->unmark = pacer_mark_unspent(it);
             pacer_job(pc, it, PACER_JOB_RETRY);
         }
+    for (it = unsent; it; it = next) {
+        next = it->next;
+        pacer_unmark(pc, it);
+        pacer_retry_list(pc, it);
+    }
 }
 
 static void *pacer_queue_main(void *arg)

@@ -13,10 +13,15 @@ less.
 A 429 holds a marked message before the wire for as long as its
 Retry-After: the message next in line is armed (marked) at its slot, finds
 the fleet paused and takes a slot after the pause, so a SIGTERM lands
-between its mark and its call at a barrier, not by luck."""
+between its mark and its call at a barrier, not by luck.
+
+A message whose only call was refused a connection (curl never wrote it)
+and that waits for its retry at the stop gives its mark back too (the
+review's finding: only a missed slot's did at first)."""
+import copy
 import os
 
-from harness import ROOT, wait_until
+from harness import ROOT, free_port, wait_until
 from test_money import PRICE, MoneyTest, metric
 
 # Long enough that the stop lands inside it whatever the load (the marked
@@ -129,13 +134,14 @@ class MoneyStopTest(MoneyTest):
         again."""
         with open(os.path.join(ROOT, "src", "pacer", "slot.lua")) as f:
             slot_lua = f.read()
-        self.fake.control(statuses=[429], retry_after=3)
+        self.fake.control(statuses=[429], retry_after=8)
         mid = self.issue_ok("+919800000001")
         wait_until(lambda: self.sends(mid), 10, what="the 429")
         taken = self.slots("taken")
-        # Within the 3 s before its retry takes a slot: the fleet paused for a minute.
+        # Within the 8 s before its retry takes a slot (room for a loaded
+        # machine): the fleet paused for far longer.
         self.redis.cmd("EVAL", slot_lua, 4, "otp:slot", "x", "x", "x", "pause", 60000000)
-        wait_until(lambda: self.slots("taken") > taken, 10, what="the retry's slot, after the fleet's pause")
+        wait_until(lambda: self.slots("taken") > taken, 30, what="the retry's slot, after the fleet's pause")
         self.assertEqual(self.otpd.stop(), 0)
         self.assertEqual(len(self.fake.requests()), 1)
         self.assertEqual(self.money(mid).get("u"), "1")
@@ -198,3 +204,29 @@ class UnuseScriptTest(MoneyTest):
         self.assertEqual(self.money("m5")["u"], "1")
         # The caps are never touched.
         self.assertEqual(self.reserved(), 3 * PRICE)
+
+
+class UnsentThenStopTest(MoneyTest):
+    closed_port = free_port()
+    provider_url = staticmethod(lambda: "http://127.0.0.1:%d/sms" % UnsentThenStopTest.closed_port)
+    # A long backoff: the stop lands while the message waits for its retry.
+    pacer = dict(MoneyTest.pacer, retry={"max": 3, "base": "60s"})
+    ttl = "10m"
+
+    def test_a_refused_connection_then_a_stop_counts_the_price_once(self):
+        mid = self.issue_ok("+919800000001")
+        wait_until(lambda: [s["outcome"] for s in self.sends(mid)] == ["transient"], 10,
+                   what="the refused call")
+        wait_until(lambda: self.otpd.rows("SELECT state FROM messages WHERE id = ?", mid)[0]["state"] == "queued",
+                   10, what="its retry queued")
+        self.assertEqual(self.money(mid).get("u"), "1")  # marked before its call
+        self.assertEqual(self.reserved(), PRICE)
+        self.assertEqual(self.otpd.stop(), 0)
+        # Nothing reached the provider: nothing may stay counted twice.
+        cfg = copy.deepcopy(self.otpd.config)
+        cfg["provider"] = {"type": "webhook", "url": self.fake.url + "/sms"}
+        self.restart(cfg)
+        self.wait_state(mid, "sent", timeout=15)
+        self.assertEqual(len(self.fake.requests()), 1)
+        self.assertEqual(int(self.money(mid).get("r", 1)), 1, "the price of one call was reserved twice")
+        self.assertEqual(self.reserved(), PRICE)

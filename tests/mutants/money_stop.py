@@ -75,4 +75,11 @@ MUTANTS = [
          new="    if (rc != OTP_OK)\n        ;\n    else if (0)\n        log_msg(LOG_ERROR, \"pacer: message %s keeps the use mark",
          test=STOP + ".test_a_mark_redis_refuses_to_give_back_stays",
          why="a mark Redis would not give back is not said: an operator cannot tell why the caps count more"),
+    dict(name="pacer-unsent-retry-keeps-mark",
+         file="src/pacer/pacer.c",
+         old="        if (it->missed || pacer_mark_unspent(it)) {",
+         new="        if (it->missed) {",
+         test="test_money_stop.UnsentThenStopTest",
+         why=("a message whose call was refused a connection waits for its retry at the stop with its mark: the "
+              "next start reserves again, one SMS's price counted twice (the review's finding)")),
 ]
