@@ -22,17 +22,22 @@ from harness import API_KEY, OtpdTest, wait_until
 PHONE = "+14155550100"
 
 
+def read_all(s):
+    """Everything the server sends on s until it closes."""
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
 def raw_request(port, data, source="127.0.0.1", timeout=5):
     """Sends data on a fresh connection; returns (status, headers, body text)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0)) as s:
         s.sendall(data)
         s.shutdown(socket.SHUT_WR)
-        out = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
+        out = read_all(s)
     head, _, body = out.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     hdrs = {}
@@ -352,12 +357,7 @@ class BodyPiecesTest(OtpdTest):
                     time.sleep(0.05)  # separate reads, so otpd sees the pieces apart (the test holds either way)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # answered before the whole body (413 on its Content-Length): read the answer
-            out = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                out += chunk
+            out = read_all(s)
         head, _, text = out.partition(b"\r\n\r\n")
         return int(head.split()[1]), text
 
