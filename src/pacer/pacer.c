@@ -1184,21 +1184,22 @@ static int pacer_room(struct pacer *pc)
     return room;
 }
 
-/* At stop, once the sender has gone and the jobs it left are run: the
- * messages holding a slot it never used, and those that missed theirs (a
- * 429's pause, or too late: armed, so 'sending' in Redis) and wait for
- * another, go back to 'queued' in Redis (they never left), so the next
- * start (or a takeover) sends them. One marked used whose reservation no
- * call was ever written on gives its mark back after that (pacer_unmark):
- * that start then sends on it. Any other mark stays (a call on that
- * reservation may have reached the provider): that start reserves past
- * it. */
 /* 1 when it holds a use mark that no call was ever written on. */
 static int pacer_mark_unspent(const struct pacer_item *it)
 {
     return it->held && it->marked == it->rsv_idx && it->written != it->rsv_idx;
 }
 
+/* At stop, once the sender has gone and the jobs it left are run: the
+ * messages holding a slot it never used, and those that missed theirs (a
+ * 429's pause, or too late: armed, so 'sending' in Redis) and wait for
+ * another, go back to 'queued' in Redis (they never left), so the next
+ * start (or a takeover) sends them. One marked used whose reservation no
+ * call was ever written on gives its mark back after that (pacer_unmark),
+ * as does one waiting for a retry after its call was refused a connection:
+ * that start then sends on it. Any other mark stays (a call on that
+ * reservation may have reached the provider): that start reserves past
+ * it. */
 static void pacer_unarm(struct pacer *pc)
 {
     struct pacer_item *lists[3] = {NULL, NULL, NULL}, *unsent = NULL, *it, *next, **pp;
@@ -1215,12 +1216,10 @@ static void pacer_unarm(struct pacer *pc)
      * only gives its mark back. */
     for (pp = &pc->retry; (it = *pp) != NULL;) {
         if (it->missed || pacer_mark_unspent(it)) {
+            struct pacer_item **to = it->missed ? &lists[2] : &unsent;
             *pp = it->next;
-            it->next = it->missed ? lists[2] : unsent;
-            if (it->missed)
-                lists[2] = it;
-            else
-                unsent = it;
+            it->next = *to;
+            *to = it;
         } else {
             pp = &it->next;
         }
