@@ -268,7 +268,6 @@ static size_t ledger_agg_flush_locked(struct ledger *l, int64_t before_s)
     return moved;
 }
 
-
 /* Of everything in a request row but its time (0) and count. */
 static uint64_t op_agg_hash(const struct ledger_op *op)
 {
