@@ -14,36 +14,13 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <jansson.h>
 
 #include "../../src/http/problem.h"
-
-/* jansson's text of p, built as http.c built it before problem.c. */
-static char *reference(const struct problem *p)
-{
-    json_t *j = json_object();
-    char type[128], *text;
-
-    snprintf(type, sizeof(type), "urn:otpd:problem:%s", p->error);
-    json_object_set_new(j, "type", json_string(type));
-    json_object_set_new(j, "title", json_string(p->title));
-    json_object_set_new(j, "status", json_integer(p->status));
-    json_object_set_new(j, "detail", json_string(p->detail));
-    json_object_set_new(j, "error", json_string(p->error));
-    if (p->reason != NULL && p->reason[0])
-        json_object_set_new(j, "reason", json_string(p->reason));
-    if (p->retry_after_s > 0)
-        json_object_set_new(j, "retry_after", json_integer(p->retry_after_s));
-    if (p->show_attempts)
-        json_object_set_new(j, "attempts_left", json_integer(p->attempts_left));
-    text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    return text;
-}
+#include "problem_ref.h"
 
 static void same(const struct problem *p)
 {
-    char *ours = problem_text(p), *theirs = reference(p);
+    char *ours = problem_text(p), *theirs = problem_ref_text(p);
 
     assert_non_null(ours);
     assert_non_null(theirs);
