@@ -71,7 +71,7 @@ LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
 LIB          := $(B)/libotpd.a
 
 .PHONY: all test unit unit-bins integration run deps deps-test config-doc lint bench clean fmt fuzz mutate coverage \
-        coverage-report install npm-tools openapi-lint FORCE
+        coverage-report install npm-tools openapi-lint size FORCE
 all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider $(BIN)/epoll_slow.so
 
 $(B)/%.o: %.c
@@ -281,6 +281,10 @@ coverage-report:
 # README's configuration key table, from the key table in src/base/config.c.
 config-doc: $(BIN)/otpd
 	python3 tests/config_table.py
+
+# The longest files and functions against the house's bounds (700 and 80 lines): a warning, never a gate.
+size:
+	@python3 tests/size.py
 
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
