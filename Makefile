@@ -171,8 +171,10 @@ unit-bins: $(UNIT_BINS)
 unit: $(UNIT_BINS)
 	@failed=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t || failed=1; done; exit $$failed
 
+# TEST_JOBS workers run the integration modules; those that measure time or rates (SERIAL) run alone after them.
+TEST_JOBS ?= 2
 integration: all
-	python3 tests/integration/run.py
+	python3 tests/integration/run.py --jobs $(TEST_JOBS)
 
 test: deps-test
 	$(MAKE) all unit

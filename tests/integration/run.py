@@ -1,18 +1,25 @@
 """Runs the integration tests and prints 'N passed, N failed, N skipped'.
 
-Usage: python3 tests/integration/run.py [--list] [SELECTOR ...]
+Usage: python3 tests/integration/run.py [--list] [--jobs N] [SELECTOR ...]
 
 With no selector every tests/integration/test_*.py runs. A selector is either
   - a substring of a module's file name ('limits' runs test_limits.py and any other match), or
   - a dotted name: 'test_limits.FailClosedTest' or 'test_limits.FailClosedTest.test_x' (exact names).
 A selector that selects nothing is an error (exit 2): a typo must never pass as "0 tests ran".
 --list prints the selected test ids and their count without running them.
+--jobs N (default 1) runs the selected modules in N worker processes, each module whole in one worker, its output
+printed when it ends. A module that measures time or load (it sets SERIAL = True) runs after them, alone, so no
+other test's load skews its figures. Each module's time is printed at the end, the slowest first.
 
 Exit codes: 0 all selected tests passed, 1 a test failed or errored, 2 a bad selector.
 """
 import importlib
 import os
+import queue
+import re
+import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -76,8 +83,100 @@ def test_ids(suite):
             yield t.id()
 
 
+def by_module(ids):
+    """{module: [test ids]} in first-seen order."""
+    out = {}
+    for i in ids:
+        out.setdefault(i.split(".", 1)[0], []).append(i)
+    return out
+
+
+SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.M)
+
+
+def run_module(name, ids, whole):
+    """Runs one module's selected tests in a child process; returns (name, seconds, passed, failed, skipped,
+    output). A child that dies without its summary line counts as one failure."""
+    sel = [name + ".py"] if whole else ids
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, os.path.abspath(__file__)] + sel, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, errors="replace")
+    took = time.monotonic() - t0
+    m = SUMMARY.search(p.stdout)
+    if not m:
+        return name, took, 0, 1, 0, p.stdout + "\nrun.py: %s ended (rc %d) without a summary\n" % (name, p.returncode)
+    passed, failed, skipped = (int(x) for x in m.groups())
+    if p.returncode != 0 and failed == 0:
+        failed = 1
+    return name, took, passed, failed, skipped, p.stdout
+
+
+def run_parallel(suite, jobs):
+    """Runs the suite's modules in jobs workers, then the SERIAL ones alone; prints each module's output as it
+    ends and the totals. Returns the exit code."""
+    mods = by_module(test_ids(suite))
+    loader = unittest.TestLoader()
+    whole = {m: len(ids) == loader.loadTestsFromModule(import_module(m)).countTestCases() for m, ids in mods.items()}
+    serial = [m for m in mods if getattr(import_module(m), "SERIAL", False)]
+    # The biggest modules first, so the last worker to finish is not the one that started a long module late.
+    parallel = sorted((m for m in mods if m not in serial), key=lambda m: -len(mods[m]))
+    results, lock = [], threading.Lock()
+
+    def report(r):
+        with lock:
+            results.append(r)
+            print(r[5], end="" if r[5].endswith("\n") else "\n")
+            print("run.py: %s: %.1fs, %d passed, %d failed, %d skipped" % (r[0], r[1], r[2], r[3], r[4]))
+            sys.stdout.flush()
+
+    work = queue.Queue()
+    for m in parallel:
+        work.put(m)
+
+    def worker():
+        while True:
+            try:
+                m = work.get_nowait()
+            except queue.Empty:
+                return
+            report(run_module(m, mods[m], whole[m]))
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(min(jobs, len(parallel)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    t1 = time.monotonic()
+    for m in serial:
+        report(run_module(m, mods[m], whole[m]))
+    t2 = time.monotonic()
+    passed = sum(r[2] for r in results)
+    failed = sum(r[3] for r in results)
+    skipped = sum(r[4] for r in results)
+    print("module times, slowest first:")
+    for r in sorted(results, key=lambda r: -r[1]):
+        print("  %7.1fs  %s%s%s" % (r[1], r[0], "  (serial)" if r[0] in serial else "",
+                                     "  FAILED" if r[3] else ""))
+    print("integration: %.1fs (%d workers %.1fs, serial %.1fs)" % (t2 - t0, jobs, t1 - t0, t2 - t1))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    if passed + failed == 0:
+        print("no integration test ran")
+        return 1
+    return 0 if failed == 0 else 1
+
+
 def main(argv):
     list_only = "--list" in argv
+    jobs = 1
+    if "--jobs" in argv:
+        i = argv.index("--jobs")
+        try:
+            jobs = int(argv[i + 1])
+        except (IndexError, ValueError):
+            print("run.py: --jobs needs a number", file=sys.stderr)
+            return 2
+        argv = argv[:i] + argv[i + 2:]
     sels = [a for a in argv if a != "--list"]
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
@@ -102,6 +201,8 @@ def main(argv):
             print(i)
         print("%d tests" % len(ids))
         return 0
+    if jobs > 1:
+        return run_parallel(suite, jobs)
     t0 = time.monotonic()
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)

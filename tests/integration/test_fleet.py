@@ -11,6 +11,8 @@ rate 20 from one correct instance). So the tests count arrivals in windows
 of WINDOW = 0.97 s: rate + 1 arrivals inside 0.97 s is a burst on the wire,
 not receiver jitter. Three instances pacing alone put 3 x rate there.
 """
+# It measures time or rates: tests/integration/run.py runs it alone, after the parallel workers.
+SERIAL = True
 import math
 import time
 import urllib.parse

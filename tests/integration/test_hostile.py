@@ -5,6 +5,8 @@ or Content-Type is refused; a 401 names its scheme; /readyz names no
 address; a problem's detail survives a cut in the middle of a character;
 floods of refusals are written in aggregate (rows and WAL bounded by
 seconds, not requests); ledger.retention prunes old rows."""
+# It measures time or rates: tests/integration/run.py runs it alone, after the parallel workers.
+SERIAL = True
 import http.client
 import json
 import os

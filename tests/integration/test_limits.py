@@ -9,6 +9,8 @@ Windows are short (1-3 s). fixed_window, wrong_guess_cap and cost caps align
 to Unix time (Redis's clock, the same host clock here), so those tests
 either start at a window boundary or make sure a long window cannot roll
 over while they run."""
+# It measures time or rates: tests/integration/run.py runs it alone, after the parallel workers.
+SERIAL = True
 import concurrent.futures
 import json
 import math

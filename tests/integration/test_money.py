@@ -4,6 +4,8 @@ otpd_spend_minor_total; one it never reached gives its reservation back,
 exactly once, even across a SIGKILL; a 429 pauses every send; a restart
 keeps the spacing of the sends before it; a code with too little life left
 is never sent. Real redis-server, the fake provider, bin/otpd."""
+# It measures time or rates: tests/integration/run.py runs it alone, after the parallel workers.
+SERIAL = True
 import concurrent.futures
 import json
 import os

@@ -1,6 +1,8 @@
 """The pacer and the providers: pacing measured from the provider's own
 arrival times, the bulkhead, queue admission, TTL expiry, retries, crash
 recovery, and the Kannel and Twilio adapters against the fake provider."""
+# It measures time or rates: tests/integration/run.py runs it alone, after the parallel workers.
+SERIAL = True
 import concurrent.futures
 import json
 import re

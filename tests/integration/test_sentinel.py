@@ -2,6 +2,8 @@
 after a failover (the master SIGKILLed, its replica promoted) it finds the
 new master by itself; a verification started before the failover verifies
 after it."""
+# It measures time or rates: tests/integration/run.py runs it alone, after the parallel workers.
+SERIAL = True
 import os
 import signal
 import socket
