@@ -1084,6 +1084,11 @@ void limits_cache_clear(struct limits *l)
     rcache_clear(l->rc);
 }
 
+void limits_cache_vouch(struct limits *l, int64_t read_ms)
+{
+    rcache_vouch(l->rc, read_ms);
+}
+
 /* Penalty states per op 'p' call: 1 + 6 * 32 arguments, within LIMITS_ARGS_MAX. */
 #define LIMITS_PEN_BATCH 32
 
