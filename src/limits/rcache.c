@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/conf.h"
 #include "../base/fnv.h"
 
 #define RC_LIVE 1  /* in the table and the LRU list */
@@ -179,6 +180,23 @@ int64_t rcache_deadline_ms(int64_t t0_ms, int64_t retry_ms)
      * and 1 ms for whole milliseconds: the script's now is Redis's clock
      * floored, so its retry may be up to 1 ms longer than the true wait. */
     return t0_ms + retry_ms - retry_ms / 1000 - 1;
+}
+
+int rcache_cacheable(const struct cfg_rule *r)
+{
+    if (r->shadow)
+        return 0;
+    switch (r->algo) {
+    case CFG_ALGO_SLIDING_LOG:
+    case CFG_ALGO_FIXED_WINDOW:
+    case CFG_ALGO_RESEND_DELAY:
+    case CFG_ALGO_WRONG_GUESS_CAP:
+        return 1;
+    case CFG_ALGO_TOKEN_BUCKET:
+    case CFG_ALGO_SLIDING_WINDOW_COUNTER:
+        break;
+    }
+    return 0;
 }
 
 int rcache_fresh(int64_t read_ms, int64_t now_ms)

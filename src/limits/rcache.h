@@ -42,6 +42,7 @@
 #define RCACHE_NEVER INT64_MIN /* no read vouches: none yet, or the last one failed */
 
 struct rcache;
+struct cfg_rule;
 
 /* Which script refused: an issue's and a verify's refusals of one rule
  * state are separate entries (a verify lock is answered differently). */
@@ -80,6 +81,18 @@ struct rcache_stats {
     uint64_t entries;          /* entries held now, expired ones not yet dropped included */
     uint64_t evictions;        /* entries dropped for room (LRU) */
 };
+
+/* 1 when a refusal of rule r may be cached: r is enforced, and its refusal
+ * can end before its Retry-After only by an admin change or a reload (each
+ * clears the cache): a sliding log's oldest counted entry, a fixed
+ * window's end, a resend delay and a wrong-guess lock move only with time,
+ * and so does a penalty block of these. A token bucket's or a sliding
+ * window counter's refusal is left out: their wait is exact too, but
+ * whether a refusal came from a block cannot be told from the reply, and
+ * no test proves those two. A shadow rule blocks nothing, so its would-be
+ * refusal is never stored, nor looked up: callers ask with the rule in
+ * force now, so a reload to shadow ends its cached refusals too. Pure. */
+int rcache_cacheable(const struct cfg_rule *r);
 
 /* A cache of at most max_entries entries (at least one per shard when
  * nonzero). NULL when max_entries is 0 (the cache is off) or out of memory;

@@ -461,6 +461,155 @@ class FailingReadTest(CacheTest):
         self.assertEqual(self.hits("verify"), 2, "the cache answers again after a good read")
 
 
+def shadow_count(otpd, rule):
+    return metric(otpd, "otpd_shadow_refusals_total", '{rule="%s"}' % rule) or 0
+
+
+class ModesTest(CacheTest):
+    """Every issue algorithm, enforced then shadow: an enforced refusal is
+    answered from memory only for the algorithms whose end is certain; a
+    reload that turns the same rule (the same Redis state) to shadow is
+    never answered by the old cached refusal; a shadow rule's would-be
+    refusal is never answered from memory as a refusal, under any algorithm
+    or with a penalty, and each one is counted. Then the same for the
+    verify side (a verify rate and the wrong-guess lock)."""
+    PEN = {"after": 1, "within": "1m", "block": "15m"}
+    ISSUE = [("sliding_log", {"limit": 1, "window": "1h"}, True),
+             ("sliding_log", {"limit": 1, "window": "1h", "penalty": PEN}, True),
+             ("fixed_window", {"limit": 1, "window": "1h"}, True),
+             ("resend_delay", {"delay": "1h"}, True),
+             ("token_bucket", {"limit": 1, "window": "1h", "burst": 1}, False),
+             ("sliding_window_counter", {"limit": 1, "window": "1h"}, False)]
+
+    def reload(self, limits):
+        cfg = json.loads(json.dumps(self.otpd.config))
+        cfg["limits"] = limits
+        n = self.otpd.log().count("reloaded")
+        self.otpd.write_config(cfg)
+        self.otpd.kill(signal.SIGHUP)
+        wait_until(lambda: self.otpd.log().count("reloaded") > n, what="the reload")
+
+    def test_issue_rules_enforced_then_shadow(self):
+        self.avoid_boundary(3600, 120)  # fixed windows and counters align to the hour
+        for i, (algo, params, cached) in enumerate(self.ISSUE):
+            with self.subTest(algo=algo, params=params):
+                phone = "+91981200%04d" % i
+                rule = dict(name="r", key="phone", algorithm=algo, **params)
+                self.reload([rule])
+                self.accepted(self.otpd.issue(phone))
+                self.refused(self.otpd.issue(phone), 429, "rate_limited", "r")  # Redis decides
+                h0 = self.hits()
+                for _ in range(3):
+                    r = self.otpd.issue(phone)
+                    self.refused(r, 429, "rate_limited", "r")
+                    self.assertEqual(self.headers(r[1])[0][0], "r")
+                self.assertEqual(self.hits() - h0, 3 if cached else 0)
+                # The same rule, the same state, now shadow: it never refuses, from memory neither.
+                self.reload([dict(rule, mode="shadow")])
+                s0 = shadow_count(self.otpd, "r")
+                for _ in range(3):
+                    r = self.otpd.issue(phone)
+                    self.accepted(r)
+                    self.assert_no_rl(r)
+                self.assertEqual(self.hits() - h0, 3 if cached else 0, "a shadow refusal answered from memory")
+                self.assertEqual(shadow_count(self.otpd, "r") - s0, 3, "each would-be refusal counted")
+                self.assertEqual(metric(self.otpd, "otpd_refusal_cache_entries"), 0)
+                if "penalty" in params:
+                    # The shadow rule's refusals start no block of their own (the enforced one's stays).
+                    block = self.redis.cmd("HGET", "otp:{%s}" % phone, "!" + self.field("r"))
+                    self.assertTrue(block is None or block.startswith("0:0:"), block)
+
+    def test_verify_rules_enforced_then_shadow(self):
+        self.avoid_boundary(3600, 60)
+        rate = {"name": "vrate", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1h",
+                "on": "verify"}
+        lock = {"name": "guesses", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 2, "window": "1h"}
+        for rule, phone, error, wrongs in ((rate, P, "rate_limited", 1), (lock, P2, "locked", 2)):
+            with self.subTest(rule=rule["name"]):
+                self.reload([rule])
+                _, code = self.issue_and_code(phone)
+                for _ in range(wrongs - 1):
+                    self.assertEqual(self.otpd.verify(phone, wrong_of(code))[0], 422)
+                first = self.otpd.verify(phone, wrong_of(code))
+                if rule is lock:
+                    self.refused(first, 429, "locked", "guesses")
+                else:
+                    self.assertEqual(first[0], 422, first)
+                    self.refused(self.otpd.verify(phone, wrong_of(code)), 429, error, rule["name"])
+                h0 = self.hits("verify")
+                self.refused(self.otpd.verify(phone, code), 429, error, rule["name"])
+                self.assertEqual(self.hits("verify") - h0, 1)
+                self.reload([dict(rule, mode="shadow")])
+                s0 = shadow_count(self.otpd, rule["name"])
+                r = self.otpd.verify(phone, code)
+                self.assertEqual(r[0], 200, r)
+                self.assertEqual(self.hits("verify") - h0, 1, "a shadow refusal answered from memory")
+                self.assertEqual(shadow_count(self.otpd, rule["name"]) - s0, 1)
+
+    def test_enforced_and_shadow_on_one_key(self):
+        """Both refuse, the shadow rule longer: the answer, cached or not, is
+        the enforced rule's, never the shadow rule's reason or RateLimit
+        fields; once the enforced refusal is over, the request passes,
+        though the shadow rule would still refuse it (counted, not from
+        memory)."""
+        self.reload([{"name": "shad", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1h",
+                      "mode": "shadow"},
+                     {"name": "enf", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "2s"}])
+        self.accepted(self.otpd.issue(P))
+        h0 = self.hits()
+        while True:
+            r = self.otpd.issue(P)
+            if r[0] == 202:
+                break
+            self.refused(r, 429, "rate_limited", "enf")
+            self.assertEqual(self.headers(r[1])[0], ("enf", 1, 2))
+            time.sleep(0.05)
+        self.assertGreater(self.hits() - h0, 0, "no refusal answered from memory")
+        self.assert_rl(r, "enf", 1, 2, 0)
+        self.assertGreaterEqual(shadow_count(self.otpd, "shad"), 1)
+
+
+class OverrideRaisesTest(CacheTest):
+    """An override that raises a limit, set on A, is honoured by B's cache
+    within 2 s for each cached algorithm with a limit (sliding_log: see
+    OverrideClearsTest); an override that lowers a shadow rule's limit
+    never makes it refuse, from memory or not."""
+    limits = [{"name": "fw", "key": "device", "algorithm": "fixed_window", "limit": 1, "window": "1h"},
+              {"name": "guesses", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 2, "window": "1h"},
+              {"name": "sh", "key": "client_ip", "algorithm": "sliding_log", "limit": 5, "window": "1h",
+               "mode": "shadow"}]
+
+    def test_overrides_on_each_algorithm(self):
+        self.avoid_boundary(3600, 60)
+        self.start_b()
+        wait_until(lambda: "admin overrides in force" in self.b.log(), what="B's first admin refresh")
+        # fixed_window, keyed on a device.
+        self.accepted(self.b.issue("+919812300001", device_id="d1"))
+        self.refused(self.b.issue("+919812300002", device_id="d1"), 429, "rate_limited", "fw")
+        self.refused(self.b.issue("+919812300003", device_id="d1"), 429, "rate_limited", "fw")
+        self.assertEqual(self.hits(inst=self.b), 1)
+        self.add("overrides", {"rule": "fw", "key": {"device": "d1"}, "limit": 5, "expires_in": "1h"})
+        wait_until(lambda: self.b.issue("+919812300004", device_id="d1")[0] == 202, timeout=SEEN_S,
+                   what="B honours the raised fixed window within 2 s")
+        # The wrong-guess lock.
+        _, code = self.issue_and_code(P)
+        self.assertEqual(self.b.verify(P, wrong_of(code))[0], 422)
+        self.refused(self.b.verify(P, wrong_of(code)), 429, "locked", "guesses")
+        self.refused(self.b.verify(P, code), 429, "locked", "guesses")
+        self.assertEqual(self.hits("verify", inst=self.b), 1)
+        self.add("overrides", {"rule": "guesses", "key": {"phone": P}, "limit": 5, "expires_in": "1h"})
+        wait_until(lambda: self.b.verify(P, code)[0] == 200, timeout=SEEN_S,
+                   what="B honours the raised wrong-guess cap within 2 s")
+        # A shadow rule lowered to 1: would-be refusals, counted; never a refusal.
+        self.add("overrides", {"rule": "sh", "key": {"client_ip": "192.0.2.7"}, "limit": 1, "expires_in": "1h"})
+        time.sleep(SEEN_S)
+        h0, s0 = self.hits(inst=self.b), shadow_count(self.b, "sh")
+        for i in range(4):
+            self.accepted(self.b.issue("+91981231000%d" % i, client_ip="192.0.2.7"))
+        self.assertEqual(self.hits(inst=self.b), h0)
+        self.assertEqual(shadow_count(self.b, "sh") - s0, 3)
+
+
 def rfc3339_ms(text):
     """Unix ms of an RFC 3339 UTC time with milliseconds ("...T12:00:00.123Z")."""
     dt = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)

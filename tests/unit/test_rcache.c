@@ -4,8 +4,9 @@
  * the deadline is t0 + retry, LRU eviction order and the bound, clears
  * (all, one key, the generation), exact keys (op, key and field each tell
  * entries apart; a shard holds many keys), penalty hits, threads, and
- * freshness: nothing is answered while the admin rows' last whole read is
- * more than RCACHE_FRESH_MS old or failed.
+ * freshness (nothing is answered while the admin rows' last whole read is
+ * more than RCACHE_FRESH_MS old or failed), and which rules may be cached
+ * (never a shadow rule).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -391,6 +392,34 @@ static void test_stale_answers_nothing(void **state)
     rcache_free(c);
 }
 
+/* Which rules' refusals may be cached, for every algorithm, each mode and
+ * with or without a penalty: the four whose end only time moves, enforced;
+ * a shadow rule never, whatever its algorithm or penalty. */
+static void test_cacheable_by_mode(void **state)
+{
+    const enum cfg_algo algos[] = {CFG_ALGO_SLIDING_LOG,   CFG_ALGO_FIXED_WINDOW,    CFG_ALGO_TOKEN_BUCKET,
+                                   CFG_ALGO_RESEND_DELAY,  CFG_ALGO_WRONG_GUESS_CAP, CFG_ALGO_SLIDING_WINDOW_COUNTER};
+    const int certain[] = {1, 1, 0, 1, 1, 0};
+    struct cfg_rule r;
+    size_t i;
+    int shadow, penalty;
+
+    (void)state;
+    for (i = 0; i < sizeof(algos) / sizeof(algos[0]); i++)
+        for (shadow = 0; shadow <= 1; shadow++)
+            for (penalty = 0; penalty <= 1; penalty++) {
+                memset(&r, 0, sizeof(r));
+                r.algo = algos[i];
+                r.limit = 1;
+                r.window_ms = 60000;
+                r.shadow = shadow;
+                r.penalty_after = penalty ? 20 : 0;
+                if (rcache_cacheable(&r) != (shadow ? 0 : certain[i]))
+                    fail_msg("algorithm %d, shadow %d, penalty %d: cacheable %d", (int)algos[i], shadow, penalty,
+                             rcache_cacheable(&r));
+            }
+}
+
 struct worker {
     struct rcache *c;
     int id;
@@ -506,6 +535,7 @@ int main(void)
         cmocka_unit_test(test_penalty_hits_after_block),
         cmocka_unit_test(test_off),             cmocka_unit_test(test_threads), cmocka_unit_test(test_hash_collision_is_two_keys),
         cmocka_unit_test(test_fresh_rule),      cmocka_unit_test(test_stale_answers_nothing),
+        cmocka_unit_test(test_cacheable_by_mode),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
