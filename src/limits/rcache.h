@@ -140,9 +140,10 @@ int rcache_put(struct rcache *c, uint64_t gen, enum rcache_op op, const char *ke
                const struct rcache_value *v, int64_t now_ms);
 
 /* 1 with the entry of op on key/field in *out while now_ms < its deadline
- * and the cache's vouching read is fresh at now_ms (it becomes the most recently used; with a penalty, the hit is counted
- * for rcache_take_hits once now_ms >= its count_from_ms); else 0 (an
- * expired entry is dropped; a stale cache looks nothing up). */
+ * and the cache's vouching read is fresh at now_ms (it becomes the most
+ * recently used; with a penalty, the hit is counted for rcache_take_hits
+ * once now_ms >= its count_from_ms); else 0 (an expired entry is dropped;
+ * a stale cache looks nothing up). */
 int rcache_get(struct rcache *c, enum rcache_op op, const char *key, const char *field, int64_t now_ms,
                struct rcache_value *out);
 

@@ -397,8 +397,9 @@ static void test_stale_answers_nothing(void **state)
  * a shadow rule never, whatever its algorithm or penalty. */
 static void test_cacheable_by_mode(void **state)
 {
-    const enum cfg_algo algos[] = {CFG_ALGO_SLIDING_LOG,   CFG_ALGO_FIXED_WINDOW,    CFG_ALGO_TOKEN_BUCKET,
-                                   CFG_ALGO_RESEND_DELAY,  CFG_ALGO_WRONG_GUESS_CAP, CFG_ALGO_SLIDING_WINDOW_COUNTER};
+    const enum cfg_algo algos[] = {CFG_ALGO_SLIDING_LOG,     CFG_ALGO_FIXED_WINDOW,
+                                   CFG_ALGO_TOKEN_BUCKET,    CFG_ALGO_RESEND_DELAY,
+                                   CFG_ALGO_WRONG_GUESS_CAP, CFG_ALGO_SLIDING_WINDOW_COUNTER};
     const int certain[] = {1, 1, 0, 1, 1, 0};
     struct cfg_rule r;
     size_t i;
@@ -415,8 +416,8 @@ static void test_cacheable_by_mode(void **state)
                 r.shadow = shadow;
                 r.penalty_after = penalty ? 20 : 0;
                 if (rcache_cacheable(&r) != (shadow ? 0 : certain[i]))
-                    fail_msg("algorithm %d, shadow %d, penalty %d: cacheable %d", (int)algos[i], shadow, penalty,
-                             rcache_cacheable(&r));
+                    fail_msg("algorithm %d, shadow %d, penalty %d: cacheable %d", (int)algos[i], shadow,
+                             penalty, rcache_cacheable(&r));
             }
 }
 
