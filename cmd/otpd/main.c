@@ -12,10 +12,13 @@
  * tick it refreshes the admin rows (admin_refresh: one small script call,
  * the rows themselves only when their change counter moved) and hands
  * the live overrides to the limits, so an admin change or expiry reaches
- * this instance within about a second, two at most; the admin's mu guards
- * its snapshot (workers take a reference to match blocks) and is never
- * held across a Redis or ledger call. The pacer
- * runs two threads: the queue thread makes every Redis call of the send
+ * this instance within about a second, two at most. What this instance
+ * remembers (the refusal cache, the snapshot's blocks) answers only while
+ * that read succeeded less than 2 s ago (rcache_fresh): cut off from
+ * Redis, it answers 503 rather than contradict a change it cannot see.
+ * The admin's mu guards its snapshot (workers take a reference to match
+ * blocks) and is never held across a Redis or ledger call. The pacer runs
+ * two threads: the queue thread makes every Redis call of the send
  * queue (claims, takeovers, cost reservations and refunds, slots, ends),
  * and the sender owns the wire (curl multi) and waits on nothing but its
  * slots' times and curl. Locks: the pacer's mu (its lists) and wmu (the
@@ -167,9 +170,11 @@ static void otpd_harden(void)
     }
 }
 
-/* Builds and starts everything; returns 0, or logs and returns -1. */
-/* The housekeeping tick's admin part: the rows' snapshot, and the live
- * overrides into the limits when they changed. */
+/* The housekeeping tick's admin part: the rows' snapshot, the live
+ * overrides into the limits when they changed, and last what vouches for
+ * the refusal cache: the read just made, once what it saw is applied, or
+ * its failure (a change made on another instance may be unseen: nothing
+ * is answered from memory then). */
 static void otpd_admin_tick(struct otpd *d)
 {
     struct admin_override *ov = NULL;
@@ -185,7 +190,7 @@ static void otpd_admin_tick(struct otpd *d)
     if (changed & ADMIN_ROWS_MOVED)
         limits_cache_clear(d->limits);
     if (!(changed & ADMIN_OVERRIDES_CHANGED))
-        return;
+        goto out;
     if ((n = admin_overrides(d->admin, &ov)) < 0 || (lo = calloc((size_t)n + 1, sizeof(*lo))) == NULL) {
         log_msg(LOG_ERROR, "out of memory: the overrides in force are the last ones");
         goto out;
@@ -202,10 +207,12 @@ static void otpd_admin_tick(struct otpd *d)
     else
         log_msg(LOG_INFO, "%ld admin overrides in force", n);
 out:
+    limits_cache_vouch(d->limits, admin_read_ms(d->admin));
     free(lo);
     free(ov);
 }
 
+/* Builds and starts everything; returns 0, or logs and returns -1. */
 static int otpd_start(struct otpd *d)
 {
     const struct config *c = d->cfg;
@@ -446,6 +453,7 @@ int main(int argc, char **argv)
         otpd_free(&d);
         return EX_UNAVAILABLE;
     }
+    otpd_admin_tick(&d); /* the rows now, not a second late: blocks, and a refusal cache vouched for */
     log_event(LOG_INFO, "otpd.started", LOG_FIELDS(LOG_STR("version", OTPD_VERSION)),
               "otpd listening on %s:%d%s (provider %s, rate %d/s, %zu rules)", d.cfg->http.listen_host, d.cfg->http.listen_port,
               d.tls ? " with TLS" : "", d.provider->ops->name, d.cfg->pacer.rate, d.cfg->limits.n_rules);

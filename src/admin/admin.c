@@ -24,6 +24,7 @@
 #include "../base/timestamp.h"
 #include "../base/unittest.h"
 #include "../limits/fraud.h"
+#include "../limits/rcache.h"
 #include "admin.lua.h"
 
 #define ADMIN_OV_KEY "otp:adm:o"
@@ -54,6 +55,8 @@ struct admin {
     struct admin_snap *snap;
     char version[32];     /* the change counter the snapshot was read at; "" before the first read */
     int64_t offset_ms;    /* Redis's clock minus ours, at the last read */
+    int64_t read_ms;      /* local monotonic, taken before the last read of the rows: RCACHE_NEVER
+                           * when it failed (rcache_fresh says whether the snapshot may answer) */
     char pushed[64];      /* a digest of the overrides last reported changed */
     struct admin_stats stats;
 };
@@ -115,6 +118,7 @@ struct admin *admin_new(struct store *s, struct ledger *lg, const struct limits_
         return NULL;
     }
     a->snap->refs = 1;
+    a->read_ms = RCACHE_NEVER;
     a->n_rules = c->n_rules;
     a->store = s;
     a->ledger = lg;
@@ -262,6 +266,11 @@ static int64_t redis_now_ms(struct admin *a)
     return clock_wall_ms() + off;
 }
 
+static int64_t mono_ms(void)
+{
+    return (int64_t)(clock_mono_ns() / 1000000);
+}
+
 int admin_blocked(struct admin *a, const struct admin_subject *s, char *what, size_t cap)
 {
     struct admin_snap *sn;
@@ -283,10 +292,13 @@ int admin_blocked(struct admin *a, const struct admin_subject *s, char *what, si
     for (i = 0; i < sn->n_blocks && !hit; i++) {
         const struct admin_block *b = &sn->blocks[i];
         if (b->expires_ms > now_ms && admin_block_match(b, s, &ip)) {
-            hit = 1;
             snprintf(what, cap, "%s", match_names[b->match]);
             pthread_mutex_lock(&a->mu);
-            a->stats.blocked[b->match]++;
+            /* A block removed while the rows could not be read must not
+             * refuse from memory past the bound every instance keeps. */
+            hit = rcache_fresh(a->read_ms, mono_ms()) ? 1 : -1;
+            if (hit > 0)
+                a->stats.blocked[b->match]++;
             pthread_mutex_unlock(&a->mu);
         }
     }
@@ -1106,7 +1118,7 @@ enum otp_rc admin_refresh(struct admin *a, int *changed, char *err)
     struct store_reply *rep = NULL;
     struct admin_snap *fresh = NULL, *old = NULL, *cur;
     char known[32], digest[64];
-    int64_t now_ms;
+    int64_t now_ms, t0_ms = mono_ms(); /* before the read: it saw every change made before then */
     enum otp_rc rc;
     size_t i;
 
@@ -1131,7 +1143,9 @@ enum otp_rc admin_refresh(struct admin *a, int *changed, char *err)
             old = a->snap;
             a->snap = fresh;
         }
+        a->read_ms = t0_ms;
     } else {
+        a->read_ms = RCACHE_NEVER;
         a->stats.refresh_failures++;
     }
     now_ms = clock_wall_ms() + a->offset_ms;
@@ -1151,6 +1165,16 @@ enum otp_rc admin_refresh(struct admin *a, int *changed, char *err)
         snap_put(a, old);
     store_reply_free(rep);
     return rc;
+}
+
+int64_t admin_read_ms(struct admin *a)
+{
+    int64_t t;
+
+    pthread_mutex_lock(&a->mu);
+    t = a->read_ms;
+    pthread_mutex_unlock(&a->mu);
+    return t;
 }
 
 long admin_overrides(struct admin *a, struct admin_override **out)

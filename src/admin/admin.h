@@ -3,7 +3,9 @@
  * are rows, not code) and the wrong-guess unlock. Rows live in Redis
  * (admin.lua) with an expiry on Redis's clock; every instance keeps a
  * snapshot refreshed at least once a second (admin_refresh, on the main
- * thread), so a change reaches the whole fleet within 2 s. Blocks are
+ * thread), so a change reaches the whole fleet within 2 s; a snapshot
+ * whose last read failed or is older than that refuses nothing from
+ * memory (admin_blocked, admin_read_ms). Blocks are
  * matched here, in C, before any Redis call; overrides are handed to the
  * limits through the caller (cmd/otpd wires them: admin and limits sit on
  * one level and know nothing of each other). Rare calls: an admin action
@@ -126,17 +128,27 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
  * overrides differ from the last call's (hand them to the limits:
  * admin_overrides) and ADMIN_ROWS_MOVED when the change counter moved
  * (clear the refusal cache: limits_cache_clear). OTP_ESTORE with detail in
- * err when Redis failed (the snapshot stays).
+ * err when Redis failed (the snapshot stays, but admin_read_ms says it
+ * failed). Sets admin_read_ms.
  */
 enum otp_rc admin_refresh(struct admin *a, int *changed, char *err);
+
+/* Local monotonic ms taken before the last read of the rows, or
+ * RCACHE_NEVER (src/limits/rcache.h) when it failed: what vouches for
+ * the snapshot and for the refusal cache (limits_cache_vouch). */
+int64_t admin_read_ms(struct admin *a);
 
 /* The live overrides, malloc'd into *out (caller frees); their count. -1
  * when out of memory. */
 long admin_overrides(struct admin *a, struct admin_override **out);
 
 /* 1 when a live block matches s (then the match kind's name in what,
- * "phone", "client_ip", ...), else 0. No Redis call; takes a lock for a
- * reference to the snapshot only. */
+ * "phone", "client_ip", ...), else 0. -1 when one matches but the snapshot
+ * is stale (rcache_fresh of admin_read_ms fails: the block may be gone
+ * and this instance could not see it): the caller fails closed, 503
+ * store_unavailable, as it would without Redis. A block added while the
+ * rows cannot be read is not seen until they can. No Redis call; takes a
+ * lock for a reference to the snapshot only. */
 int admin_blocked(struct admin *a, const struct admin_subject *s, char *what, size_t cap);
 
 /* Counters for /metrics: blocked requests by match kind, live rows. */

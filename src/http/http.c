@@ -861,26 +861,24 @@ UNITTEST int http_form_get(const char *body, const char *name, char *out, size_t
     return 0;
 }
 
-/* Kannel: GET /v1/dlr/kannel?id=&exp=&tag=&status=N; Twilio: POST
- * /v1/dlr/twilio?id=&exp=&tag= with MessageStatus in the form body, signed
- * in X-Twilio-Signature. Answers by report.c's table of verdicts. */
+/* Kannel: GET /v1/dlr/kannel?id=&exp=&m=&tag=&status=N (report.c reads
+ * the status against the mask m); Twilio: POST /v1/dlr/twilio?id=&exp=&tag=
+ * with MessageStatus in the form body, signed in X-Twilio-Signature.
+ * Answers by report.c's table of verdicts; a refusal's reason goes to the
+ * request's log line (never the query: the tag is a capability). */
 static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, struct http_req *rq)
 {
     struct report_in in = {.via = REPORT_KANNEL, .outcome = -1};
     const struct report_row *row;
+    enum MHD_Result ret;
     char status[32] = "", detail[64];
 
     in.id = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "id");
     in.exp = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "exp");
     in.tag = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "tag");
     if (rq->route == ROUTE_DLR_KANNEL) {
-        const char *s = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "status");
-        long v = s ? strtol(s, NULL, 10) : 0;
-        if (v == 1)
-            in.outcome = 1;
-        else if (v == 2 || v == 16)
-            in.outcome = 0;
-        snprintf(detail, sizeof(detail), "kannel dlr %ld", v);
+        in.mask = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "m");
+        in.status = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, "status");
     } else {
         rq->body[rq->len] = '\0';
         http_form_get(rq->body, "MessageStatus", status, sizeof(status));
@@ -889,11 +887,11 @@ static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, stru
         else if (strcmp(status, "undelivered") == 0 || strcmp(status, "failed") == 0)
             in.outcome = 0;
         snprintf(detail, sizeof(detail), "twilio %s", status);
+        in.detail = detail;
         in.via = REPORT_TWILIO;
         in.form = rq->body;
         in.signature = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "X-Twilio-Signature");
     }
-    in.detail = detail;
     row = report_row(otp_delivery(h->otp, &in));
     if (row->outcome == OUT_COUNT)
         return http_json(con, 200, json_pack("{s:b}", "ok", 1), NULL);
@@ -902,7 +900,9 @@ static enum MHD_Result http_dlr(struct http *h, struct MHD_Connection *con, stru
         struct otp_answer a = {.rc = OTP_EIO, .retry_after_s = 1};
         return http_problem(NULL, con, row->outcome, row->detail, &a, NULL);
     }
-    return http_problem(NULL, con, row->outcome, row->detail, NULL, NULL);
+    ret = http_problem(NULL, con, row->outcome, row->detail, NULL, NULL);
+    snprintf(rq->rule, sizeof(rq->rule), "report:%s", row->label ? row->label : "");
+    return ret;
 }
 
 /* 1 when method is one of allow's ("GET, HEAD, POST"). */

@@ -912,30 +912,6 @@ static int64_t mono_ms(void)
     return (int64_t)(clock_mono_ns() / 1000000);
 }
 
-/* 1 when an enforced refusal of r can end before its Retry-After only by an
- * admin change or a reload (each clears the cache): a sliding log's oldest
- * counted entry, a fixed window's end, a resend delay and a wrong-guess
- * lock move only with time, and so does a penalty block of these. A token
- * bucket's or a sliding window counter's refusal is left out: their wait is
- * exact too, but whether a refusal came from a block cannot be told from
- * the reply, and no test proves those two. Shadow rules block nothing. */
-static int cacheable(const struct cfg_rule *r)
-{
-    if (r->shadow)
-        return 0;
-    switch (r->algo) {
-    case CFG_ALGO_SLIDING_LOG:
-    case CFG_ALGO_FIXED_WINDOW:
-    case CFG_ALGO_RESEND_DELAY:
-    case CFG_ALGO_WRONG_GUESS_CAP:
-        return 1;
-    case CFG_ALGO_TOKEN_BUCKET:
-    case CFG_ALGO_SLIDING_WINDOW_COUNTER:
-        break;
-    }
-    return 0;
-}
-
 /* Remembers one refusal of rule r (as in force, with an override) at
  * key/field, which ends reset_ms after Redis decided, for a script call
  * begun at t0 and answered at t1 under generation gen. penalty: hits count
@@ -973,7 +949,7 @@ static void cache_verdicts(struct limits *l, uint64_t gen, enum rcache_op op, co
     for (i = 0; i < n_used; i++) {
         const struct cfg_rule *r = used[i];
         const long long *x = v + i * IR_PER_RULE;
-        if (x[IR_RULE_OK] == 1 || !cacheable(r))
+        if (x[IR_RULE_OK] == 1 || !rcache_cacheable(r))
             continue;
         cache_put(l, gen, op, r, r->algo == CFG_ALGO_WRONG_GUESS_CAP, keys[key_of[i] - 1], fields[i], t0, t1,
                   x[IR_RULE_RESET], r->penalty_after > 0, x[IR_RULE_REMAINING] < 0 ? -x[IR_RULE_REMAINING] : 0);
@@ -999,7 +975,7 @@ static int cached_rule(struct limits *l, const struct cfg_rule *r, enum rcache_o
 {
     char key[LIMITS_KEY_LEN], field[LIMITS_KEY_LEN];
 
-    return cacheable(r) && limits_rule_key(r, rq, key, sizeof(key), field, sizeof(field)) &&
+    return rcache_cacheable(r) && limits_rule_key(r, rq, key, sizeof(key), field, sizeof(field)) &&
            rcache_get(l->rc, op, key, field, now, v);
 }
 
@@ -1082,6 +1058,11 @@ int limits_cached_verify(struct limits *l, const struct limits_request *rq, stru
 void limits_cache_clear(struct limits *l)
 {
     rcache_clear(l->rc);
+}
+
+void limits_cache_vouch(struct limits *l, int64_t read_ms)
+{
+    rcache_vouch(l->rc, read_ms);
 }
 
 /* Penalty states per op 'p' call: 1 + 6 * 32 arguments, within LIMITS_ARGS_MAX. */
@@ -1573,7 +1554,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         cache_verdicts(l, gen, RCACHE_VERIFY, used, n_used, key_of, u->keys, fields, rep->ints + VR_COUNT, t0,
                        mono_ms());
     /* A lock: verify.lua counts no penalty for it. */
-    if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELOCKED && wrong != NULL && cacheable(wrong))
+    if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELOCKED && wrong != NULL && rcache_cacheable(wrong))
         cache_put(l, gen, RCACHE_VERIFY, wrong, 1, wkey, wfield, t0, t0, out->retry_ms, 0, 0);
     /* Answered: nobody will abandon it; a lost commit's record expires. */
     if (verify_recorded(out, rep, n_used))

@@ -222,6 +222,15 @@ int limits_cached_verify(struct limits *l, const struct limits_request *rq, stru
 /* Drops every cached refusal (an admin change seen by the refresh). */
 void limits_cache_clear(struct limits *l);
 
+/* The admin rows' last whole read, which vouches for the cache: read_ms
+ * as rcache_fresh takes it (local monotonic ms taken before the read, or
+ * RCACHE_NEVER when it failed). Call once the changes that read saw are
+ * applied (limits_cache_clear, limits_overrides_set). While it is more
+ * than 2 s old, or failed, limits_cached_issue and limits_cached_verify
+ * answer nothing: an unlock or a removal made meanwhile on another
+ * instance could not have been seen. */
+void limits_cache_vouch(struct limits *l, int64_t read_ms);
+
 /* Counts the refusals answered from the cache since the last call toward
  * their rules' penalties in Redis (issue.lua's op 'p', on Redis's clock).
  * For the main thread's tick; blocks on Redis. Counts that Redis does not

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/conf.h"
 #include "../base/fnv.h"
 
 #define RC_LIVE 1  /* in the table and the LRU list */
@@ -46,6 +47,7 @@ struct rc_shard {
 struct rcache {
     struct rc_shard shards[RCACHE_SHARDS];
     _Atomic uint64_t gen;
+    _Atomic int64_t read_ms; /* the vouching read (rcache_vouch) */
     _Atomic uint64_t hits[RCACHE_OPS];
 };
 
@@ -73,6 +75,7 @@ struct rcache *rcache_new(size_t max_entries)
 
     if (max_entries == 0 || (c = calloc(1, sizeof(*c))) == NULL)
         return NULL;
+    atomic_init(&c->read_ms, RCACHE_NEVER);
     per = (max_entries + RCACHE_SHARDS - 1) / RCACHE_SHARDS;
     /* About one bucket per entry: chains stay short at the bound. */
     for (nb = 16; nb < per; nb *= 2)
@@ -177,6 +180,35 @@ int64_t rcache_deadline_ms(int64_t t0_ms, int64_t retry_ms)
      * and 1 ms for whole milliseconds: the script's now is Redis's clock
      * floored, so its retry may be up to 1 ms longer than the true wait. */
     return t0_ms + retry_ms - retry_ms / 1000 - 1;
+}
+
+int rcache_cacheable(const struct cfg_rule *r)
+{
+    if (r->shadow)
+        return 0;
+    switch (r->algo) {
+    case CFG_ALGO_SLIDING_LOG:
+    case CFG_ALGO_FIXED_WINDOW:
+    case CFG_ALGO_RESEND_DELAY:
+    case CFG_ALGO_WRONG_GUESS_CAP:
+        return 1;
+    case CFG_ALGO_TOKEN_BUCKET:
+    case CFG_ALGO_SLIDING_WINDOW_COUNTER:
+        break;
+    }
+    return 0;
+}
+
+int rcache_fresh(int64_t read_ms, int64_t now_ms)
+{
+    /* Compared before subtracting: RCACHE_NEVER is INT64_MIN. */
+    return read_ms != RCACHE_NEVER && now_ms - read_ms <= RCACHE_FRESH_MS;
+}
+
+void rcache_vouch(struct rcache *c, int64_t read_ms)
+{
+    if (c != NULL)
+        atomic_store(&c->read_ms, read_ms);
 }
 
 uint64_t rcache_gen(struct rcache *c)
@@ -290,7 +322,7 @@ int rcache_get(struct rcache *c, enum rcache_op op, const char *key, const char 
     struct rc_shard *s;
     struct rc_entry *e;
 
-    if (c == NULL)
+    if (c == NULL || !rcache_fresh(atomic_load(&c->read_ms), now_ms))
         return 0;
     klen = strlen(key);
     flen = strlen(field);

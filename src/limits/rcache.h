@@ -15,6 +15,14 @@
  * Keys are compared whole (op, Redis key and field), never by hash alone:
  * a collision must not refuse an innocent key.
  *
+ * Trusted only while fresh: an unlock, a block's removal or an override
+ * made on another instance reaches this one through the admin rows, which
+ * the main thread reads about once a second and then clears the cache
+ * when they moved. While that read fails or is late (this instance cut off
+ * from Redis), a change may have happened unseen, so nothing is answered
+ * from memory (rcache_vouch, rcache_fresh): the request goes to Redis like
+ * any other, and without Redis it is a 503.
+ *
  * Load: a lookup per enforced rule per request (the common call, no malloc),
  * an insert per cacheable refusal that went to Redis (one malloc), a clear
  * per admin change or reload (rare).
@@ -27,8 +35,14 @@
 
 #define RCACHE_SHARDS 16
 #define RCACHE_NAME_MAX 33 /* a rule's name and its NUL (CFG_NAME_MAX) */
+/* How long one whole read of the admin rows vouches for memory (the
+ * refusal cache, and the admin snapshot's blocks): the contract's bound for
+ * an admin change to reach every instance. */
+#define RCACHE_FRESH_MS 2000
+#define RCACHE_NEVER INT64_MIN /* no read vouches: none yet, or the last one failed */
 
 struct rcache;
+struct cfg_rule;
 
 /* Which script refused: an issue's and a verify's refusals of one rule
  * state are separate entries (a verify lock is answered differently). */
@@ -68,6 +82,18 @@ struct rcache_stats {
     uint64_t evictions;        /* entries dropped for room (LRU) */
 };
 
+/* 1 when a refusal of rule r may be cached: r is enforced, and its refusal
+ * can end before its Retry-After only by an admin change or a reload (each
+ * clears the cache): a sliding log's oldest counted entry, a fixed
+ * window's end, a resend delay and a wrong-guess lock move only with time,
+ * and so does a penalty block of these. A token bucket's or a sliding
+ * window counter's refusal is left out: their wait is exact too, but
+ * whether a refusal came from a block cannot be told from the reply, and
+ * no test proves those two. A shadow rule blocks nothing, so its would-be
+ * refusal is never stored, nor looked up: callers ask with the rule in
+ * force now, so a reload to shadow ends its cached refusals too. Pure. */
+int rcache_cacheable(const struct cfg_rule *r);
+
 /* A cache of at most max_entries entries (at least one per shard when
  * nonzero). NULL when max_entries is 0 (the cache is off) or out of memory;
  * every other call takes NULL as "off" and does nothing. */
@@ -88,6 +114,19 @@ void rcache_free(struct rcache *c);
  * step of Redis's clock is not covered. Pure. */
 int64_t rcache_deadline_ms(int64_t t0_ms, int64_t retry_ms);
 
+/* 1 when memory may answer at now_ms: the admin rows were last read whole
+ * at read_ms (local monotonic, taken before the read began; RCACHE_NEVER
+ * when never, or when the last read failed), at most RCACHE_FRESH_MS
+ * before now_ms. A read_ms after now_ms (a read that began after the
+ * caller took now_ms) is fresh. Pure. */
+int rcache_fresh(int64_t read_ms, int64_t now_ms);
+
+/* Sets the read that vouches for the cache (as rcache_fresh takes it):
+ * rcache_get answers nothing while it is not fresh, and keeps its entries
+ * (the next good read sees any change made meanwhile, and the caller
+ * clears then). A new cache has none (RCACHE_NEVER). */
+void rcache_vouch(struct rcache *c, int64_t read_ms);
+
 /* The generation: read it before anything the refusal rests on (the
  * rules snapshot, then the script call) and pass it to rcache_put, which
  * drops the entry when a clear ran in between (the refusal may come from
@@ -101,9 +140,10 @@ int rcache_put(struct rcache *c, uint64_t gen, enum rcache_op op, const char *ke
                const struct rcache_value *v, int64_t now_ms);
 
 /* 1 with the entry of op on key/field in *out while now_ms < its deadline
- * (it becomes the most recently used; with a penalty, the hit is counted
- * for rcache_take_hits once now_ms >= its count_from_ms); else 0 (an
- * expired entry is dropped). */
+ * and the cache's vouching read is fresh at now_ms (it becomes the most
+ * recently used; with a penalty, the hit is counted for rcache_take_hits
+ * once now_ms >= its count_from_ms); else 0 (an expired entry is dropped;
+ * a stale cache looks nothing up). */
 int rcache_get(struct rcache *c, enum rcache_op op, const char *key, const char *field, int64_t now_ms,
                struct rcache_value *out);
 

@@ -290,15 +290,21 @@ static void store_down(struct otp *o, struct otp_answer *out, const char *op, co
 }
 
 /* 1 when an admin block matches rq; then the refusal (403 blocked) is in
- * out and which kind of block in rule (CFG_NAME_MAX bytes). No Redis call:
- * a blocked request takes nothing. */
+ * out and which kind of block in rule (CFG_NAME_MAX bytes), or 503
+ * store_unavailable when the admin rows are stale (the block may be gone).
+ * No Redis call: a blocked request takes nothing. */
 static int blocked(struct otp *o, const struct otp_req *rq, struct otp_answer *out, char *rule)
 {
     struct admin_subject s = {rq->phone, rq->region, rq->device_id, rq->client_ip, rq->api_key};
     char what[16];
+    int hit;
 
-    if (o->d.admin == NULL || !admin_blocked(o->d.admin, &s, what, sizeof(what)))
+    if (o->d.admin == NULL || (hit = admin_blocked(o->d.admin, &s, what, sizeof(what))) == 0)
         return 0;
+    if (hit < 0) {
+        store_down(o, out, "block check", "the admin rows could not be read for 2 s");
+        return 1;
+    }
     snprintf(rule, CFG_NAME_MAX, "block:%s", what);
     answer(out, OUT_BLOCKED, "an operator's block (%s) matches this request", what);
     return 1;

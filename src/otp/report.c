@@ -17,6 +17,7 @@
 #include "../base/unittest.h"
 
 #define REPORT_EXP_MAX 12    /* decimal digits of a Unix time in seconds */
+#define REPORT_BIND_MAX 24   /* a tag's provider binding: "kannel", 0x1f, a mask of up to 2 digits */
 #define REPORT_PARAMS_MAX 64 /* form parameters in a signed Twilio callback (it sends about 10) */
 
 struct report {
@@ -28,6 +29,8 @@ struct report {
     uint64_t recorded[2];              /* reports that moved a message: failed, delivered */
     uint64_t ignored[2];               /* final reports that changed nothing: failed, delivered */
     uint64_t verdicts[REPORT_VERDICTS]; /* every report, by verdict */
+    int64_t status_logged_ms;          /* the last log line of a refused Kannel status (wall ms) */
+    uint64_t status_unlogged;          /* refused statuses since that line */
 };
 
 static const struct report_row report_rows[REPORT_VERDICTS] = {
@@ -36,6 +39,7 @@ static const struct report_row report_rows[REPORT_VERDICTS] = {
     [REPORT_PASSING] = {OUT_COUNT, "an intermediate stage", NULL},
     [REPORT_UNKNOWN] = {OUT_NOT_FOUND, "unknown message", "unknown"},
     [REPORT_EXPIRED] = {OUT_REPORT_EXPIRED, "this report URL has expired", "expired"},
+    [REPORT_BAD_STATUS] = {OUT_INVALID_REQUEST, "status is not a report type this URL asked for", "status"},
     [REPORT_FORBIDDEN] = {OUT_INVALID_SIGNATURE, "X-Twilio-Signature is missing or wrong", "signature"},
     [REPORT_UNRECORDED] = {OUT_STORE_UNAVAILABLE, "the report could not be recorded", NULL},
 };
@@ -79,23 +83,78 @@ void report_free(struct report *r)
 }
 
 /* The one layout of a report URL's query, for building it and for
- * rebuilding the URL Twilio signed. */
-static int report_format(char *out, size_t cap, const char *id, const char *exp, const char *tag)
+ * rebuilding the URL Twilio signed; mask (Kannel's) is NULL for none. */
+static int report_format(char *out, size_t cap, const char *id, const char *exp, const char *mask,
+                         const char *tag)
 {
-    int n = snprintf(out, cap, "id=%s&exp=%s&tag=%s", id, exp, tag);
+    int n = mask ? snprintf(out, cap, "id=%s&exp=%s&m=%s&tag=%s", id, exp, mask, tag)
+                 : snprintf(out, cap, "id=%s&exp=%s&tag=%s", id, exp, tag);
 
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
+/* What a tag binds besides the message and its expiry: the provider, and
+ * for Kannel the dlr-mask its URL carries ("kannel\x1f19"), so a report
+ * can claim only the types Kannel was asked for. */
+static void report_binding(const char *provider, const char *mask, char *out, size_t cap)
+{
+    if (mask != NULL)
+        snprintf(out, cap, "%s\x1f%s", provider, mask);
+    else
+        snprintf(out, cap, "%s", provider);
+}
+
+/* Kannel's report types, one bit each of its dlr-mask and the %d of a
+ * report: 1 delivered, 2 undelivered, 4 buffered, 8 SMSC submit, 16 SMSC
+ * reject. The outcome of each (-1: an intermediate stage). */
+static const struct {
+    const char *text;
+    int bit, outcome;
+} report_kannel_types[] = {{"1", 1, 1}, {"2", 2, 0}, {"4", 4, -1}, {"8", 8, -1}, {"16", 16, 0}};
+
+/* mask's value when it is one as otpd writes it (1 to 31, no sign or
+ * leading zero), else 0. */
+static int report_mask_value(const char *mask)
+{
+    size_t n = mask ? strlen(mask) : 0;
+    int v;
+
+    if (n < 1 || n > 2 || strspn(mask, "0123456789") != n || mask[0] == '0')
+        return 0;
+    v = (int)strtol(mask, NULL, 10);
+    return v <= 31 ? v : 0;
+}
+
+/* 1 with the outcome in *outcome when status is exactly one of Kannel's
+ * types (as Kannel writes it) and one that mask asked for; else 0. */
+static int report_kannel_status(const char *status, const char *mask, int *outcome)
+{
+    int m = report_mask_value(mask);
+    size_t i;
+
+    for (i = 0; status != NULL && i < sizeof(report_kannel_types) / sizeof(report_kannel_types[0]); i++)
+        if (strcmp(status, report_kannel_types[i].text) == 0 && (m & report_kannel_types[i].bit)) {
+            *outcome = report_kannel_types[i].outcome;
+            return 1;
+        }
+    return 0;
+}
+
 enum otp_rc report_query(const struct report *r, const char *id, int64_t now_ms, char *out, size_t cap)
 {
-    char exp[REPORT_EXP_MAX + 8], tag[CODE_TAG_LEN + 1];
+    char exp[REPORT_EXP_MAX + 8], tag[CODE_TAG_LEN + 1], mask[8], bind[REPORT_BIND_MAX];
+    const char *m = NULL;
     /* Rounded up: a URL never lives shorter than callback_ttl. */
     int64_t exp_s = (now_ms + r->provider->callback_ttl_ms + 999) / 1000;
 
     snprintf(exp, sizeof(exp), "%lld", (long long)exp_s);
-    code_report_tag(r->keys, report_provider[r->provider->type], id, exp, tag);
-    return report_format(out, cap, id, exp, tag) < 0 ? OTP_EINVAL : OTP_OK;
+    if (r->provider->type == CFG_PROVIDER_KANNEL) {
+        snprintf(mask, sizeof(mask), "%d", r->provider->dlr_mask); /* the dlr-mask kannel.c sends */
+        m = mask;
+    }
+    report_binding(report_provider[r->provider->type], m, bind, sizeof(bind));
+    code_report_tag(r->keys, bind, id, exp, tag);
+    return report_format(out, cap, id, exp, m, tag) < 0 ? OTP_EINVAL : OTP_OK;
 }
 
 /* Decodes %XX and '+' of a form value in place; -1 for a bad escape or a
@@ -201,7 +260,8 @@ static int report_twilio_ok(const struct report *r, const struct report_in *in)
     if ((url = malloc(cap)) == NULL)
         goto out;
     n = snprintf(url, cap, "%s/v1/dlr/twilio?", c->callback_url);
-    if (n < 0 || (size_t)n >= cap || report_format(url + n, cap - (size_t)n, in->id, in->exp, in->tag) < 0)
+    if (n < 0 || (size_t)n >= cap ||
+        report_format(url + n, cap - (size_t)n, in->id, in->exp, NULL, in->tag) < 0)
         goto out;
     /* Decoding never grows the form, and dropping '=' and '&' shrinks it. */
     cap = strlen(url) + strlen(in->form) + 1;
@@ -214,20 +274,52 @@ out:
     return ok;
 }
 
-/* 1 when in's tag is genuine for its route, message and expiry. */
+/* 1 when in's tag is genuine for its route (with Kannel's mask), message
+ * and expiry. */
 static int report_tag_ok(const struct report *r, const struct report_in *in)
 {
+    char bind[REPORT_BIND_MAX];
+
     if (in->id == NULL || in->exp == NULL || in->tag == NULL || strlen(in->id) != CODE_ID_LEN ||
-        in->exp[0] == '\0' || strlen(in->exp) > REPORT_EXP_MAX || strspn(in->exp, "0123456789") != strlen(in->exp))
+        in->exp[0] == '\0' || strlen(in->exp) > REPORT_EXP_MAX ||
+        strspn(in->exp, "0123456789") != strlen(in->exp) ||
+        (in->via == REPORT_KANNEL && report_mask_value(in->mask) == 0))
         return 0;
-    return code_report_tag_ok(r->keys, report_via_name[in->via], in->id, in->exp, in->tag);
+    report_binding(report_via_name[in->via], in->via == REPORT_KANNEL ? in->mask : NULL, bind, sizeof(bind));
+    return code_report_tag_ok(r->keys, bind, in->id, in->exp, in->tag);
+}
+
+/* A Kannel report with a genuine tag and a type its mask did not ask for:
+ * someone holding that URL made it up (Kannel sends only the types asked
+ * for). Logged with the message (the tag proved the id is ours; nothing
+ * else of the URL is written), at most once a second with the count
+ * since, so one URL cannot flood the log. */
+static void report_status_refused(struct report *r, const struct report_in *in, int64_t now_ms)
+{
+    uint64_t n = 0;
+
+    pthread_mutex_lock(&r->mu);
+    r->status_unlogged++;
+    if (now_ms - r->status_logged_ms >= 1000) {
+        n = r->status_unlogged;
+        r->status_unlogged = 0;
+        r->status_logged_ms = now_ms;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (n > 0)
+        log_event(LOG_WARN, "report.status_refused",
+                  LOG_FIELDS(LOG_STR("message", in->id), LOG_INT("refused", (int64_t)n)),
+                  "kannel report for message %s refused: its status is not a type the URL's dlr-mask asked "
+                  "for (%llu refused since the last such line); the report URL may have leaked", in->id,
+                  (unsigned long long)n);
 }
 
 static enum report_verdict report_decide(struct report *r, const struct report_in *in)
 {
     int64_t now_ms = clock_wall_ms();
-    char err[OTP_ERR_LEN] = "";
-    int moved = 0, ignored = 0;
+    char err[OTP_ERR_LEN] = "", detail[32];
+    const char *what = in->detail;
+    int moved = 0, ignored = 0, outcome = in->outcome;
 
     if (in->via == REPORT_TWILIO && !report_twilio_ok(r, in))
         return REPORT_FORBIDDEN;
@@ -235,25 +327,33 @@ static enum report_verdict report_decide(struct report *r, const struct report_i
         return REPORT_UNKNOWN;
     if (strtoll(in->exp, NULL, 10) * 1000 <= now_ms)
         return REPORT_EXPIRED;
-    if (in->outcome < 0)
+    if (in->via == REPORT_KANNEL) {
+        if (!report_kannel_status(in->status, in->mask, &outcome)) {
+            report_status_refused(r, in, now_ms);
+            return REPORT_BAD_STATUS;
+        }
+        snprintf(detail, sizeof(detail), "kannel dlr %s", in->status);
+        what = detail;
+    }
+    if (outcome < 0)
         return REPORT_PASSING;
     /* The message's state lives in Redis, for any instance's message: only
      * from the states before an end (delivered, failed and expired are
      * final), so a late or replayed report changes nothing. */
-    if (pacer_report(r->pacer, in->id, in->outcome, &moved, err) != OTP_OK) {
+    if (pacer_report(r->pacer, in->id, outcome, &moved, err) != OTP_OK) {
         log_msg(LOG_ERROR, "cannot record a delivery report for %s: %s", in->id, err);
         return REPORT_UNRECORDED;
     }
     /* This instance's ledger records what it saw: the message's row if it
      * accepted or sent it, else the report's event alone. */
-    if (moved && ledger_message_report(r->ledger, in->id, in->outcome ? "delivered" : "failed",
-                                       "queued,sending,sent", in->detail, now_ms, &ignored) != OTP_OK)
+    if (moved && ledger_message_report(r->ledger, in->id, outcome ? "delivered" : "failed",
+                                       "queued,sending,sent", what, now_ms, &ignored) != OTP_OK)
         log_msg(LOG_ERROR, "ledger: cannot record the delivery report for %s", in->id);
     pthread_mutex_lock(&r->mu);
     if (moved)
-        r->recorded[in->outcome ? 1 : 0]++;
+        r->recorded[outcome ? 1 : 0]++;
     else
-        r->ignored[in->outcome ? 1 : 0]++;
+        r->ignored[outcome ? 1 : 0]++;
     pthread_mutex_unlock(&r->mu);
     return moved ? REPORT_RECORDED : REPORT_IGNORED;
 }

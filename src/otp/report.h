@@ -3,9 +3,14 @@
  * the message id, an expiry and a tag that binds both to the provider it
  * was given to, so a URL is good for one message, one provider and a
  * limited time. Twilio also signs each callback with the account's auth
- * token (X-Twilio-Signature), which is checked too. delivered, failed and
- * expired are final: a report that comes after one changes nothing and is
- * counted apart from the reports that moved a message.
+ * token (X-Twilio-Signature), which is checked too. Kannel fills in the
+ * report's type (its %d) only when it calls, so nothing signs the type:
+ * the URL also carries the dlr-mask Kannel was given, under the tag, and a
+ * type that mask did not ask for is refused; a forged type the mask allows
+ * can only end that one message (docs/providers.md, "Who can forge a
+ * Kannel report"). delivered, failed and expired are final: a report that
+ * comes after one changes nothing and is counted apart from the reports
+ * that moved a message.
  */
 #ifndef OTPD_REPORT_H
 #define OTPD_REPORT_H
@@ -31,6 +36,7 @@ enum report_verdict {
     REPORT_PASSING,    /* an intermediate stage (buffered, queued, sent): nothing to record */
     REPORT_UNKNOWN,    /* no such message: a wrong id or tag, or a tag given to another provider */
     REPORT_EXPIRED,    /* a genuine tag past its expiry */
+    REPORT_BAD_STATUS, /* Kannel: a genuine tag, but a status that is not one type of the mask it binds */
     REPORT_FORBIDDEN,  /* Twilio: X-Twilio-Signature missing or wrong, or no auth token to check it */
     REPORT_UNRECORDED, /* Redis could not record it: the provider should send it again */
     REPORT_VERDICTS
@@ -48,10 +54,11 @@ const struct report_row *report_row(enum report_verdict v);
 struct report_in {
     enum report_via via;
     const char *id, *exp, *tag; /* from the URL's query */
+    const char *mask, *status;  /* Kannel: the query's m (the dlr-mask, under the tag) and status (its %d) */
     const char *form;           /* Twilio: the whole form body, NUL-terminated */
     const char *signature;      /* Twilio: X-Twilio-Signature */
-    int outcome;                /* 1 delivered, 0 failed, -1 an intermediate stage */
-    const char *detail;         /* for the ledger: "kannel dlr 2" */
+    int outcome;                /* Twilio: 1 delivered, 0 failed, -1 an intermediate stage (Kannel: status) */
+    const char *detail;         /* Twilio, for the ledger: "twilio undelivered" */
 };
 
 /* All borrowed; c is the start-up config's provider section (type,
@@ -59,9 +66,10 @@ struct report_in {
 struct report *report_new(const struct provider_conf *c, const struct code_keys *k, struct ledger *l, struct pacer *p);
 void report_free(struct report *r);
 
-/* Writes the query of message id's report URL, "id=..&exp=..&tag=..", into
- * out (cap bytes), expiring callback_ttl after now_ms. OTP_EINVAL when it
- * does not fit. */
+/* Writes the query of message id's report URL, "id=..&exp=..&tag=.." (for
+ * Kannel "id=..&exp=..&m=..&tag=..", m its dlr_mask), into out (cap
+ * bytes), expiring callback_ttl after now_ms. OTP_EINVAL when it does not
+ * fit. */
 enum otp_rc report_query(const struct report *r, const char *id, int64_t now_ms, char *out, size_t cap);
 
 /* Authenticates and applies one report; blocks for one ledger commit when

@@ -11,6 +11,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import kannel  # noqa: E402
 
 
+def refused(otpd, reason):
+    """otpd_delivery_reports_refused_total{reason}."""
+    line = 'otpd_delivery_reports_refused_total{reason="%s"} ' % reason
+    text = otpd.call("GET", "/metrics", auth=None)[2]
+    return int(text.split(line, 1)[1].split("\n", 1)[0]) if line in text else None
+
+
 class KannelTest(OtpdTest):
     """A real Kannel (kannel_args: Kannel's own options) and otpd's kannel
     adapter pointed at it; the tests are the subclasses'."""
@@ -51,6 +58,7 @@ class KannelEndToEndTest(KannelTest):
         # Kannel's fake SMSC reports delivery through the dlr-url otpd passed.
         wait_until(lambda: self.otpd.rows("SELECT state FROM messages")[0]["state"] == "delivered", 15,
                    what="the delivery report")
+        self.assertEqual(refused(self.otpd, "status"), 0, "a report Kannel made was refused")
         self.assertEqual(self.otpd.verify(phone, code)[:1], (200,))
         sends = self.otpd.rows("SELECT http_status, outcome FROM sends")
         self.assertEqual(sends, [{"http_status": 202, "outcome": "sent"}])
@@ -97,6 +105,10 @@ class KannelRoutingTest(KannelTest):
         self.assertEqual(len(sent), 1, sent)
         self.assertIn("[SMSC:route-a]", sent[0])
         self.assertRegex(sent[0], r"\[flags:[-0-9]+:[-0-9]+:[-0-9]+:[-0-9]+:31\]")
+        # Kannel's own reports (8, SMSC submit, and 1, delivered, for mask 31) match the mask the URL binds:
+        # none is refused.
+        for reason in ("unknown", "status", "expired"):
+            self.assertEqual(refused(self.otpd, reason), 0, reason)
         # The route needs smsc: Kannel refuses a message without it outright.
         self.assertEqual(self.kannel.send(phone, "unrouted"), (403, "Not routable. Do not try again."))
         self.assertEqual(self.kannel.send(phone, "routed", smsc="route-a"), (202, "0: Accepted for delivery"))

@@ -3,7 +3,10 @@ the fake provider. A report that says delivered or failed moves the message
 and leaves a message_events row and a metric; a report of a passing stage
 changes nothing. A report URL is good for one message, one provider and
 callback_ttl: a wrong tag, another message's id, another provider's route
-or an expired URL is refused. delivered, failed and expired are final: a
+or an expired URL is refused. A Kannel URL also binds the dlr-mask Kannel
+was given: a status that is not one of its types is refused, counted and
+logged (with the message id, never the tag), and the mask cannot be
+changed under the tag. delivered, failed and expired are final: a
 later report changes nothing, is answered 200 and is counted only in
 otpd_delivery_reports_ignored_total. Twilio's reports must carry a right
 X-Twilio-Signature.
@@ -45,8 +48,8 @@ class ReportTest(OtpdTest):
     def ignored_metric(self):
         return self.metric("otpd_delivery_reports_ignored_total", "status", ("delivered", "failed"))
 
-    def refused_metric(self):
-        return self.metric("otpd_delivery_reports_refused_total", "reason", ("unknown", "expired", "signature"))
+    def refused_metric(self, reasons=("unknown", "expired", "signature")):
+        return self.metric("otpd_delivery_reports_refused_total", "reason", reasons)
 
     def sent(self, phone=PHONE):
         """Issues, waits for 'sent'; returns the id and the provider request."""
@@ -90,6 +93,11 @@ class KannelBase(ReportTest):
     def query(self, req):
         return urllib.parse.parse_qs(urllib.parse.urlsplit(req["args"]["dlr-url"]).query)
 
+    def url(self, req, status):
+        """The path and query of the dlr-url with status put in for %d (as given: no encoding)."""
+        u = urllib.parse.urlsplit(req["args"]["dlr-url"])
+        return u.path + "?" + u.query.replace("%d", status)
+
 
 class KannelReportTest(KannelBase):
 
@@ -97,8 +105,9 @@ class KannelReportTest(KannelBase):
         mid, req = self.sent()
         self.assertEqual(req["args"]["dlr-mask"], "19")  # delivered (1), failed (2), SMSC reject (16)
         q = self.query(req)
-        self.assertEqual(sorted(q), ["exp", "id", "status", "tag"])
+        self.assertEqual(sorted(q), ["exp", "id", "m", "status", "tag"])
         self.assertEqual(q["id"], [mid])
+        self.assertEqual(q["m"], ["19"])  # the mask Kannel was given, under the tag
         self.assertRegex(q["tag"][0], r"^[0-9a-f]{32}$")
         self.assertEqual(q["status"], ["%d"])
         # callback_ttl (7 days by default) after the message was accepted, rounded up to a second.
@@ -121,15 +130,40 @@ class KannelReportTest(KannelBase):
     def test_type_16_rejected_by_the_smsc(self):
         self.failed_by(16)
 
-    def test_passing_stages_change_nothing(self):
+    def test_status_outside_the_mask_is_refused(self):
+        """Kannel sends only the types its dlr-mask asked for (19: 1, 2, 16),
+        as a bare number: anything else came from someone holding the URL.
+        Refused (400), counted, logged once a second with the message id and
+        nothing of the URL; the message stays as it was."""
         mid, req = self.sent()
-        for dlr_type in (4, 8):  # buffered, SMSC accepted: not an end
-            self.assertEqual(self.report(req, dlr_type), 200)
-        self.assertEqual(self.events(mid), [("queued", None), ("sending", None), ("sent", None)])
-        self.assertEqual(self.report(req, 1), 200)
-        self.assertEqual(self.events(mid)[3:], [("delivered", "kannel dlr 1")])
-        self.assertEqual(self.reports_metric(), {"delivered": 1, "failed": 0})
-        self.assertEqual(self.ignored_metric(), {"delivered": 0, "failed": 0})
+        tag = self.query(req)["tag"][0]
+        bad = ["4", "8", "3", "0", "32", "17", "01", "1x", "+1", "%2B1", "-1", "%201", "1%20", "1.0", ""]
+        for status in bad:
+            st, _, p = self.otpd.call("GET", self.url(req, status), auth=None)
+            self.assertEqual((st, p["error"]), (400, "invalid_request"), status)
+        no_status = self.url(req, "X").replace("&status=X", "")
+        self.assertEqual(self.otpd.call("GET", no_status, auth=None)[0], 400)
+        self.assertEqual(self.state(mid), "sent")
+        self.assertEqual(self.refused_metric(("unknown", "status")), {"unknown": 0, "status": len(bad) + 1})
+        self.assertEqual(self.report(req, 1), 200)  # the genuine report
+        self.assertEqual(self.state(mid), "delivered")
+        log = self.otpd.log()
+        lines = [l for l in log.splitlines() if "report.status_refused" in l or "dlr-mask asked for" in l]
+        self.assertTrue(lines and all(mid in l for l in lines), lines)
+        self.assertLessEqual(len(lines), 3, "one line a second, not one a report")
+        self.assertNotIn(tag, log)
+
+    def test_the_mask_is_bound_to_the_tag(self):
+        """A URL holder cannot widen the mask to claim other types: the tag
+        binds m, written as otpd writes it."""
+        mid, req = self.sent()
+        for m in ("31", "019", "4", "", None):
+            url = self.url(req, "4" if m in ("31", "4") else "2")
+            url = url.replace("&m=19", "" if m is None else "&m=" + m)
+            st, _, p = self.otpd.call("GET", url, auth=None)
+            self.assertEqual((st, p["error"]), (404, "not_found"), m)
+        self.assertEqual(self.state(mid), "sent")
+        self.assertEqual(self.refused_metric(("unknown", "status")), {"unknown": 5, "status": 0})
 
     def test_failure_after_delivery_does_not_undo_it(self):
         mid, req = self.sent()
@@ -199,11 +233,51 @@ class KannelReportTest(KannelBase):
         """No Twilio account configured: nothing can check a signature, so
         every report on the Twilio route is refused."""
         mid, req = self.sent()
-        q = urllib.parse.urlsplit(req["args"]["dlr-url"]).query.replace("&status=%d", "")
+        q = urllib.parse.urlsplit(req["args"]["dlr-url"]).query.replace("&status=%d", "").replace("&m=19", "")
         st, _, p = self.otpd.call("POST", "/v1/dlr/twilio?" + q, raw=b"MessageSid=x&MessageStatus=failed",
                                   auth=None, headers={"Content-Type": "application/x-www-form-urlencoded"})
         self.assertEqual((st, p["error"]), (403, "invalid_signature"))
         self.assertEqual(self.state(mid), "sent")
+
+
+class KannelAllTypesTest(KannelBase):
+    """dlr_mask 31: every type asked for; buffered (4) and SMSC submit (8)
+    are passing stages that change nothing."""
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["provider"]["dlr_mask"] = 31
+        return cfg
+
+    def test_passing_stages_change_nothing(self):
+        mid, req = self.sent()
+        self.assertEqual(self.query(req)["m"], ["31"])
+        for dlr_type in (4, 8):  # buffered, SMSC accepted: not an end
+            self.assertEqual(self.report(req, dlr_type), 200)
+        self.assertEqual(self.events(mid), [("queued", None), ("sending", None), ("sent", None)])
+        self.assertEqual(self.report(req, 1), 200)
+        self.assertEqual(self.events(mid)[3:], [("delivered", "kannel dlr 1")])
+        self.assertEqual(self.reports_metric(), {"delivered": 1, "failed": 0})
+        self.assertEqual(self.ignored_metric(), {"delivered": 0, "failed": 0})
+
+
+class KannelDeliveredOnlyTest(KannelBase):
+    """dlr_mask 1 (delivered only): whoever holds a URL can claim delivered
+    and nothing else; a failure cannot be made up."""
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["provider"]["dlr_mask"] = 1
+        return cfg
+
+    def test_only_delivered_is_taken(self):
+        mid, req = self.sent()
+        self.assertEqual(req["args"]["dlr-mask"], "1")
+        for dlr_type in (2, 16, 4, 8):
+            self.assertEqual(self.report(req, dlr_type), 400, dlr_type)
+        self.assertEqual(self.state(mid), "sent")
+        self.assertEqual(self.report(req, 1), 200)
+        self.assertEqual(self.state(mid), "delivered")
 
 
 class ExpiredTagTest(KannelBase):
@@ -376,7 +450,8 @@ class CrossProviderTest(ReportTest):
         kannel_url = req["args"]["dlr-url"]
         cfg = dict(self.otpd.config, provider=twilio_provider(self, self.otpd.config))
         self.restart(cfg)
-        q = urllib.parse.urlsplit(kannel_url).query.replace("&status=%d", "")
+        # Signed as the Twilio route rebuilds its URL (id, exp, tag): only the tag can refuse it.
+        q = urllib.parse.urlsplit(kannel_url).query.replace("&status=%d", "").replace("&m=19", "")
         url = "http://%s/v1/dlr/twilio?%s" % (cfg["listen"], q)
         params = [("MessageSid", "SM1"), ("MessageStatus", "failed")]
         st, _, p = self.otpd.call("POST", "/v1/dlr/twilio?" + q, raw=urllib.parse.urlencode(params).encode(),

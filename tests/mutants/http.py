@@ -26,10 +26,4 @@ MUTANTS = [
          new="for (f = fields; *f && strncmp(*f, key, strlen(*f)) != 0; f++)",
          test="test_api.ContractErrorsTest.test_bad_bodies",
          why="an unknown field whose name starts with a known one (purposes, phone_2) is let through"),
-    dict(name="http-dlr-16-ignored",
-         file="src/http/http.c",
-         old="else if (v == 2 || v == 16)",
-         new="else if (v == 2)",
-         test="test_reports.KannelReportTest.test_type_16_rejected_by_the_smsc",
-         why="Kannel's 'rejected by the SMSC' report (16) leaves the message 'sent'"),
 ]

@@ -1,19 +1,16 @@
 """Mutants for delivery reports (src/otp/report.c, and the ledger's answer to whether a report moved a
-message): each a small plausible bug, and the test that must catch it."""
+message): each a small plausible bug, and the test that must catch it.
+
+Removed: report-tag-checked-for-configured-provider (a tag checked against the configured provider's name,
+not the route's). Since a Kannel tag also binds its dlr-mask ("kannel" 0x1f mask) and the Kannel route needs
+one, no tag of one route can check on the other whichever name is used: the mutant changes no answer."""
 MUTANTS = [
     dict(name="otp-failed-report-counted-delivered",
          file="src/otp/report.c",
-         old="r->recorded[in->outcome ? 1 : 0]++;",
+         old="r->recorded[outcome ? 1 : 0]++;",
          new="r->recorded[1]++;",
          test="test_reports.TwilioReportTest.test_undelivered",
          why="a failed delivery report counts as delivered in otpd_delivery_reports_total"),
-    dict(name="report-tag-checked-for-configured-provider",
-         file="src/otp/report.c",
-         old="return code_report_tag_ok(r->keys, report_via_name[in->via], in->id, in->exp, in->tag);",
-         new="return code_report_tag_ok(r->keys, report_provider[r->provider->type], in->id, in->exp, in->tag);",
-         test="test_reports.TwilioReportTest.test_kannel_route_refuses_a_twilio_tag",
-         why="the tag is checked against the configured provider, not the route: a Twilio URL works on Kannel's "
-             "route, which checks no signature"),
     dict(name="report-expiry-unchecked",
          file="src/otp/report.c",
          old="if (strtoll(in->exp, NULL, 10) * 1000 <= now_ms)",
@@ -29,10 +26,10 @@ MUTANTS = [
     dict(name="report-ignored-counted-as-recorded",
          file="src/otp/report.c",
          old="""    if (moved)
-        r->recorded[in->outcome ? 1 : 0]++;
+        r->recorded[outcome ? 1 : 0]++;
     else
-        r->ignored[in->outcome ? 1 : 0]++;""",
-         new="""    r->recorded[in->outcome ? 1 : 0]++;""",
+        r->ignored[outcome ? 1 : 0]++;""",
+         new="""    r->recorded[outcome ? 1 : 0]++;""",
          test="test_reports.KannelReportTest.test_replayed_report_changes_nothing",
          why="a replayed report that changed nothing counts in otpd_delivery_reports_total"),
     dict(name="ledger-report-always-moved",
@@ -54,4 +51,41 @@ MUTANTS = [
          new="",
          test="test_reports.TwilioReportTest.test_signature_missing_or_wrong_is_403",
          why="parameters are signed in arrival order, not sorted: Twilio's genuine callbacks are refused 403"),
+    dict(name="report-status-outside-mask-taken",
+         file="src/otp/report.c",
+         old="if (strcmp(status, report_kannel_types[i].text) == 0 && (m & report_kannel_types[i].bit)) {",
+         new="if (strcmp(status, report_kannel_types[i].text) == 0 && m) {",
+         test="test_reports.KannelDeliveredOnlyTest",
+         why="any Kannel type taken whatever the mask: a URL holder reports a failure Kannel was never asked for"),
+    dict(name="report-mask-not-under-the-tag",
+         file="src/otp/report.c",
+         old='        snprintf(out, cap, "%s\\x1f%s", provider, mask);',
+         new='        snprintf(out, cap, "%s", provider);',
+         test="test_reports.KannelReportTest.test_the_mask_is_bound_to_the_tag",
+         why="the mask in the URL is not signed: a URL holder widens it and claims any type"),
+    dict(name="report-status-parsed-loosely",
+         file="src/otp/report.c",
+         old="if (strcmp(status, report_kannel_types[i].text) == 0 && (m & report_kannel_types[i].bit)) {",
+         new="if (strtol(status, NULL, 10) == report_kannel_types[i].bit && (m & report_kannel_types[i].bit)) {",
+         test="test_reports.KannelReportTest.test_status_outside_the_mask_is_refused",
+         why="'1x', '01' or '+1' read as a type Kannel never writes"),
+    dict(name="report-status-refusal-not-logged",
+         file="src/otp/report.c",
+         old="            report_status_refused(r, in, now_ms);\n",
+         new="",
+         test="test_reports.KannelReportTest.test_status_outside_the_mask_is_refused",
+         why="a made-up status refused silently: the operator never learns the URL leaked"),
+    dict(name="report-status-log-flood",
+         file="src/otp/report.c",
+         old="    if (now_ms - r->status_logged_ms >= 1000) {",
+         new="    if (1) {",
+         test="test_reports.KannelReportTest.test_status_outside_the_mask_is_refused",
+         why="one log line per refused report: one leaked URL floods the log"),
+    dict(name="report-kannel-16-ignored",
+         file="src/otp/report.c",
+         old='{"16", 16, 0}',
+         new='{"16", 16, -1}',
+         test="test_reports.KannelReportTest.test_type_16_rejected_by_the_smsc",
+         why="Kannel's 'rejected by the SMSC' report (16) leaves the message 'sent' (moved here from http.py "
+             "with the reading of Kannel's types)"),
 ]

@@ -3,7 +3,10 @@
  * an entry answers until the millisecond before its deadline and not at it,
  * the deadline is t0 + retry, LRU eviction order and the bound, clears
  * (all, one key, the generation), exact keys (op, key and field each tell
- * entries apart; a shard holds many keys), penalty hits, and threads.
+ * entries apart; a shard holds many keys), penalty hits, threads, and
+ * freshness (nothing is answered while the admin rows' last whole read is
+ * more than RCACHE_FRESH_MS old or failed), and which rules may be cached
+ * (never a shadow rule).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +21,16 @@
 /* The module itself, not the library's copy: the collision test needs its
  * hash (entry_hash, shard_of) to find two keys it cannot tell apart. */
 #include "../../src/limits/rcache.c"
+
+/* A cache vouched for by a read that never ages (one after every fake
+ * time used here): the tests of everything but freshness. */
+static struct rcache *cache_new(size_t max_entries)
+{
+    struct rcache *c = rcache_new(max_entries);
+
+    rcache_vouch(c, INT64_MAX);
+    return c;
+}
 
 static struct rcache_value val(const char *rule, int64_t deadline_ms, int penalty)
 {
@@ -38,7 +51,7 @@ static struct rcache_value val(const char *rule, int64_t deadline_ms, int penalt
  * at t0 + retry - 2, not at t0 + retry - 1. */
 static void test_expiry_exact_ms(void **state)
 {
-    struct rcache *c = rcache_new(1000);
+    struct rcache *c = cache_new(1000);
     struct rcache_value v = val("per_phone", 0, 0), got;
     int64_t t0 = 5000, retry = 999;
 
@@ -83,7 +96,7 @@ static void test_deadline_margin_for_clock_rates(void **state)
 /* An entry whose deadline has come is not stored at all. */
 static void test_put_past_deadline(void **state)
 {
-    struct rcache *c = rcache_new(1000);
+    struct rcache *c = cache_new(1000);
     struct rcache_value v = val("r", 100, 0), got;
     struct rcache_stats st;
 
@@ -99,7 +112,7 @@ static void test_put_past_deadline(void **state)
  * recently used goes first, and a get makes an entry recent. */
 static void test_lru_order(void **state)
 {
-    struct rcache *c = rcache_new(2 * RCACHE_SHARDS);
+    struct rcache *c = cache_new(2 * RCACHE_SHARDS);
     struct rcache_value v = val("r", 1000, 0), got;
     struct rcache_stats st;
 
@@ -123,7 +136,7 @@ static void test_lru_order(void **state)
 /* Never more than max_entries, however many keys come. */
 static void test_bound(void **state)
 {
-    struct rcache *c = rcache_new(64);
+    struct rcache *c = cache_new(64);
     struct rcache_value v = val("r", 1000, 0);
     struct rcache_stats st;
     char key[32];
@@ -144,7 +157,7 @@ static void test_bound(void **state)
 /* A replacement keeps one entry with the new values. */
 static void test_replace(void **state)
 {
-    struct rcache *c = rcache_new(100);
+    struct rcache *c = cache_new(100);
     struct rcache_value v = val("first", 1000, 0), got;
     struct rcache_stats st;
 
@@ -164,7 +177,7 @@ static void test_replace(void **state)
 /* Op, key and field each tell entries apart; a prefix is not a match. */
 static void test_exact_keys(void **state)
 {
-    struct rcache *c = rcache_new(1000);
+    struct rcache *c = cache_new(1000);
     struct rcache_value v = val("r", 1000, 0), got;
 
     (void)state;
@@ -185,7 +198,7 @@ static void test_exact_keys(void **state)
 /* Many keys in every shard: each is found, and only its own. */
 static void test_shards(void **state)
 {
-    struct rcache *c = rcache_new(100000);
+    struct rcache *c = cache_new(100000);
     struct rcache_value v = val("r", 1000, 0), got;
     char key[32], field[8];
     int i;
@@ -212,7 +225,7 @@ static void test_shards(void **state)
  * it is dropped too (its refusal may predate what the clear was for). */
 static void test_clear_and_gen(void **state)
 {
-    struct rcache *c = rcache_new(1000);
+    struct rcache *c = cache_new(1000);
     struct rcache_value v = val("r", 1000, 0), got;
     struct rcache_stats st;
     uint64_t gen = rcache_gen(c);
@@ -235,7 +248,7 @@ static void test_clear_and_gen(void **state)
 /* A key's clear drops that key's entries (any op, any field) and no other. */
 static void test_clear_key(void **state)
 {
-    struct rcache *c = rcache_new(1000);
+    struct rcache *c = cache_new(1000);
     struct rcache_value v = val("r", 1000, 0), got;
 
     (void)state;
@@ -255,7 +268,7 @@ static void test_clear_key(void **state)
  * entries without one count nothing; a cleared entry keeps its hits. */
 static void test_penalty_hits(void **state)
 {
-    struct rcache *c = rcache_new(1000);
+    struct rcache *c = cache_new(1000);
     struct rcache_value pen = val("pen", 1000, 1), plain = val("plain", 1000, 0), got;
     struct rcache_hits out[4];
     int i;
@@ -296,7 +309,7 @@ static void test_penalty_hits(void **state)
  * from that ms on are. */
 static void test_penalty_hits_after_block(void **state)
 {
-    struct rcache *c = rcache_new(1000);
+    struct rcache *c = cache_new(1000);
     struct rcache_value pen = val("pen", 10000, 1), got;
     struct rcache_hits out[2] = {0};
 
@@ -325,8 +338,87 @@ static void test_off(void **state)
     assert_int_equal(rcache_put(NULL, 0, RCACHE_ISSUE, "k", "f", &v, 0), 0);
     assert_int_equal(rcache_get(NULL, RCACHE_ISSUE, "k", "f", 0, &got), 0);
     rcache_clear(NULL);
+    rcache_vouch(NULL, 0);
     rcache_stats(NULL, &st);
     assert_int_equal(st.entries, 0);
+}
+
+/* The rule: a read at read_ms vouches up to and including read_ms +
+ * RCACHE_FRESH_MS, never after; a failed read (RCACHE_NEVER) vouches for
+ * nothing; a read that began after now (another thread's) is fresh. */
+static void test_fresh_rule(void **state)
+{
+    const int64_t r = 1000000;
+
+    (void)state;
+    assert_true(rcache_fresh(r, r));
+    assert_true(rcache_fresh(r, r + RCACHE_FRESH_MS));
+    assert_false(rcache_fresh(r, r + RCACHE_FRESH_MS + 1));
+    assert_false(rcache_fresh(r, INT64_MAX));
+    assert_true(rcache_fresh(r, r - 5));
+    assert_false(rcache_fresh(RCACHE_NEVER, r));
+    assert_false(rcache_fresh(RCACHE_NEVER, 0));
+    assert_false(rcache_fresh(RCACHE_NEVER, INT64_MIN + 1));
+}
+
+/* A cached lock on a fake clock through a partition: answered while the
+ * last read is fresh; not from the moment it is more than RCACHE_FRESH_MS
+ * old (reads stopped: the tick cannot reach Redis), nor at once after a
+ * failed read; kept meanwhile, and answered again once a read vouches. A
+ * new cache answers nothing until its first read. */
+static void test_stale_answers_nothing(void **state)
+{
+    struct rcache *c = rcache_new(100);
+    struct rcache_value v = val("guesses", 3600000, 0), got;
+    struct rcache_stats st;
+    const int64_t t = 10000;
+
+    (void)state;
+    v.outcome = RCACHE_LOCKED;
+    assert_int_equal(rcache_put(c, rcache_gen(c), RCACHE_VERIFY, "otp:{+1}", "g", &v, t), 1);
+    assert_false(rcache_get(c, RCACHE_VERIFY, "otp:{+1}", "g", t, &got)); /* never read yet */
+    rcache_vouch(c, t);
+    assert_true(rcache_get(c, RCACHE_VERIFY, "otp:{+1}", "g", t + 1000, &got));
+    assert_int_equal(got.outcome, RCACHE_LOCKED);
+    assert_true(rcache_get(c, RCACHE_VERIFY, "otp:{+1}", "g", t + RCACHE_FRESH_MS, &got));
+    assert_false(rcache_get(c, RCACHE_VERIFY, "otp:{+1}", "g", t + RCACHE_FRESH_MS + 1, &got));
+    assert_false(rcache_get(c, RCACHE_VERIFY, "otp:{+1}", "g", t + 5800, &got));
+    rcache_stats(c, &st);
+    assert_int_equal(st.entries, 1); /* kept: the next good read decides */
+    rcache_vouch(c, t + 6000);
+    assert_true(rcache_get(c, RCACHE_VERIFY, "otp:{+1}", "g", t + 6000, &got));
+    rcache_vouch(c, RCACHE_NEVER); /* a read failed: no waiting for the age */
+    assert_false(rcache_get(c, RCACHE_VERIFY, "otp:{+1}", "g", t + 6001, &got));
+    rcache_free(c);
+}
+
+/* Which rules' refusals may be cached, for every algorithm, each mode and
+ * with or without a penalty: the four whose end only time moves, enforced;
+ * a shadow rule never, whatever its algorithm or penalty. */
+static void test_cacheable_by_mode(void **state)
+{
+    const enum cfg_algo algos[] = {CFG_ALGO_SLIDING_LOG,     CFG_ALGO_FIXED_WINDOW,
+                                   CFG_ALGO_TOKEN_BUCKET,    CFG_ALGO_RESEND_DELAY,
+                                   CFG_ALGO_WRONG_GUESS_CAP, CFG_ALGO_SLIDING_WINDOW_COUNTER};
+    const int certain[] = {1, 1, 0, 1, 1, 0};
+    struct cfg_rule r;
+    size_t i;
+    int shadow, penalty;
+
+    (void)state;
+    for (i = 0; i < sizeof(algos) / sizeof(algos[0]); i++)
+        for (shadow = 0; shadow <= 1; shadow++)
+            for (penalty = 0; penalty <= 1; penalty++) {
+                memset(&r, 0, sizeof(r));
+                r.algo = algos[i];
+                r.limit = 1;
+                r.window_ms = 60000;
+                r.shadow = shadow;
+                r.penalty_after = penalty ? 20 : 0;
+                if (rcache_cacheable(&r) != (shadow ? 0 : certain[i]))
+                    fail_msg("algorithm %d, shadow %d, penalty %d: cacheable %d", (int)algos[i], shadow,
+                             penalty, rcache_cacheable(&r));
+            }
 }
 
 struct worker {
@@ -357,7 +449,7 @@ static void *hammer(void *arg)
  * torn entry (run under `make unit SAN=1` and TSan to see more). */
 static void test_threads(void **state)
 {
-    struct rcache *c = rcache_new(128);
+    struct rcache *c = cache_new(128);
     struct worker w[4];
     pthread_t t[4];
     struct rcache_hits out[64];
@@ -398,7 +490,7 @@ static void test_hash_collision_is_two_keys(void **state)
 {
     enum { N = 1 << 20 };
     struct probe *p = calloc(N, sizeof(*p));
-    struct rcache *c = rcache_new(1000);
+    struct rcache *c = cache_new(1000);
     struct rcache_value got, v = val("per_phone", 10000, 0);
     char a[32], b[32];
     uint32_t i, x = 0, y = 0;
@@ -443,6 +535,8 @@ int main(void)
         cmocka_unit_test(test_clear_key),       cmocka_unit_test(test_penalty_hits),
         cmocka_unit_test(test_penalty_hits_after_block),
         cmocka_unit_test(test_off),             cmocka_unit_test(test_threads), cmocka_unit_test(test_hash_collision_is_two_keys),
+        cmocka_unit_test(test_fresh_rule),      cmocka_unit_test(test_stale_answers_nothing),
+        cmocka_unit_test(test_cacheable_by_mode),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
