@@ -26,6 +26,7 @@
 #include "../base/phone.h"
 #include "../base/timestamp.h"
 #include "../base/unittest.h"
+#include "framing.h"
 #include "listener.h"
 #include "problem.h"
 #include "tls.h"
@@ -99,6 +100,7 @@ struct http_req {
     char outcome[32];                        /* the problem's error code; "" for a success */
     char rule[CFG_NAME_MAX];                 /* the refusing rule, "" when none */
     int cached;                              /* a refusal from the refusal cache: logged at debug */
+    int close;                               /* the answer ends the connection (Connection: close) */
     const char *caller;                      /* the API key's name (the config's) once known */
     size_t len;
     /* The body: in small while it fits, else a heap copy of HTTP_BODY_MAX
@@ -152,6 +154,8 @@ static void http_mark(struct MHD_Response *r, unsigned status)
     if (http_cur == NULL)
         return;
     MHD_add_response_header(r, "X-Request-Id", http_cur->request_id);
+    if (http_cur->close)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close"); /* MHD then closes it */
     http_cur->status = status;
 }
 
@@ -968,29 +972,6 @@ static void http_route_listener(const struct http *h, struct http_req *rq)
     rq->allow = NULL;
 }
 
-/* Counts the Content-Length and Content-Type headers. */
-static enum MHD_Result http_count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    int *n = cls;
-
-    (void)kind, (void)value;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
-        n[0]++;
-    else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
-        n[1]++;
-    return MHD_YES;
-}
-
-/* 1 when Content-Length or Content-Type comes more than once: a proxy in
- * front may have read the other one (request smuggling). */
-static int http_framing_repeated(struct MHD_Connection *con)
-{
-    int n[2] = {0, 0};
-
-    MHD_get_connection_values(con, MHD_HEADER_KIND, http_count_framing, n);
-    return n[0] > 1 || n[1] > 1;
-}
-
 static int64_t http_now_ms(void)
 {
     return (int64_t)(clock_mono_ns() / 1000000);
@@ -1108,25 +1089,33 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
     return http_problem(h, con, OUT_INTERNAL, "out of memory", NULL, NULL);
 }
 
+/* A 400 for framing that a proxy may read otherwise (framing.h), on a
+ * connection that then closes. */
+static enum MHD_Result http_bad_framing(struct http *h, struct MHD_Connection *con, struct http_req *rq,
+                                        const char *detail)
+{
+    rq->close = 1;
+    return http_problem(h, con, OUT_INVALID_REQUEST, detail, NULL, NULL);
+}
+
 /* One call of MHD's for rq (first: its headers are in). */
 static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, struct http_req *rq, int first,
                                   const char *url, const char *method, const char *upload_data,
                                   size_t *upload_data_size)
 {
-    const char *api_key;
+    const char *api_key, *bad;
     int admin = 0;
 
     if (first) {
         const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if ((bad = framing_check(con, MHD_HEADER_KIND)) != NULL)
+            return http_bad_framing(h, con, rq, bad);
         http_route(rq, url, method);
         http_route_listener(h, rq);
         if (rq->route == ROUTE_NONE)
             return http_problem(h, con, OUT_NOT_FOUND, "no such route", NULL, NULL);
         if (rq->allow)
             return http_problem(h, con, OUT_METHOD_NOT_ALLOWED, "method not allowed here", NULL, rq->allow);
-        if (http_framing_repeated(con))
-            return http_problem(h, con, OUT_INVALID_REQUEST, "Content-Length and Content-Type may each come once",
-                                NULL, NULL);
         if (http_route_posts(rq)) {
             if (cl != NULL && strtoll(cl, NULL, 10) > HTTP_BODY_MAX)
                 return http_problem(h, con, OUT_PAYLOAD_TOO_LARGE, "the body is larger than 4 KiB", NULL, NULL);
@@ -1154,6 +1143,8 @@ static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, st
         return MHD_YES;
     }
     http_deadline(h, con, INT64_MAX);
+    if ((bad = framing_check(con, MHD_FOOTER_KIND)) != NULL) /* a chunked body's trailers */
+        return http_bad_framing(h, con, rq, bad);
     if (rq->too_big)
         return http_problem(h, con, OUT_PAYLOAD_TOO_LARGE, "the body is larger than 4 KiB", NULL, NULL);
     switch (rq->route) {
