@@ -72,7 +72,7 @@ LIB          := $(B)/libotpd.a
 
 .PHONY: all test unit unit-bins integration run deps deps-test config-doc lint bench clean fmt fuzz mutate coverage \
         coverage-report install npm-tools openapi-lint FORCE
-all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider $(BIN)/epoll_slow.so
+all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider $(BIN)/epoll_slow.so $(BIN)/spawn_slow.so
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -123,9 +123,12 @@ $(BIN)/otpctl: $(OTPCTL_SRC:%.c=$(B)/%.o) $(LIB) $(MODE)
 $(BIN)/fake_provider: $(B)/tests/fake_provider/fake_provider.o $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
-# A test's LD_PRELOAD shim (test_stop.py): built plain in every mode, since
-# it only delays a system call.
+# The tests' LD_PRELOAD shims (test_stop.py, test_hostile.py): built plain in
+# every mode, since each only delays a call.
 $(BIN)/epoll_slow.so: tests/shims/epoll_slow.c
+	@mkdir -p $(BIN)
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
+$(BIN)/spawn_slow.so: tests/shims/spawn_slow.c
 	@mkdir -p $(BIN)
 	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
 

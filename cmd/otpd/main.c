@@ -28,7 +28,10 @@
  *
  * HTTP. With listen_internal set, a second libmicrohttpd daemon (one
  * thread) serves the probes and metrics; both share http's deadline reaper
- * thread and its mu (the open connections). With tls, the certificate
+ * thread and its mu (the open connections). Each daemon is fed by an
+ * accepting thread of ours (src/http/listener.h), started only once both
+ * daemons exist, since a request on either is routed by whether the
+ * internal one does. With tls, the certificate
  * lives in src/http/tls.c under its own mutex: MHD's workers take it for a
  * pointer read at each handshake, the main thread to swap a new one in on
  * SIGHUP, and the reaper to free replaced ones once no connection opened

@@ -61,6 +61,7 @@ struct http_conn {
      * use stay allocated while it is open (tls_collect). */
     uint64_t tls_gen;
     int64_t deadline_ms; /* INT64_MAX while a whole request is being answered */
+    int internal;        /* on listen_internal: HTTP_INTERNAL_DEADLINE_MS at most */
     int shut;            /* shut down by the reaper; MHD closes it */
 };
 
@@ -985,16 +986,32 @@ static struct http_conn *http_conn_of(struct MHD_Connection *con)
     return ci ? ci->socket_context : NULL;
 }
 
-/* A whole request is in: its deadline no longer runs (value INT64_MAX), or
- * the next request on the connection starts its own (now + timeout). */
-static void http_deadline(struct http *h, struct MHD_Connection *con, int64_t deadline_ms)
+/* listen_internal's connections: a scraper and a few probes. Each address
+ * may hold a few of them, and a request must be whole within a few seconds,
+ * so idle sockets from one host cannot lock the probes out. */
+#define HTTP_INTERNAL_CONNS 64u
+#define HTTP_INTERNAL_PER_IP 8u
+#define HTTP_INTERNAL_DEADLINE_MS 5000
+
+/* How long a request on a connection of either listener (internal:
+ * listen_internal's) may take to arrive whole. */
+static int64_t http_timeout_ms(const struct http *h, int internal)
+{
+    int64_t t = h->cfg->request_timeout_ms;
+
+    return internal && t > HTTP_INTERNAL_DEADLINE_MS ? HTTP_INTERNAL_DEADLINE_MS : t;
+}
+
+/* A whole request is in (whole): its deadline no longer runs; or the
+ * next request on the connection starts its own (now + its timeout). */
+static void http_deadline(struct http *h, struct MHD_Connection *con, int whole)
 {
     struct http_conn *hc = http_conn_of(con);
 
     if (hc == NULL)
         return;
     pthread_mutex_lock(&h->mu);
-    hc->deadline_ms = deadline_ms;
+    hc->deadline_ms = whole ? INT64_MAX : http_now_ms() + http_timeout_ms(h, hc->internal);
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -1142,7 +1159,7 @@ static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, st
         *upload_data_size = 0;
         return MHD_YES;
     }
-    http_deadline(h, con, INT64_MAX);
+    http_deadline(h, con, 1);
     if ((bad = framing_check(con, MHD_FOOTER_KIND)) != NULL) /* a chunked body's trailers */
         return http_bad_framing(h, con, rq, bad);
     if (rq->too_big)
@@ -1298,7 +1315,7 @@ static void http_done(void *cls, struct MHD_Connection *con, void **con_cls, enu
         free(rq->body);
     free(rq);
     *con_cls = NULL;
-    http_deadline(h, con, http_now_ms() + h->cfg->request_timeout_ms);
+    http_deadline(h, con, 0);
 }
 
 /*
@@ -1328,7 +1345,8 @@ static void http_notify_on(struct http *h, int internal, struct MHD_Connection *
         }
         hc->fd = ci->connect_fd;
         hc->tls_gen = gen;
-        hc->deadline_ms = http_now_ms() + h->cfg->request_timeout_ms;
+        hc->internal = internal;
+        hc->deadline_ms = http_now_ms() + http_timeout_ms(h, hc->internal);
         pthread_mutex_lock(&h->mu);
         hc->next = h->conns;
         if (h->conns)
@@ -1377,20 +1395,24 @@ static void *http_reaper(void *arg)
         struct timespec ts = {(time_t)(wake_ms / 1000), (long)(wake_ms % 1000) * 1000000L};
         struct http_conn *hc;
         /* The TLS generation before the look at the connections (tls_collect). */
-        uint64_t n = 0, oldest = h->tls != NULL ? tls_gen(h->tls) : 0;
+        uint64_t n[2] = {0, 0}, oldest = h->tls != NULL ? tls_gen(h->tls) : 0;
+        int i;
         for (hc = h->conns; hc; hc = hc->next) {
             if (!hc->shut && hc->deadline_ms <= now_ms) {
                 shutdown(hc->fd, SHUT_RDWR);
                 hc->shut = 1;
-                n++;
+                n[hc->internal]++;
             }
             if (hc->tls_gen < oldest)
                 oldest = hc->tls_gen;
         }
-        h->closed_slow += n;
-        if (n > 0)
-            log_msg(LOG_WARN, "closed %llu connections whose request did not arrive within %llds",
-                    (unsigned long long)n, (long long)(h->cfg->request_timeout_ms / 1000));
+        h->closed_slow += n[0] + n[1];
+        for (i = 0; i < 2; i++)
+            if (n[i] > 0)
+                log_msg(LOG_WARN, "closed %llu connections whose request did not arrive within %llds%s",
+                        (unsigned long long)n[i],
+                        (long long)(http_timeout_ms(h, i) / 1000),
+                        i ? " (listen_internal)" : "");
         if (h->tls != NULL && !__atomic_load_n(&h->untracked, __ATOMIC_SEQ_CST)) {
             /* Not under mu: the two locks never nest. */
             pthread_mutex_unlock(&h->mu);
@@ -1415,14 +1437,13 @@ static unsigned http_connection_limit(void)
     return rl.rlim_cur - 256 > 10000 ? 10000 : (unsigned)(rl.rlim_cur - 256);
 }
 
-/* listen_internal's connections: a scraper and a few probes. */
-#define HTTP_INTERNAL_CONNS 64u
 /* TLS 1.2 and 1.3 only, GnuTLS's usual choice of ciphers within them. */
 #define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
-/* Starts one listener on host:port: the API's (internal 0; HTTPS with
- * h->tls) or listen_internal's (plain HTTP, one thread). *lp gets the
- * socket that feeds it (see listener.h). NULL with err. */
+/* Binds host:port and starts the daemon it will feed: the API's (internal
+ * 0; HTTPS with h->tls) or listen_internal's (plain HTTP, one thread). *lp
+ * gets the socket (see listener.h), which accepts nothing before
+ * listener_run. NULL with err. */
 static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port, int internal,
                                       struct listener **lp, char *err)
 {
@@ -1453,18 +1474,13 @@ static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port
                          MHD_OPTION_CONNECTION_TIMEOUT, 30u,
                          MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
                          MHD_OPTION_NOTIFY_CONNECTION, internal ? http_notify_internal : http_notify, h,
-                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->max_conns_per_ip,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         internal ? HTTP_INTERNAL_PER_IP : (unsigned)c->max_conns_per_ip,
                          MHD_OPTION_ARRAY, tls_opts,
                          MHD_OPTION_END);
-    if (d == NULL) {
+    if (d == NULL)
         snprintf(err, OTP_ERR_LEN, "http: cannot start the server for %s:%d%s", host, port,
                  internal ? " (listen_internal)" : "");
-        return NULL;
-    }
-    if (listener_run(*lp, d, err) != 0) {
-        MHD_stop_daemon(d);
-        return NULL;
-    }
     return d;
 }
 
@@ -1486,26 +1502,25 @@ struct http *http_new(const struct http_conf *c, const struct keys_conf *k, stru
     phone_init(); /* libphonenumber's metadata now, not on the first request */
     if (tls != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
         snprintf(err, OTP_ERR_LEN, "http: this libmicrohttpd was built without TLS; tls needs one with GnuTLS");
-        http_free(h);
-        return NULL;
+        goto fail;
     }
-    /* The internal listener first: the public one's route filter reads di. */
-    if (c->listen_internal_port != 0 &&
-        (h->di = http_listen(h, c->listen_internal_host, c->listen_internal_port, 1, &h->li, err)) == NULL) {
-        http_free(h);
-        return NULL;
-    }
-    if ((h->d = http_listen(h, c->listen_host, c->listen_port, 0, &h->l, err)) == NULL) {
-        http_free(h);
-        return NULL;
-    }
+    /* Both daemons before either socket accepts: a request on either
+     * listener is routed by whether di is set (http_route_listener). */
+    if ((c->listen_internal_port != 0 &&
+         (h->di = http_listen(h, c->listen_internal_host, c->listen_internal_port, 1, &h->li, err)) == NULL) ||
+        (h->d = http_listen(h, c->listen_host, c->listen_port, 0, &h->l, err)) == NULL)
+        goto fail;
     if (pthread_create(&h->reaper, NULL, http_reaper, h) != 0) {
         snprintf(err, OTP_ERR_LEN, "http: cannot start the deadline thread");
-        http_free(h);
-        return NULL;
+        goto fail;
     }
     h->reaper_started = 1;
+    if ((h->di != NULL && listener_run(h->li, h->di, err) != 0) || listener_run(h->l, h->d, err) != 0)
+        goto fail;
     return h;
+fail:
+    http_free(h);
+    return NULL;
 }
 
 void http_quiesce(struct http *h)

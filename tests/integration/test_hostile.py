@@ -20,7 +20,7 @@ import threading
 import time
 import unittest
 
-from harness import API_KEY, OtpdTest, wait_until
+from harness import API_KEY, BIN, Otpd, OtpdTest, free_port, wait_until
 
 PHONE = "+14155550100"
 ADMIN_KEY = "key-ops-admin-0123456789ab"
@@ -216,6 +216,86 @@ class PerIpCapTest(OtpdTest):
         finally:
             for s in conns:
                 s.close()
+
+
+class InternalIdleTest(OtpdTest):
+    """listen_internal holds 64 connections: 64 idle sockets from one host
+    must not lock /readyz out. Each address may hold 8 there, and a request
+    must be whole within 5 s (not http.request_timeout's 30 s)."""
+
+    IDLE = 64
+
+    def configure(self, cfg):
+        cfg["listen_internal"] = "127.0.0.1:%d" % free_port()
+        return cfg
+
+    def readyz(self, source, timeout=2):
+        c = http.client.HTTPConnection("127.0.0.1", self.otpd.internal_port, timeout=timeout,
+                                       source_address=(source, 0))
+        try:
+            c.request("GET", "/readyz")
+            return c.getresponse().status
+        except OSError:
+            return None
+        finally:
+            c.close()
+
+    def test_idle_sockets_cannot_lock_out_the_probes(self):
+        idle = [socket.create_connection(("127.0.0.1", self.otpd.internal_port), timeout=5,
+                                         source_address=("127.0.0.7", 0)) for _ in range(self.IDLE)]
+        t0 = time.monotonic()
+        try:
+            # Another host's probe is answered at once.
+            self.assertEqual(self.readyz("127.0.0.8"), 200)
+            self.assertLess(time.monotonic() - t0, 2.0)
+            # The same host's, once its idle sockets are closed at the deadline.
+            st = wait_until(lambda: self.readyz("127.0.0.7", 1), timeout=12, what="/readyz from the idle host")
+            self.assertEqual(st, 200)
+            self.assertLess(time.monotonic() - t0, 5.0 + 4.0)
+            # Every idle socket is closed: at once beyond the 8, at 5 s for those 8.
+            gone = sum(closed_by_server(s, max(0.1, t0 + 9.0 - time.monotonic())) for s in idle)
+            self.assertEqual(gone, self.IDLE)
+        finally:
+            for s in idle:
+                s.close()
+        self.assertIn("did not arrive within 5s (listen_internal)", self.otpd.log())
+
+
+class InternalStartTest(OtpdTest):
+    """listen_internal serves the probes and nothing else from its first
+    connection on. Its accepting thread used to start before http_new noted
+    its daemon, and a request it took then was routed as if there were no
+    internal listener (the API's routes served on it). The spawn_slow shim
+    (tests/shims/spawn_slow.c) holds each thread's creator 200 ms after the
+    creation, so a request queued before the accepting thread starts is
+    served in that window."""
+
+    def configure(self, cfg):
+        cfg["listen_internal"] = "127.0.0.1:%d" % free_port()
+        return cfg
+
+    def test_a_request_queued_at_start_is_routed_as_internal(self):
+        self.assertEqual(self.otpd.stop(), 0)
+        self.otpd = Otpd(self.tmp, self.otpd.config, self.env)
+        self.otpd.env["LD_PRELOAD"] = os.path.join(BIN, "spawn_slow.so")
+        self.otpd.env["ASAN_OPTIONS"] += ":verify_asan_link_order=0"
+        self.otpd.start(wait=False)
+        req = ("GET /v1/otp/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
+               % ("0" * 32, API_KEY)).encode()
+
+        def connected():
+            try:
+                return socket.create_connection(("127.0.0.1", self.otpd.internal_port), timeout=20)
+            except OSError:
+                self.assertIsNone(self.otpd.proc.poll(), "otpd exited")
+                return None
+        # Bound by the ledger, pacer and other threads started first, each 200 ms later.
+        s = wait_until(connected, timeout=20, step=0.005, what="listen_internal bound")
+        with s:
+            s.sendall(req)  # queued in the backlog until the accepting thread takes it
+            st, _, body = read_response(s)
+        self.assertEqual((st, json.loads(body)["detail"]), (404, "no such route"))
+        wait_until(self.otpd.healthy, timeout=20, what="otpd /healthz")
 
 
 class HeadersTest(OtpdTest):
