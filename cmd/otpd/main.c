@@ -31,7 +31,9 @@
  * thread and its mu (the open connections). Each daemon is fed by an
  * accepting thread of ours (src/http/listener.h), started only once both
  * daemons exist, since a request on either is routed by whether the
- * internal one does. With tls, the certificate
+ * internal one does. The summary of flooding 401/403/404 lines
+ * (src/http/logsum.h) has its own mutex, a leaf: workers count under it,
+ * and the reaper collects under it and logs outside it, never with mu. With tls, the certificate
  * lives in src/http/tls.c under its own mutex: MHD's workers take it for a
  * pointer read at each handshake, the main thread to swap a new one in on
  * SIGHUP, and the reaper to free replaced ones once no connection opened

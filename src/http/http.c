@@ -28,6 +28,7 @@
 #include "../base/unittest.h"
 #include "framing.h"
 #include "listener.h"
+#include "logsum.h"
 #include "problem.h"
 #include "tls.h"
 
@@ -51,6 +52,22 @@ enum http_route {
     ROUTE_ADMIN_UNLOCK,
     ROUTE_NONE, /* 404 */
 };
+
+/* Each route's name in a summary line (a client's path may be anything). */
+static const char *const http_route_names[] = {
+    [ROUTE_ISSUE] = "issue",           [ROUTE_VERIFY] = "verify",
+    [ROUTE_STATUS] = "status",         [ROUTE_CANCEL] = "cancel",
+    [ROUTE_HEALTH] = "healthz",        [ROUTE_READY] = "readyz",
+    [ROUTE_METRICS] = "metrics",       [ROUTE_DLR_KANNEL] = "dlr_kannel",
+    [ROUTE_DLR_TWILIO] = "dlr_twilio", [ROUTE_ADMIN_OVERRIDES] = "admin_overrides",
+    [ROUTE_ADMIN_OVERRIDE] = "admin_override", [ROUTE_ADMIN_BLOCKS] = "admin_blocks",
+    [ROUTE_ADMIN_BLOCK] = "admin_block", [ROUTE_ADMIN_UNLOCK] = "admin_unlock",
+    [ROUTE_NONE] = "none",
+};
+
+/* A flood of 401, 403 or 404 is logged as the first line of each kind
+ * and one summary per kind and window (logsum.h). */
+#define HTTP_LOG_WINDOW_MS 10000
 
 /* One open connection, for the request deadline (see http_reaper). */
 struct http_conn {
@@ -85,6 +102,7 @@ struct http {
     /* The listening sockets, ours rather than MHD's (see listener.h): NULL
      * once quiesced, and always before the daemon they feed is stopped. */
     struct listener *l, *li;
+    struct logsum *logsum; /* the refusals logged in summary; the reaper flushes it */
 };
 
 /* One request in progress. */
@@ -1234,7 +1252,7 @@ static void http_request_id(struct MHD_Connection *con, char *out)
  * ledger holds those refusals in aggregate and
  * otpd_refusal_cache_hits_total counts them); the first refusal of each
  * key, decided by Redis, stays at info. */
-static void http_log_request(const struct http_req *rq, const char *method, const char *url)
+static void http_log_request(struct http *h, const struct http_req *rq, const char *method, const char *url)
 {
     int ok = rq->status < 400;
     const char *event = "http.request";
@@ -1248,6 +1266,9 @@ static void http_log_request(const struct http_req *rq, const char *method, cons
         level = LOG_WARN;
     else if (rq->cached || rq->route == ROUTE_HEALTH || rq->route == ROUTE_READY || rq->route == ROUTE_METRICS)
         level = LOG_DEBUG;
+    else if ((rq->status == 401 || rq->status == 403 || rq->status == 404) &&
+             !logsum_note(h->logsum, rq->status, rq->outcome, http_route_names[rq->route], http_now_ms()))
+        level = LOG_DEBUG; /* counted in its kind's summary line */
     log_event(level, event,
               LOG_FIELDS(LOG_STR("method", method), LOG_STR("path", url), LOG_INT("status", rq->status),
                          LOG_STR("outcome", rq->outcome[0] ? rq->outcome : "ok"), LOG_STR("rule", rq->rule),
@@ -1280,7 +1301,7 @@ static enum MHD_Result http_handle_on(struct http *h, int internal, struct MHD_C
     log_set_request(rq->request_id);
     ret = http_serve(h, con, rq, first, url, method, upload_data, upload_data_size);
     if (rq->status != 0) {
-        http_log_request(rq, method, url);
+        http_log_request(h, rq, method, url);
         rq->status = 0; /* one line, whatever MHD calls next */
     }
     http_cur = NULL;
@@ -1382,6 +1403,17 @@ static void http_notify_internal(void *cls, struct MHD_Connection *con, void **s
     http_notify_on(cls, 1, con, socket_context, toe);
 }
 
+/* A kind's summary at the end of its window (logsum_flush's emit). */
+static void http_log_summary(void *ctx, const struct logsum_row *r)
+{
+    (void)ctx;
+    log_event(LOG_INFO, "http.repeated",
+              LOG_FIELDS(LOG_INT("status", r->status), LOG_STR("outcome", r->outcome), LOG_STR("route", r->route),
+                         LOG_INT("count", r->count), LOG_INT("window_s", r->window_ms / 1000)),
+              "%llu more %u %s answers on %s within %llds (each logged at debug)", (unsigned long long)r->count,
+              r->status, r->outcome, r->route, (long long)(r->window_ms / 1000));
+}
+
 /* How often the reaper looks: a deadline is kept to within this. */
 #define HTTP_REAP_EVERY_MS 250
 
@@ -1413,14 +1445,14 @@ static void *http_reaper(void *arg)
                         (unsigned long long)n[i],
                         (long long)(http_timeout_ms(h, i) / 1000),
                         i ? " (listen_internal)" : "");
-        if (h->tls != NULL && !__atomic_load_n(&h->untracked, __ATOMIC_SEQ_CST)) {
-            /* Not under mu: the two locks never nest. */
-            pthread_mutex_unlock(&h->mu);
+        /* Not under mu: the locks never nest. */
+        pthread_mutex_unlock(&h->mu);
+        logsum_flush(h->logsum, now_ms, http_log_summary, NULL);
+        if (h->tls != NULL && !__atomic_load_n(&h->untracked, __ATOMIC_SEQ_CST))
             tls_collect(h->tls, oldest);
-            pthread_mutex_lock(&h->mu);
-            if (h->stop)
-                break;
-        }
+        pthread_mutex_lock(&h->mu);
+        if (h->stop)
+            break;
         pthread_cond_timedwait(&h->wake, &h->mu, &ts);
     }
     pthread_mutex_unlock(&h->mu);
@@ -1499,6 +1531,10 @@ struct http *http_new(const struct http_conf *c, const struct keys_conf *k, stru
     h->tls = tls;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->wake, NULL);
+    if ((h->logsum = logsum_new(HTTP_LOG_WINDOW_MS)) == NULL) {
+        snprintf(err, OTP_ERR_LEN, "http: out of memory");
+        goto fail;
+    }
     phone_init(); /* libphonenumber's metadata now, not on the first request */
     if (tls != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
         snprintf(err, OTP_ERR_LEN, "http: this libmicrohttpd was built without TLS; tls needs one with GnuTLS");
@@ -1549,6 +1585,8 @@ void http_free(struct http *h)
         MHD_stop_daemon(h->d);
     if (h->di)
         MHD_stop_daemon(h->di);
+    logsum_flush(h->logsum, INT64_MAX, http_log_summary, NULL);
+    logsum_free(h->logsum);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->mu);
     free(h);

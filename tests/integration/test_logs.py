@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import time
 
 from harness import API_KEY, OTHER_KEY, SECRET, OtpdTest, code_of, wait_until
 
@@ -279,6 +280,60 @@ class NoSecretsTest(LogTest):
             self.assertNotIn(s, log)
         for m in msgs:
             self.assertNotIn(m["text"], log)
+
+
+class FloodTest(LogTest):
+    """A flood of 401s, 403s and 404s: of each kind (status, outcome,
+    route), the first answer is logged in full at once, the others of its
+    10 s window at debug only, and one info line per kind and window
+    (http.repeated) carries their count. Nothing logs the key presented."""
+
+    BAD = "bad-key-flood-0123456789abcdef"
+    N = 500
+
+    def flood(self, n, method, path, key, want):
+        c = http.client.HTTPConnection("127.0.0.1", self.otpd.port, timeout=10)
+        try:
+            for _ in range(n):
+                c.request(method, path, b'{"phone":"%s"}' % P.encode(),
+                          {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+                r = c.getresponse()
+                r.read()
+                self.assertEqual(r.status, want)
+        finally:
+            c.close()
+
+    def counted(self, lines, status, route):
+        """(request lines of the kind, the sum of its summaries' counts, the number of summaries)."""
+        full = [l for l in lines if l.get("status") == status and "method" in l and l["level"] == "info"]
+        summed = [l for l in lines if l["event"] == "http.repeated" and l["status"] == status
+                  and l["route"] == route]
+        return len(full), sum(l["count"] for l in summed), len(summed)
+
+    def test_a_flood_is_written_in_summary(self):
+        t0 = time.monotonic()
+        # The first of a kind is written at once, not at the window's end.
+        st, h = self.raw_call("POST", "/v1/otp", [("Authorization", "Bearer " + self.BAD),
+                                                ("Content-Type", "application/json"), ("X-Request-Id", "first-401")])
+        self.assertEqual(st, 401)
+        first = self.line_of("first-401")
+        self.assertEqual((first["level"], first["outcome"]), ("info", "unauthorized"))
+        self.assertLess(time.monotonic() - t0, 5.0)
+        self.flood(self.N - 1, "POST", "/v1/otp", self.BAD, 401)
+        self.flood(50, "GET", "/no/such/route", API_KEY, 404)
+        self.flood(50, "GET", "/v1/admin/blocks", API_KEY, 403)
+        windows = int((time.monotonic() - t0) / 10) + 2
+        self.assertEqual(self.otpd.stop(), 0)  # the last windows' summaries are written at the stop
+        lines = self.lines()
+        for status, route, n in ((401, "issue", self.N), (404, "none", 50), (403, "admin_blocks", 50)):
+            full, summed, summaries = self.counted(lines, status, route)
+            self.assertEqual(full + summed, n, (status, full, summed))
+            self.assertLessEqual(full + summaries, 2 * windows, (status, full, summaries))
+        repeated = [l for l in lines if l["event"] == "http.repeated" and l["status"] == 401]
+        self.assertEqual((repeated[0]["outcome"], repeated[0]["window_s"]), ("unauthorized", 10))
+        self.assertLess(len(lines), 60, "the flood grew the log")
+        self.assertNotIn(self.BAD, self.otpd.log())
+        self.assertNotIn(API_KEY, self.otpd.log())
 
 
 class LevelTest(LogTest):
