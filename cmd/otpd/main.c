@@ -284,6 +284,14 @@ static void otpd_tls_log(const char *event, const struct tls_info *ti, int64_t n
                   "tls: the certificate expires at %s: renew it, then SIGHUP", until);
 }
 
+/* The key file open to more than otpd's user: said at start and on every
+ * reload that read it, until it is mended. */
+static void otpd_tls_key_mode(const struct tls_info *ti)
+{
+    if (ti->key_warning[0])
+        log_event(LOG_WARN, "tls.key_permissions", NULL, 0, "%s", ti->key_warning);
+}
+
 /* SIGHUP's part for tls: the files named by the new config c are read
  * again, whether or not their names changed (a renewal rewrites them in
  * place). A certificate that fails a check is refused and the one serving
@@ -305,6 +313,7 @@ static void otpd_tls_reload(struct otpd *d, const struct config *c)
     }
     if (rc > 0)
         otpd_tls_log("tls.reloaded", &ti, now_s);
+    otpd_tls_key_mode(&ti);
 }
 
 /* config_diff's callbacks for a reload: one line per changed key, never
@@ -434,6 +443,7 @@ int main(int argc, char **argv)
         }
         tls_info(d.tls, &ti);
         otpd_tls_log("tls.loaded", &ti, now_s);
+        otpd_tls_key_mode(&ti);
     }
     otpd_harden();
     if (config_scrub_env() != 0)
