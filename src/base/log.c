@@ -124,8 +124,8 @@ static size_t log_utf8(const unsigned char *s, size_t len, unsigned *cp)
  * sees). */
 static int log_hidden(unsigned cp)
 {
-    return cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
-           (cp >= 0x2066 && cp <= 0x2069);
+    return cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
 /* s (at most max bytes of it) as a JSON string: quotes, backslashes and

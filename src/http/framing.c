@@ -47,8 +47,8 @@
 /* The fields that frame a message, as counted in one walk. */
 struct framing {
     int content_length, content_type, transfer_encoding; /* how often each came */
-    int te_other; /* a Transfer-Encoding other than "chunked" */
-    int unsound;  /* a folded line, or a name that is not a token */
+    int te_other;                                        /* a Transfer-Encoding other than "chunked" */
+    int unsound;                                         /* a folded line, or a name that is not a token */
 };
 
 /* RFC 9110's tchar: what a field name is made of. */

@@ -55,13 +55,20 @@ enum http_route {
 
 /* Each route's name in a summary line (a client's path may be anything). */
 static const char *const http_route_names[] = {
-    [ROUTE_ISSUE] = "issue",           [ROUTE_VERIFY] = "verify",
-    [ROUTE_STATUS] = "status",         [ROUTE_CANCEL] = "cancel",
-    [ROUTE_HEALTH] = "healthz",        [ROUTE_READY] = "readyz",
-    [ROUTE_METRICS] = "metrics",       [ROUTE_DLR_KANNEL] = "dlr_kannel",
-    [ROUTE_DLR_TWILIO] = "dlr_twilio", [ROUTE_ADMIN_OVERRIDES] = "admin_overrides",
-    [ROUTE_ADMIN_OVERRIDE] = "admin_override", [ROUTE_ADMIN_BLOCKS] = "admin_blocks",
-    [ROUTE_ADMIN_BLOCK] = "admin_block", [ROUTE_ADMIN_UNLOCK] = "admin_unlock",
+    [ROUTE_ISSUE] = "issue",
+    [ROUTE_VERIFY] = "verify",
+    [ROUTE_STATUS] = "status",
+    [ROUTE_CANCEL] = "cancel",
+    [ROUTE_HEALTH] = "healthz",
+    [ROUTE_READY] = "readyz",
+    [ROUTE_METRICS] = "metrics",
+    [ROUTE_DLR_KANNEL] = "dlr_kannel",
+    [ROUTE_DLR_TWILIO] = "dlr_twilio",
+    [ROUTE_ADMIN_OVERRIDES] = "admin_overrides",
+    [ROUTE_ADMIN_OVERRIDE] = "admin_override",
+    [ROUTE_ADMIN_BLOCKS] = "admin_blocks",
+    [ROUTE_ADMIN_BLOCK] = "admin_block",
+    [ROUTE_ADMIN_UNLOCK] = "admin_unlock",
     [ROUTE_NONE] = "none",
 };
 
@@ -1442,8 +1449,7 @@ static void *http_reaper(void *arg)
         for (i = 0; i < 2; i++)
             if (n[i] > 0)
                 log_msg(LOG_WARN, "closed %llu connections whose request did not arrive within %llds%s",
-                        (unsigned long long)n[i],
-                        (long long)(http_timeout_ms(h, i) / 1000),
+                        (unsigned long long)n[i], (long long)(http_timeout_ms(h, i) / 1000),
                         i ? " (listen_internal)" : "");
         /* Not under mu: the locks never nest. */
         pthread_mutex_unlock(&h->mu);

@@ -69,7 +69,8 @@ out:
     return full;
 }
 
-void logsum_flush(struct logsum *s, int64_t now_ms, void (*emit)(void *ctx, const struct logsum_row *r), void *ctx)
+void logsum_flush(struct logsum *s, int64_t now_ms, void (*emit)(void *ctx, const struct logsum_row *r),
+                  void *ctx)
 {
     struct logsum_row ended[LOGSUM_KINDS];
     int n = 0, i;
