@@ -1258,7 +1258,9 @@ static void http_request_id(struct MHD_Connection *con, char *out)
  * debug too: in a flood, the log must not grow with the flood's rate (the
  * ledger holds those refusals in aggregate and
  * otpd_refusal_cache_hits_total counts them); the first refusal of each
- * key, decided by Redis, stays at info. */
+ * key, decided by Redis, stays at info. For the same reason a 401, 403 or
+ * 404 is at info only as the first of its kind in a window, the others at
+ * debug and counted in the kind's summary line (http_log_summary). */
 static void http_log_request(struct http *h, const struct http_req *rq, const char *method, const char *url)
 {
     int ok = rq->status < 400;
