@@ -55,7 +55,7 @@ LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
 ADMIN_SRC    := src/admin/admin.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
-HTTP_SRC     := src/http/http.c src/http/listener.c src/http/problem.c src/http/tls.c
+HTTP_SRC     := src/http/http.c src/http/framing.c src/http/listener.c src/http/logsum.c src/http/problem.c src/http/tls.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
@@ -64,7 +64,7 @@ LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_problem test_phone test_ledger test_config test_code test_limits_keys test_schedule test_timestamp \
-                test_fraud test_rc test_log test_sha256 test_rcache
+                test_fraud test_rc test_log test_sha256 test_rcache test_logsum
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
@@ -72,7 +72,7 @@ LIB          := $(B)/libotpd.a
 
 .PHONY: all test unit unit-bins integration run deps deps-test config-doc lint bench clean fmt fuzz mutate coverage \
         coverage-report install npm-tools openapi-lint size FORCE
-all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider $(BIN)/epoll_slow.so
+all: $(BIN)/otpd $(BIN)/otpctl $(BIN)/fake_provider $(BIN)/epoll_slow.so $(BIN)/spawn_slow.so
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -123,9 +123,12 @@ $(BIN)/otpctl: $(OTPCTL_SRC:%.c=$(B)/%.o) $(LIB) $(MODE)
 $(BIN)/fake_provider: $(B)/tests/fake_provider/fake_provider.o $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
-# A test's LD_PRELOAD shim (test_stop.py): built plain in every mode, since
-# it only delays a system call.
+# The tests' LD_PRELOAD shims (test_stop.py, test_hostile.py): built plain in
+# every mode, since each only delays a call.
 $(BIN)/epoll_slow.so: tests/shims/epoll_slow.c
+	@mkdir -p $(BIN)
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
+$(BIN)/spawn_slow.so: tests/shims/spawn_slow.c
 	@mkdir -p $(BIN)
 	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
 

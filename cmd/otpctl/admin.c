@@ -368,12 +368,22 @@ out:
     return text;
 }
 
-/* Writes s with every control byte as '?': text from the server goes to a
- * terminal, where an escape sequence must not act. */
+/* Writes s with every control character (C0, DEL, C1 as UTF-8) as one
+ * '?': text from the server goes to a terminal, where an escape sequence
+ * must not act (U+009B is CSI to many). One '?' per character keeps the
+ * table's widths (adm_width). */
 static void adm_put_clean(const char *s, FILE *f)
 {
-    for (; *s; s++)
-        fputc(((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s, f);
+    const unsigned char *p = (const unsigned char *)s;
+
+    for (; *p; p++) {
+        if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            fputc('?', f);
+            p++;
+        } else {
+            fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+        }
+    }
 }
 
 /* The display width of UTF-8 text: its code points. */
@@ -526,11 +536,9 @@ static int adm_success(const struct adm_args *a, const struct otpctl_http_answer
         }
         rc = adm_print_table(a, items);
     } else {
-        /* The server's answer as it sent it, on one line. */
-        fwrite(ans->body, 1, ans->len, stdout);
-        if (ans->len == 0 || ans->body[ans->len - 1] != '\n')
-            putchar('\n');
-        rc = EX_OK;
+        /* The server's answer on one line, written again from what was
+         * parsed, so no control character it held reaches the terminal. */
+        rc = otpctl_print_json(j, JSON_COMPACT | JSON_PRESERVE_ORDER, stdout) == 0 ? EX_OK : EX_OSERR;
     }
     json_decref(j);
     return rc;

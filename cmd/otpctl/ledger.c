@@ -200,29 +200,43 @@ static int print_json(const struct out_field *f)
                             f[i].is_int ? json_integer(f[i].i)
                             : f[i].s    ? json_text(f[i].s)
                                         : json_null());
-    rc = json_dumpf(row, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    putchar('\n');
+    rc = otpctl_print_json(row, JSON_COMPACT | JSON_PRESERVE_ORDER, stdout);
     json_decref(row);
     return rc;
 }
 
-/* csv (RFC 4180): a field holding a comma, a quote or a line break is
- * quoted, its quotes doubled; records end in CRLF. */
+/* The bytes of a control character at s (C0, DEL, or C1 as UTF-8), or 0. */
+static size_t csv_control(const unsigned char *s)
+{
+    if (*s < 0x20 || *s == 0x7f)
+        return 1;
+    return *s == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f ? 2 : 0;
+}
+
+/* csv (RFC 4180): a field holding a comma or a quote is quoted, its quotes
+ * doubled; records end in CRLF. A control character (a line break
+ * included) goes out as \xHH per byte, as in the table: the output may
+ * reach a terminal. */
 static void csv_field(const char *s, int first)
 {
+    const unsigned char *p = (const unsigned char *)s;
+    int quote = s[strcspn(s, ",\"")] != '\0';
+    size_t k, i;
+
     if (!first)
         putchar(',');
-    if (s[strcspn(s, ",\"\r\n")] == '\0') {
-        fputs(s, stdout);
-        return;
-    }
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"')
+    if (quote)
+        putchar('"');
+    for (; *p; p += k ? k : 1) {
+        for (i = 0, k = csv_control(p); i < k; i++)
+            printf("\\x%02X", p[i]);
+        if (k == 0 && *p == '"')
             putchar('"');
-        putchar(*s);
+        if (k == 0)
+            putchar(*p);
     }
-    putchar('"');
+    if (quote)
+        putchar('"');
 }
 
 static void print_csv_header(void)

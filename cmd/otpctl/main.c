@@ -11,8 +11,6 @@
 #include <string.h>
 #include <sysexits.h>
 
-#include <jansson.h>
-
 #include "../../src/base/config.h"
 #include "../../src/ledger/history.h"
 #include "otpctl.h"
@@ -29,6 +27,28 @@ static void usage(void)
     otpctl_admin_usage(stderr);
 }
 
+int otpctl_print_json(const json_t *j, size_t flags, FILE *f)
+{
+    char *text = json_dumps(j, flags);
+    const unsigned char *p;
+
+    if (text == NULL)
+        return -1;
+    for (p = (const unsigned char *)text; *p; p++) {
+        if (*p == 0x7f) {
+            fputs("\\u007f", f);
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            fprintf(f, "\\u%04x", p[1]); /* U+0080 to U+009F: 0xc2 then the code point's own byte */
+            p++;
+        } else {
+            fputc(*p, f);
+        }
+    }
+    fputc('\n', f);
+    free(text);
+    return 0;
+}
+
 static void print_row(void *ctx, int ncols, const char *const *names, const char *const *values)
 {
     json_t *row = json_object();
@@ -37,8 +57,7 @@ static void print_row(void *ctx, int ncols, const char *const *names, const char
     (void)ctx;
     for (i = 0; i < ncols; i++)
         json_object_set_new(row, names[i], values[i] ? json_string(values[i]) : json_null());
-    json_dumpf(row, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    putchar('\n');
+    otpctl_print_json(row, JSON_COMPACT | JSON_PRESERVE_ORDER, stdout);
     json_decref(row);
 }
 

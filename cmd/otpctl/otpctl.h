@@ -6,6 +6,14 @@
 
 #include <stdio.h>
 
+#include <jansson.h>
+
+/* Writes j (json_dumps with flags) and a newline to f, with DEL and the C1
+ * controls as \u escapes: jansson escapes the other control characters
+ * itself, and a text from otpd or a ledger must not act on a terminal.
+ * -1 when out of memory (nothing written). main.c. */
+int otpctl_print_json(const json_t *j, size_t flags, FILE *f);
+
 /* otpctl ledger: argv holds the arguments after "ledger". Returns a
  * sysexits code. */
 int otpctl_ledger(int argc, char **argv);

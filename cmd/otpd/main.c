@@ -31,7 +31,12 @@
  *
  * HTTP. With listen_internal set, a second libmicrohttpd daemon (one
  * thread) serves the probes and metrics; both share http's deadline reaper
- * thread and its mu (the open connections). With tls, the certificate
+ * thread and its mu (the open connections). Each daemon is fed by an
+ * accepting thread of ours (src/http/listener.h), started only once both
+ * daemons exist, since a request on either is routed by whether the
+ * internal one does. The summary of flooding 401/403/404 lines
+ * (src/http/logsum.h) has its own mutex, a leaf: workers count under it,
+ * and the reaper collects under it and logs outside it, never with mu. With tls, the certificate
  * lives in src/http/tls.c under its own mutex: MHD's workers take it for a
  * pointer read at each handshake, the main thread to swap a new one in on
  * SIGHUP, and the reaper to free replaced ones once no connection opened
@@ -286,6 +291,14 @@ static void otpd_tls_log(const char *event, const struct tls_info *ti, int64_t n
                   "tls: the certificate expires at %s: renew it, then SIGHUP", until);
 }
 
+/* The key file open to more than otpd's user: said at start and on every
+ * reload that read it, until it is mended. */
+static void otpd_tls_key_mode(const struct tls_info *ti)
+{
+    if (ti->key_warning[0])
+        log_event(LOG_WARN, "tls.key_permissions", NULL, 0, "%s", ti->key_warning);
+}
+
 /* SIGHUP's part for tls: the files named by the new config c are read
  * again, whether or not their names changed (a renewal rewrites them in
  * place). A certificate that fails a check is refused and the one serving
@@ -307,6 +320,7 @@ static void otpd_tls_reload(struct otpd *d, const struct config *c)
     }
     if (rc > 0)
         otpd_tls_log("tls.reloaded", &ti, now_s);
+    otpd_tls_key_mode(&ti);
 }
 
 /* config_diff's callbacks for a reload: one line per changed key, never
@@ -436,6 +450,7 @@ int main(int argc, char **argv)
         }
         tls_info(d.tls, &ti);
         otpd_tls_log("tls.loaded", &ti, now_s);
+        otpd_tls_key_mode(&ti);
     }
     otpd_harden();
     if (config_scrub_env() != 0)

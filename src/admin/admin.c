@@ -308,13 +308,16 @@ int admin_blocked(struct admin *a, const struct admin_subject *s, char *what, si
 
 /* ---- Bodies ---- */
 
-/* 1 when s is 1 to max bytes with no control character (UTF-8 allowed). */
+/* 1 when s is 1 to max bytes with no control character: C0, DEL, or C1
+ * (U+0080 to U+009F, 0xc2 0x80 to 0xc2 0x9f in the UTF-8 jansson checked),
+ * which a terminal listing the rows would act on. Other UTF-8 is allowed. */
 static int text_ok(const char *s, size_t max)
 {
+    const unsigned char *p = (const unsigned char *)s;
     size_t n = strlen(s), i;
 
     for (i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+        if (p[i] < 0x20 || p[i] == 0x7f || (p[i] == 0xc2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f))
             return 0;
     return n >= 1 && n <= max;
 }

@@ -95,35 +95,48 @@ static void log_puts(struct log_buf *b, const char *s)
     log_put(b, s, strlen(s));
 }
 
-/* The length of the valid UTF-8 character at s (at most len bytes), or 0:
- * overlong forms, surrogates and code points past U+10FFFF are invalid. */
-static size_t log_utf8(const unsigned char *s, size_t len)
+/* The length of the valid UTF-8 character at s (at most len bytes), with
+ * its code point in *cp, or 0: overlong forms, surrogates and code points
+ * past U+10FFFF are invalid. */
+static size_t log_utf8(const unsigned char *s, size_t len, unsigned *cp)
 {
-    unsigned c = s[0], cp;
+    unsigned c = s[0];
     size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0, k;
 
     if (n == 0 || n > len)
         return 0;
-    cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    *cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
     for (k = 1; k < n; k++) {
         if ((s[k] & 0xc0) != 0x80)
             return 0;
-        cp = cp << 6 | (s[k] & 0x3f);
+        *cp = *cp << 6 | (s[k] & 0x3f);
     }
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
+    if ((n == 2 && *cp < 0x80) || (n == 3 && *cp < 0x800) || (n == 4 && *cp < 0x10000) || *cp > 0x10ffff ||
+        (*cp >= 0xd800 && *cp <= 0xdfff))
         return 0;
     return n;
 }
 
+/* 1 for a character a line never carries as it is: the C0 and C1
+ * controls and DEL (a newline forges a line, an escape sequence acts on a
+ * terminal), the line and paragraph separators (line breaks to some
+ * viewers) and the bidirectional controls (they reorder what a reader
+ * sees). */
+static int log_hidden(unsigned cp)
+{
+    return cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 /* s (at most max bytes of it) as a JSON string: quotes, backslashes and
- * control bytes escaped, a byte that is not valid UTF-8 as U+FFFD. A
- * string longer than the room left is cut at a character and still
- * closed; returns 1 then. */
+ * hidden characters (log_hidden) escaped, a byte that is not valid UTF-8
+ * as U+FFFD. A string longer than the room left is cut at a character and
+ * still closed; returns 1 then. */
 static int log_json_str(struct log_buf *b, const char *s, size_t max)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t len = strnlen(s, max), i = 0, k;
+    unsigned cp = 0;
     char esc[8];
     int cut;
 
@@ -137,13 +150,13 @@ static int log_json_str(struct log_buf *b, const char *s, size_t max)
             esc[0] = '\\', esc[1] = (char)c;
             log_put(b, esc, 2);
             i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            snprintf(esc, sizeof(esc), "\\u%04x", c);
-            log_put(b, esc, 6);
-            i++;
-        } else if ((k = log_utf8(p + i, len - i)) == 0) {
+        } else if ((k = log_utf8(p + i, len - i, &cp)) == 0) {
             log_puts(b, "\\ufffd");
             i++;
+        } else if (log_hidden(cp)) {
+            snprintf(esc, sizeof(esc), "\\u%04x", cp);
+            log_put(b, esc, 6);
+            i += k;
         } else {
             log_put(b, s + i, k);
             i += k;
@@ -154,6 +167,29 @@ static int log_json_str(struct log_buf *b, const char *s, size_t max)
     b->cap++;
     log_put(b, "\"", 1);
     return cut;
+}
+
+/* The message of a text line (at most max bytes of s): as it is, but for
+ * each byte of a hidden character (log_hidden) or of what is not UTF-8 as
+ * \xHH, so a message never ends its line or acts on a terminal. */
+static void log_text_msg(struct log_buf *b, const char *s, size_t max)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t len = strnlen(s, max), i = 0, k;
+    unsigned cp = 0;
+    char esc[8];
+
+    while (i < len && !b->over) {
+        if ((k = log_utf8(p + i, len - i, &cp)) != 0 && !log_hidden(cp)) {
+            log_put(b, s + i, k);
+            i += k;
+            continue;
+        }
+        for (k = k ? k : 1; k > 0; k--, i++) {
+            snprintf(esc, sizeof(esc), "\\x%02x", p[i]);
+            log_put(b, esc, 4);
+        }
+    }
 }
 
 /* s (at most max bytes) as a text value: bare when it is printable ASCII
@@ -234,7 +270,7 @@ size_t log_format_line(char *out, size_t cap, enum log_format format, long long 
     struct log_buf b = {out, 0, cap - reserve, 0};
     const char *lv = log_level_names[level < LOG_DEBUG || level > LOG_ERROR ? LOG_ERROR : level];
     char ts[TIMESTAMP_LEN];
-    size_t i;
+    size_t i, room;
     int whole = 1;
 
     if (cap < LOG_LINE_MIN) { /* a caller's bug: write nothing rather than past out */
@@ -254,16 +290,22 @@ size_t log_format_line(char *out, size_t cap, enum log_format format, long long 
         log_puts(&b, "\",\"event\":");
         log_json_str(&b, event ? event : "message", 64);
         log_puts(&b, ",\"msg\":");
-        /* A message too long for the line is cut, not dropped. */
-        log_json_str(&b, msg, LOG_MSG_MAX < b.cap / 2 ? LOG_MSG_MAX : b.cap / 2);
     } else {
         log_puts(&b, ts);
         log_puts(&b, " ");
         log_puts(&b, lv);
         log_puts(&b, " ");
-        log_put(&b, msg, strnlen(msg, LOG_MSG_MAX < b.cap / 2 ? LOG_MSG_MAX : b.cap / 2));
     }
-    b.over = 0; /* the head fits: cap is at least LOG_LINE_MIN and the message at most half of it */
+    /* A message too long for the line is cut, not dropped; escaped, it
+     * takes at most half the room left, so fields still fit. */
+    room = b.cap;
+    b.cap = b.n + (room - b.n) / 2;
+    if (format == LOG_JSON)
+        log_json_str(&b, msg, LOG_MSG_MAX);
+    else
+        log_text_msg(&b, msg, LOG_MSG_MAX);
+    b.cap = room;
+    b.over = 0; /* the head fits: cap is at least LOG_LINE_MIN */
     if (event != NULL && format == LOG_TEXT)
         whole = log_field(&b, format, "event", event, 0, 0);
     if (whole)

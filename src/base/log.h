@@ -9,7 +9,9 @@
  * serving (log_set_request) and the event's key=value fields. Two forms
  * (the config's log.format): text, "TIME LEVEL MESSAGE key=value...", the
  * readable form; json, one object per line with "time", "level", "event",
- * "msg", "request_id" and the fields as members.
+ * "msg", "request_id" and the fields as members. In either, a control
+ * character of any string (C0, DEL, C1, line separators, bidirectional
+ * controls) is escaped, so what a client sent never forges a line.
  */
 #ifndef OTPD_LOG_H
 #define OTPD_LOG_H

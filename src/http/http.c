@@ -26,7 +26,9 @@
 #include "../base/phone.h"
 #include "../base/timestamp.h"
 #include "../base/unittest.h"
+#include "framing.h"
 #include "listener.h"
+#include "logsum.h"
 #include "problem.h"
 #include "tls.h"
 
@@ -51,6 +53,29 @@ enum http_route {
     ROUTE_NONE, /* 404 */
 };
 
+/* Each route's name in a summary line (a client's path may be anything). */
+static const char *const http_route_names[] = {
+    [ROUTE_ISSUE] = "issue",
+    [ROUTE_VERIFY] = "verify",
+    [ROUTE_STATUS] = "status",
+    [ROUTE_CANCEL] = "cancel",
+    [ROUTE_HEALTH] = "healthz",
+    [ROUTE_READY] = "readyz",
+    [ROUTE_METRICS] = "metrics",
+    [ROUTE_DLR_KANNEL] = "dlr_kannel",
+    [ROUTE_DLR_TWILIO] = "dlr_twilio",
+    [ROUTE_ADMIN_OVERRIDES] = "admin_overrides",
+    [ROUTE_ADMIN_OVERRIDE] = "admin_override",
+    [ROUTE_ADMIN_BLOCKS] = "admin_blocks",
+    [ROUTE_ADMIN_BLOCK] = "admin_block",
+    [ROUTE_ADMIN_UNLOCK] = "admin_unlock",
+    [ROUTE_NONE] = "none",
+};
+
+/* A flood of 401, 403 or 404 is logged as the first line of each kind
+ * and one summary per kind and window (logsum.h). */
+#define HTTP_LOG_WINDOW_MS 10000
+
 /* One open connection, for the request deadline (see http_reaper). */
 struct http_conn {
     struct http_conn *prev, *next;
@@ -60,6 +85,7 @@ struct http_conn {
      * use stay allocated while it is open (tls_collect). */
     uint64_t tls_gen;
     int64_t deadline_ms; /* INT64_MAX while a whole request is being answered */
+    int internal;        /* on listen_internal: HTTP_INTERNAL_DEADLINE_MS at most */
     int shut;            /* shut down by the reaper; MHD closes it */
 };
 
@@ -83,6 +109,7 @@ struct http {
     /* The listening sockets, ours rather than MHD's (see listener.h): NULL
      * once quiesced, and always before the daemon they feed is stopped. */
     struct listener *l, *li;
+    struct logsum *logsum; /* the refusals logged in summary; the reaper flushes it */
 };
 
 /* One request in progress. */
@@ -99,6 +126,7 @@ struct http_req {
     char outcome[32];                        /* the problem's error code; "" for a success */
     char rule[CFG_NAME_MAX];                 /* the refusing rule, "" when none */
     int cached;                              /* a refusal from the refusal cache: logged at debug */
+    int close;                               /* the answer ends the connection (Connection: close) */
     const char *caller;                      /* the API key's name (the config's) once known */
     size_t len;
     /* The body: in small while it fits, else a heap copy of HTTP_BODY_MAX
@@ -152,6 +180,8 @@ static void http_mark(struct MHD_Response *r, unsigned status)
     if (http_cur == NULL)
         return;
     MHD_add_response_header(r, "X-Request-Id", http_cur->request_id);
+    if (http_cur->close)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close"); /* MHD then closes it */
     http_cur->status = status;
 }
 
@@ -968,29 +998,6 @@ static void http_route_listener(const struct http *h, struct http_req *rq)
     rq->allow = NULL;
 }
 
-/* Counts the Content-Length and Content-Type headers. */
-static enum MHD_Result http_count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    int *n = cls;
-
-    (void)kind, (void)value;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
-        n[0]++;
-    else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
-        n[1]++;
-    return MHD_YES;
-}
-
-/* 1 when Content-Length or Content-Type comes more than once: a proxy in
- * front may have read the other one (request smuggling). */
-static int http_framing_repeated(struct MHD_Connection *con)
-{
-    int n[2] = {0, 0};
-
-    MHD_get_connection_values(con, MHD_HEADER_KIND, http_count_framing, n);
-    return n[0] > 1 || n[1] > 1;
-}
-
 static int64_t http_now_ms(void)
 {
     return (int64_t)(clock_mono_ns() / 1000000);
@@ -1004,16 +1011,32 @@ static struct http_conn *http_conn_of(struct MHD_Connection *con)
     return ci ? ci->socket_context : NULL;
 }
 
-/* A whole request is in: its deadline no longer runs (value INT64_MAX), or
- * the next request on the connection starts its own (now + timeout). */
-static void http_deadline(struct http *h, struct MHD_Connection *con, int64_t deadline_ms)
+/* listen_internal's connections: a scraper and a few probes. Each address
+ * may hold a few of them, and a request must be whole within a few seconds,
+ * so idle sockets from one host cannot lock the probes out. */
+#define HTTP_INTERNAL_CONNS 64u
+#define HTTP_INTERNAL_PER_IP 8u
+#define HTTP_INTERNAL_DEADLINE_MS 5000
+
+/* How long a request on a connection of either listener (internal:
+ * listen_internal's) may take to arrive whole. */
+static int64_t http_timeout_ms(const struct http *h, int internal)
+{
+    int64_t t = h->cfg->request_timeout_ms;
+
+    return internal && t > HTTP_INTERNAL_DEADLINE_MS ? HTTP_INTERNAL_DEADLINE_MS : t;
+}
+
+/* A whole request is in (whole): its deadline no longer runs; or the
+ * next request on the connection starts its own (now + its timeout). */
+static void http_deadline(struct http *h, struct MHD_Connection *con, int whole)
 {
     struct http_conn *hc = http_conn_of(con);
 
     if (hc == NULL)
         return;
     pthread_mutex_lock(&h->mu);
-    hc->deadline_ms = deadline_ms;
+    hc->deadline_ms = whole ? INT64_MAX : http_now_ms() + http_timeout_ms(h, hc->internal);
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -1108,25 +1131,33 @@ static enum MHD_Result http_admin(struct http *h, struct MHD_Connection *con, st
     return http_problem(h, con, OUT_INTERNAL, "out of memory", NULL, NULL);
 }
 
+/* A 400 for framing that a proxy may read otherwise (framing.h), on a
+ * connection that then closes. */
+static enum MHD_Result http_bad_framing(struct http *h, struct MHD_Connection *con, struct http_req *rq,
+                                        const char *detail)
+{
+    rq->close = 1;
+    return http_problem(h, con, OUT_INVALID_REQUEST, detail, NULL, NULL);
+}
+
 /* One call of MHD's for rq (first: its headers are in). */
 static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, struct http_req *rq, int first,
                                   const char *url, const char *method, const char *upload_data,
                                   size_t *upload_data_size)
 {
-    const char *api_key;
+    const char *api_key, *bad;
     int admin = 0;
 
     if (first) {
         const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if ((bad = framing_check(con, MHD_HEADER_KIND)) != NULL)
+            return http_bad_framing(h, con, rq, bad);
         http_route(rq, url, method);
         http_route_listener(h, rq);
         if (rq->route == ROUTE_NONE)
             return http_problem(h, con, OUT_NOT_FOUND, "no such route", NULL, NULL);
         if (rq->allow)
             return http_problem(h, con, OUT_METHOD_NOT_ALLOWED, "method not allowed here", NULL, rq->allow);
-        if (http_framing_repeated(con))
-            return http_problem(h, con, OUT_INVALID_REQUEST, "Content-Length and Content-Type may each come once",
-                                NULL, NULL);
         if (http_route_posts(rq)) {
             if (cl != NULL && strtoll(cl, NULL, 10) > HTTP_BODY_MAX)
                 return http_problem(h, con, OUT_PAYLOAD_TOO_LARGE, "the body is larger than 4 KiB", NULL, NULL);
@@ -1153,7 +1184,9 @@ static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, st
         *upload_data_size = 0;
         return MHD_YES;
     }
-    http_deadline(h, con, INT64_MAX);
+    http_deadline(h, con, 1);
+    if ((bad = framing_check(con, MHD_FOOTER_KIND)) != NULL) /* a chunked body's trailers */
+        return http_bad_framing(h, con, rq, bad);
     if (rq->too_big)
         return http_problem(h, con, OUT_PAYLOAD_TOO_LARGE, "the body is larger than 4 KiB", NULL, NULL);
     switch (rq->route) {
@@ -1225,8 +1258,10 @@ static void http_request_id(struct MHD_Connection *con, char *out)
  * debug too: in a flood, the log must not grow with the flood's rate (the
  * ledger holds those refusals in aggregate and
  * otpd_refusal_cache_hits_total counts them); the first refusal of each
- * key, decided by Redis, stays at info. */
-static void http_log_request(const struct http_req *rq, const char *method, const char *url)
+ * key, decided by Redis, stays at info. For the same reason a 401, 403 or
+ * 404 is at info only as the first of its kind in a window, the others at
+ * debug and counted in the kind's summary line (http_log_summary). */
+static void http_log_request(struct http *h, const struct http_req *rq, const char *method, const char *url)
 {
     int ok = rq->status < 400;
     const char *event = "http.request";
@@ -1240,6 +1275,9 @@ static void http_log_request(const struct http_req *rq, const char *method, cons
         level = LOG_WARN;
     else if (rq->cached || rq->route == ROUTE_HEALTH || rq->route == ROUTE_READY || rq->route == ROUTE_METRICS)
         level = LOG_DEBUG;
+    else if ((rq->status == 401 || rq->status == 403 || rq->status == 404) &&
+             !logsum_note(h->logsum, rq->status, rq->outcome, http_route_names[rq->route], http_now_ms()))
+        level = LOG_DEBUG; /* counted in its kind's summary line */
     log_event(level, event,
               LOG_FIELDS(LOG_STR("method", method), LOG_STR("path", url), LOG_INT("status", rq->status),
                          LOG_STR("outcome", rq->outcome[0] ? rq->outcome : "ok"), LOG_STR("rule", rq->rule),
@@ -1272,7 +1310,7 @@ static enum MHD_Result http_handle_on(struct http *h, int internal, struct MHD_C
     log_set_request(rq->request_id);
     ret = http_serve(h, con, rq, first, url, method, upload_data, upload_data_size);
     if (rq->status != 0) {
-        http_log_request(rq, method, url);
+        http_log_request(h, rq, method, url);
         rq->status = 0; /* one line, whatever MHD calls next */
     }
     http_cur = NULL;
@@ -1307,7 +1345,7 @@ static void http_done(void *cls, struct MHD_Connection *con, void **con_cls, enu
         free(rq->body);
     free(rq);
     *con_cls = NULL;
-    http_deadline(h, con, http_now_ms() + h->cfg->request_timeout_ms);
+    http_deadline(h, con, 0);
 }
 
 /*
@@ -1337,7 +1375,8 @@ static void http_notify_on(struct http *h, int internal, struct MHD_Connection *
         }
         hc->fd = ci->connect_fd;
         hc->tls_gen = gen;
-        hc->deadline_ms = http_now_ms() + h->cfg->request_timeout_ms;
+        hc->internal = internal;
+        hc->deadline_ms = http_now_ms() + http_timeout_ms(h, hc->internal);
         pthread_mutex_lock(&h->mu);
         hc->next = h->conns;
         if (h->conns)
@@ -1373,6 +1412,17 @@ static void http_notify_internal(void *cls, struct MHD_Connection *con, void **s
     http_notify_on(cls, 1, con, socket_context, toe);
 }
 
+/* A kind's summary at the end of its window (logsum_flush's emit). */
+static void http_log_summary(void *ctx, const struct logsum_row *r)
+{
+    (void)ctx;
+    log_event(LOG_INFO, "http.repeated",
+              LOG_FIELDS(LOG_INT("status", r->status), LOG_STR("outcome", r->outcome), LOG_STR("route", r->route),
+                         LOG_INT("count", r->count), LOG_INT("window_s", r->window_ms / 1000)),
+              "%llu more %u %s answers on %s within %llds (each logged at debug)", (unsigned long long)r->count,
+              r->status, r->outcome, r->route, (long long)(r->window_ms / 1000));
+}
+
 /* How often the reaper looks: a deadline is kept to within this. */
 #define HTTP_REAP_EVERY_MS 250
 
@@ -1386,28 +1436,31 @@ static void *http_reaper(void *arg)
         struct timespec ts = {(time_t)(wake_ms / 1000), (long)(wake_ms % 1000) * 1000000L};
         struct http_conn *hc;
         /* The TLS generation before the look at the connections (tls_collect). */
-        uint64_t n = 0, oldest = h->tls != NULL ? tls_gen(h->tls) : 0;
+        uint64_t n[2] = {0, 0}, oldest = h->tls != NULL ? tls_gen(h->tls) : 0;
+        int i;
         for (hc = h->conns; hc; hc = hc->next) {
             if (!hc->shut && hc->deadline_ms <= now_ms) {
                 shutdown(hc->fd, SHUT_RDWR);
                 hc->shut = 1;
-                n++;
+                n[hc->internal]++;
             }
             if (hc->tls_gen < oldest)
                 oldest = hc->tls_gen;
         }
-        h->closed_slow += n;
-        if (n > 0)
-            log_msg(LOG_WARN, "closed %llu connections whose request did not arrive within %llds",
-                    (unsigned long long)n, (long long)(h->cfg->request_timeout_ms / 1000));
-        if (h->tls != NULL && !__atomic_load_n(&h->untracked, __ATOMIC_SEQ_CST)) {
-            /* Not under mu: the two locks never nest. */
-            pthread_mutex_unlock(&h->mu);
+        h->closed_slow += n[0] + n[1];
+        for (i = 0; i < 2; i++)
+            if (n[i] > 0)
+                log_msg(LOG_WARN, "closed %llu connections whose request did not arrive within %llds%s",
+                        (unsigned long long)n[i], (long long)(http_timeout_ms(h, i) / 1000),
+                        i ? " (listen_internal)" : "");
+        /* Not under mu: the locks never nest. */
+        pthread_mutex_unlock(&h->mu);
+        logsum_flush(h->logsum, now_ms, http_log_summary, NULL);
+        if (h->tls != NULL && !__atomic_load_n(&h->untracked, __ATOMIC_SEQ_CST))
             tls_collect(h->tls, oldest);
-            pthread_mutex_lock(&h->mu);
-            if (h->stop)
-                break;
-        }
+        pthread_mutex_lock(&h->mu);
+        if (h->stop)
+            break;
         pthread_cond_timedwait(&h->wake, &h->mu, &ts);
     }
     pthread_mutex_unlock(&h->mu);
@@ -1424,14 +1477,13 @@ static unsigned http_connection_limit(void)
     return rl.rlim_cur - 256 > 10000 ? 10000 : (unsigned)(rl.rlim_cur - 256);
 }
 
-/* listen_internal's connections: a scraper and a few probes. */
-#define HTTP_INTERNAL_CONNS 64u
 /* TLS 1.2 and 1.3 only, GnuTLS's usual choice of ciphers within them. */
 #define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
-/* Starts one listener on host:port: the API's (internal 0; HTTPS with
- * h->tls) or listen_internal's (plain HTTP, one thread). *lp gets the
- * socket that feeds it (see listener.h). NULL with err. */
+/* Binds host:port and starts the daemon it will feed: the API's (internal
+ * 0; HTTPS with h->tls) or listen_internal's (plain HTTP, one thread). *lp
+ * gets the socket (see listener.h), which accepts nothing before
+ * listener_run. NULL with err. */
 static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port, int internal,
                                       struct listener **lp, char *err)
 {
@@ -1462,18 +1514,13 @@ static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port
                          MHD_OPTION_CONNECTION_TIMEOUT, 30u,
                          MHD_OPTION_NOTIFY_COMPLETED, http_done, h,
                          MHD_OPTION_NOTIFY_CONNECTION, internal ? http_notify_internal : http_notify, h,
-                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->max_conns_per_ip,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         internal ? HTTP_INTERNAL_PER_IP : (unsigned)c->max_conns_per_ip,
                          MHD_OPTION_ARRAY, tls_opts,
                          MHD_OPTION_END);
-    if (d == NULL) {
+    if (d == NULL)
         snprintf(err, OTP_ERR_LEN, "http: cannot start the server for %s:%d%s", host, port,
                  internal ? " (listen_internal)" : "");
-        return NULL;
-    }
-    if (listener_run(*lp, d, err) != 0) {
-        MHD_stop_daemon(d);
-        return NULL;
-    }
     return d;
 }
 
@@ -1492,29 +1539,32 @@ struct http *http_new(const struct http_conf *c, const struct keys_conf *k, stru
     h->tls = tls;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->wake, NULL);
+    if ((h->logsum = logsum_new(HTTP_LOG_WINDOW_MS)) == NULL) {
+        snprintf(err, OTP_ERR_LEN, "http: out of memory");
+        goto fail;
+    }
     phone_init(); /* libphonenumber's metadata now, not on the first request */
     if (tls != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
         snprintf(err, OTP_ERR_LEN, "http: this libmicrohttpd was built without TLS; tls needs one with GnuTLS");
-        http_free(h);
-        return NULL;
+        goto fail;
     }
-    /* The internal listener first: the public one's route filter reads di. */
-    if (c->listen_internal_port != 0 &&
-        (h->di = http_listen(h, c->listen_internal_host, c->listen_internal_port, 1, &h->li, err)) == NULL) {
-        http_free(h);
-        return NULL;
-    }
-    if ((h->d = http_listen(h, c->listen_host, c->listen_port, 0, &h->l, err)) == NULL) {
-        http_free(h);
-        return NULL;
-    }
+    /* Both daemons before either socket accepts: a request on either
+     * listener is routed by whether di is set (http_route_listener). */
+    if ((c->listen_internal_port != 0 &&
+         (h->di = http_listen(h, c->listen_internal_host, c->listen_internal_port, 1, &h->li, err)) == NULL) ||
+        (h->d = http_listen(h, c->listen_host, c->listen_port, 0, &h->l, err)) == NULL)
+        goto fail;
     if (pthread_create(&h->reaper, NULL, http_reaper, h) != 0) {
         snprintf(err, OTP_ERR_LEN, "http: cannot start the deadline thread");
-        http_free(h);
-        return NULL;
+        goto fail;
     }
     h->reaper_started = 1;
+    if ((h->di != NULL && listener_run(h->li, h->di, err) != 0) || listener_run(h->l, h->d, err) != 0)
+        goto fail;
     return h;
+fail:
+    http_free(h);
+    return NULL;
 }
 
 void http_quiesce(struct http *h)
@@ -1543,6 +1593,8 @@ void http_free(struct http *h)
         MHD_stop_daemon(h->d);
     if (h->di)
         MHD_stop_daemon(h->di);
+    logsum_flush(h->logsum, INT64_MAX, http_log_summary, NULL);
+    logsum_free(h->logsum);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->mu);
     free(h);

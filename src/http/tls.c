@@ -61,15 +61,22 @@ static void tls_cert_free(struct tls_cert *c)
 }
 
 /* Reads path whole into a malloc'd buffer (NUL-terminated, *len bytes
- * before it); NULL with err naming what (key: "tls.cert"). */
-static char *tls_read(const char *what, const char *path, size_t *len, char *err)
+ * before it), its permission bits in *mode (NULL: not wanted); NULL with err naming what
+ * (key: "tls.cert"). Only a regular file is read: a FIFO would block the
+ * reload (and SIGHUP's thread with it) until someone writes to it, a
+ * device would read something else. The stat first keeps those from even
+ * being opened; the open does not block and its fstat decides, so a file
+ * swapped for a FIFO in between is refused too. */
+static char *tls_read(const char *what, const char *path, size_t *len, mode_t *mode, char *err)
 {
     struct stat st;
     char *buf = NULL;
     size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = -1;
 
-    if (fd < 0 || fstat(fd, &st) != 0) {
+    if (stat(path, &st) != 0 ||
+        (S_ISREG(st.st_mode) &&
+         ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0 || fstat(fd, &st) != 0))) {
         snprintf(err, TLS_ERR_LEN, "%s: cannot read %.150s (%s)", what, path, strerror(errno));
         goto fail;
     }
@@ -95,6 +102,8 @@ static char *tls_read(const char *what, const char *path, size_t *len, char *err
     close(fd);
     buf[got] = '\0';
     *len = got;
+    if (mode != NULL)
+        *mode = st.st_mode & 07777;
     return buf;
 fail:
     if (fd >= 0)
@@ -209,16 +218,23 @@ static int tls_key_matches(gnutls_x509_crt_t crt, gnutls_privkey_t key)
 }
 
 /* Reads the key file into *key; -1 with err. The file's bytes are wiped
- * before they are freed, and never copied into err. */
-static int tls_load_key(const char *path, gnutls_privkey_t *key, char *err)
+ * before they are freed, and never copied into err. A key that others than
+ * its owner may read or write is loaded, and said in info->key_warning. */
+static int tls_load_key(const char *path, gnutls_privkey_t *key, struct tls_info *info, char *err)
 {
     size_t len = 0;
-    char *buf = tls_read("tls.key", path, &len, err);
+    mode_t mode = 0;
+    char *buf = tls_read("tls.key", path, &len, &mode, err);
     gnutls_datum_t d;
     int rc = -1, e;
 
     if (buf == NULL)
         return -1;
+    info->key_warning[0] = '\0';
+    if (mode & (S_IRWXG | S_IRWXO))
+        snprintf(info->key_warning, sizeof(info->key_warning),
+                 "tls.key: %.150s is open to its group or others (mode %04o): chmod 600 it, for otpd's user alone",
+                 path, (unsigned)mode);
     if (memmem(buf, len, "-----BEGIN ENCRYPTED PRIVATE KEY-----", 37) != NULL ||
         memmem(buf, len, "Proc-Type: 4,ENCRYPTED", 22) != NULL) {
         snprintf(err, TLS_ERR_LEN, "tls.key: %.150s is encrypted; otpd reads an unencrypted key (readable by its "
@@ -260,7 +276,7 @@ static struct tls_cert *tls_load(const struct tls_conf *conf, int64_t now_s, cha
         snprintf(err, TLS_ERR_LEN, "tls: out of memory");
         return NULL;
     }
-    if ((pem = tls_read("tls.cert", conf->cert, &len, err)) == NULL)
+    if ((pem = tls_read("tls.cert", conf->cert, &len, NULL, err)) == NULL)
         goto fail;
     if (memmem(pem, len, "-----BEGIN CERTIFICATE-----", 27) == NULL) {
         snprintf(err, TLS_ERR_LEN, "tls.cert: %.150s is not a PEM certificate (no \"-----BEGIN CERTIFICATE-----\" "
@@ -284,7 +300,7 @@ static struct tls_cert *tls_load(const struct tls_conf *conf, int64_t now_s, cha
     tls_describe(crts[0], &c->info);
     if (tls_check_times(conf->cert, crts, n, now_s, &c->info, err) < 0)
         goto fail;
-    if (tls_load_key(conf->key, &c->key, err) < 0)
+    if (tls_load_key(conf->key, &c->key, &c->info, err) < 0)
         goto fail;
     if (!tls_key_matches(crts[0], c->key)) {
         snprintf(err, TLS_ERR_LEN, "tls.key: %.150s is not the key of the certificate in %.150s", conf->key,
@@ -364,6 +380,8 @@ int tls_reload(struct tls *t, const struct tls_conf *conf, int64_t now_s, struct
     int swapped = 0;
 
     pthread_mutex_lock(&t->mu);
+    if (c != NULL) /* the files' mode now, whether or not the certificate changed */
+        memcpy(t->cur->info.key_warning, c->info.key_warning, sizeof(c->info.key_warning));
     if (c != NULL && !tls_same(c, t->cur)) {
         t->cur->retired_gen = t->gen;
         t->cur->next = t->retired;

@@ -29,11 +29,13 @@ struct tls_info {
     int64_t not_after_s;
     unsigned chain;        /* certificates in the file, the leaf first */
     char warning[384];     /* "" or what is wrong with an intermediate (out of its dates); served anyway */
+    char key_warning[256]; /* "" or that the key file is open to its group or others; loaded anyway */
 };
 
 /*
  * Reads conf's certificate and key and checks them at now_s (Unix seconds):
- * each file readable and PEM, the leaf valid at now_s (not expired, not
+ * each a regular file (a FIFO or a device is refused without being read,
+ * so nothing blocks), readable and PEM, the leaf valid at now_s (not expired, not
  * yet valid), the key the leaf's (an intermediate out of its dates is only
  * noted in tls_info's warning). Returns the loaded object (tls_free),
  * or NULL with err (TLS_ERR_LEN) as "tls.cert: what is wrong" or "tls.key:
@@ -50,7 +52,8 @@ int tls_check(const struct tls_conf *conf, int64_t now_s, struct tls_info *info,
  * SIGHUP: reads conf's files again. Returns 1 when a new certificate (or
  * chain) now serves new handshakes, 0 when the files hold the one already
  * served, -1 with err when they fail a check of tls_new: then nothing
- * changed. *info describes what serves after the call.
+ * changed. *info describes what serves after the call, its key_warning the
+ * key file as read now (when it was read).
  */
 int tls_reload(struct tls *t, const struct tls_conf *conf, int64_t now_s, struct tls_info *info, char *err);
 

@@ -300,6 +300,25 @@ class RolesAndBodiesTest(AdminTest):
         self.assertEqual((st, out), (200, {"items": []}))
         self.assertEqual(self.otpd.issue(P1)[0], 202, "the caller key still works")
 
+    def test_note_refuses_control_characters(self):
+        """A note is listed back to operators' terminals (otpctl): C0, DEL
+        and C1 (U+0080 to U+009F; U+009B is CSI to many terminals) are 400
+        naming the field; other text, accents and a no-break space included,
+        is kept."""
+        bodies = {"blocks": {"match": {"phone": P1}, "expires_in": "1h"},
+                  "overrides": {"rule": "caller", "key": {"api_key": "login-web"}, "limit": 10, "expires_in": "1h"},
+                  "unlock": {"phone": P1}}
+        for note in ("a\x1b[31mb", "tab\there", "del\x7f", "nel\u0085", "csi\u009b2J", "\u0080", "\u009f"):
+            for path, body in bodies.items():
+                st, _, out = self.admin("POST", path, dict(body, note=note))
+                self.assertEqual((st, out.get("error")), (400, "invalid_request"), (path, note, out))
+                self.assertTrue(out["detail"].startswith("note must be 1 to "), out)
+                self.assertIn("without control characters", out["detail"])
+        self.assertEqual(self.otpd.rows("SELECT * FROM admin_actions"), [])
+        note = "caf\u00e9\u00a0bot \u2013 \u00a0\u00ff"
+        self.add("blocks", dict(bodies["blocks"], note=note))
+        self.assertEqual(self.admin("GET", "blocks")[2]["items"][0]["note"], note)
+
     def test_bad_bodies_change_nothing(self):
         bad = [
             ("blocks", {}),

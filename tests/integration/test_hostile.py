@@ -1,8 +1,11 @@
 """Hostile clients (issue 9): slow and dribbling connections are closed by
 otpd at the request deadline while others are answered; one address cannot
 hold more than http.max_conns_per_ip connections; repeated Content-Length
-or Content-Type is refused; a 401 names its scheme; /readyz names no
-address; a problem's detail survives a cut in the middle of a character;
+or Content-Type is refused; framing a proxy may read otherwise
+(Transfer-Encoding with Content-Length, a Transfer-Encoding but one
+"chunked", a folded header line) is 400 and closes the connection, so a
+smuggled request never runs with the next client's key; a 401 names its
+scheme; /readyz names no address; a problem's detail survives a cut in the middle of a character;
 floods of refusals are written in aggregate (rows and WAL bounded by
 seconds, not requests); ledger.retention prunes old rows."""
 # It measures time or rates: tests/integration/run.py runs it alone, after the parallel workers.
@@ -19,9 +22,10 @@ import threading
 import time
 import unittest
 
-from harness import API_KEY, OtpdTest, wait_until
+from harness import API_KEY, BIN, Otpd, OtpdTest, free_port, wait_until
 
 PHONE = "+14155550100"
+ADMIN_KEY = "key-ops-admin-0123456789ab"
 
 
 def read_all(s):
@@ -47,6 +51,42 @@ def raw_request(port, data, source="127.0.0.1", timeout=5):
         k, _, v = line.partition(":")
         hdrs.setdefault(k.strip().lower(), []).append(v.strip())
     return int(lines[0].split()[1]), hdrs, body.decode(errors="replace")
+
+
+def read_response(s):
+    """One answer read from s: (status, headers dict of lists, body bytes).
+    The body is Content-Length's (every answer of otpd's carries one)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise AssertionError("closed before an answer: %r" % data)
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    hdrs = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        hdrs.setdefault(k.strip().lower(), []).append(v.strip())
+    n = int(hdrs.get("content-length", ["0"])[0])
+    while len(body) < n:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return int(lines[0].split()[1]), hdrs, body
+
+
+def closed_by_server(s, timeout=5.0):
+    """True when the server closes s (end of stream or a reset) within
+    timeout, without our side ending anything; False when it keeps it."""
+    s.settimeout(timeout)
+    try:
+        return s.recv(65536) == b""
+    except ConnectionError:
+        return True
+    except socket.timeout:
+        return False
 
 
 def raise_nofile():
@@ -180,6 +220,86 @@ class PerIpCapTest(OtpdTest):
                 s.close()
 
 
+class InternalIdleTest(OtpdTest):
+    """listen_internal holds 64 connections: 64 idle sockets from one host
+    must not lock /readyz out. Each address may hold 8 there, and a request
+    must be whole within 5 s (not http.request_timeout's 30 s)."""
+
+    IDLE = 64
+
+    def configure(self, cfg):
+        cfg["listen_internal"] = "127.0.0.1:%d" % free_port()
+        return cfg
+
+    def readyz(self, source, timeout=2):
+        c = http.client.HTTPConnection("127.0.0.1", self.otpd.internal_port, timeout=timeout,
+                                       source_address=(source, 0))
+        try:
+            c.request("GET", "/readyz")
+            return c.getresponse().status
+        except OSError:
+            return None
+        finally:
+            c.close()
+
+    def test_idle_sockets_cannot_lock_out_the_probes(self):
+        idle = [socket.create_connection(("127.0.0.1", self.otpd.internal_port), timeout=5,
+                                         source_address=("127.0.0.7", 0)) for _ in range(self.IDLE)]
+        t0 = time.monotonic()
+        try:
+            # Another host's probe is answered at once.
+            self.assertEqual(self.readyz("127.0.0.8"), 200)
+            self.assertLess(time.monotonic() - t0, 2.0)
+            # The same host's, once its idle sockets are closed at the deadline.
+            st = wait_until(lambda: self.readyz("127.0.0.7", 1), timeout=12, what="/readyz from the idle host")
+            self.assertEqual(st, 200)
+            self.assertLess(time.monotonic() - t0, 5.0 + 4.0)
+            # Every idle socket is closed: at once beyond the 8, at 5 s for those 8.
+            gone = sum(closed_by_server(s, max(0.1, t0 + 9.0 - time.monotonic())) for s in idle)
+            self.assertEqual(gone, self.IDLE)
+        finally:
+            for s in idle:
+                s.close()
+        self.assertIn("did not arrive within 5s (listen_internal)", self.otpd.log())
+
+
+class InternalStartTest(OtpdTest):
+    """listen_internal serves the probes and nothing else from its first
+    connection on. Its accepting thread used to start before http_new noted
+    its daemon, and a request it took then was routed as if there were no
+    internal listener (the API's routes served on it). The spawn_slow shim
+    (tests/shims/spawn_slow.c) holds each thread's creator 200 ms after the
+    creation, so a request queued before the accepting thread starts is
+    served in that window."""
+
+    def configure(self, cfg):
+        cfg["listen_internal"] = "127.0.0.1:%d" % free_port()
+        return cfg
+
+    def test_a_request_queued_at_start_is_routed_as_internal(self):
+        self.assertEqual(self.otpd.stop(), 0)
+        self.otpd = Otpd(self.tmp, self.otpd.config, self.env)
+        self.otpd.env["LD_PRELOAD"] = os.path.join(BIN, "spawn_slow.so")
+        self.otpd.env["ASAN_OPTIONS"] += ":verify_asan_link_order=0"
+        self.otpd.start(wait=False)
+        req = ("GET /v1/otp/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
+               % ("0" * 32, API_KEY)).encode()
+
+        def connected():
+            try:
+                return socket.create_connection(("127.0.0.1", self.otpd.internal_port), timeout=20)
+            except OSError:
+                self.assertIsNone(self.otpd.proc.poll(), "otpd exited")
+                return None
+        # Bound by the ledger, pacer and other threads started first, each 200 ms later.
+        s = wait_until(connected, timeout=20, step=0.005, what="listen_internal bound")
+        with s:
+            s.sendall(req)  # queued in the backlog until the accepting thread takes it
+            st, _, body = read_response(s)
+        self.assertEqual((st, json.loads(body)["detail"]), (404, "no such route"))
+        wait_until(self.otpd.healthy, timeout=20, what="otpd /healthz")
+
+
 class HeadersTest(OtpdTest):
     def post(self, headers, body):
         data = ("POST /v1/otp HTTP/1.1\r\nHost: otpd\r\nAuthorization: Bearer %s\r\nConnection: close\r\n"
@@ -220,6 +340,122 @@ class HeadersTest(OtpdTest):
         st, _, p = self.otpd.call("POST", "/v1/otp", {"phone": PHONE, key: "x"})
         self.assertEqual(st, 400)
         self.assertEqual(p["detail"], 'unknown field "a' + "\u00e9" * 19)
+
+
+def chunked(data):
+    """data as one chunk and the last chunk, no trailers."""
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data)
+
+
+class SmugglingTest(OtpdTest):
+    """Framing a proxy in front may read otherwise than otpd (RFC 9112 6.1,
+    6.3, 5.2): each case is 400 invalid_request with Connection: close, and
+    otpd closes the socket itself, so no byte after it is read as a request."""
+
+    env = {"OTPD_KEY_OPS": ADMIN_KEY}
+
+    def configure(self, cfg):
+        cfg["api_keys"].append({"name": "ops", "key_env": "OTPD_KEY_OPS", "role": "admin"})
+        return cfg
+
+    def head(self, lines, path="/v1/otp", method="POST"):
+        return ("%s %s HTTP/1.1\r\nHost: otpd\r\nAuthorization: Bearer %s\r\n" % (method, path, API_KEY)).encode() + \
+            b"".join(l + b"\r\n" for l in lines) + b"\r\n"
+
+    def refused_and_closed(self, data, why):
+        """Sends data on a fresh connection (which it leaves open for
+        writing); asserts the 400 and the close."""
+        with socket.create_connection(("127.0.0.1", self.otpd.port), timeout=10) as s:
+            s.sendall(data)
+            st, h, body = read_response(s)
+            self.assertEqual(st, 400, (data, body))
+            p = json.loads(body)
+            self.assertEqual((p["error"], p["detail"]), ("invalid_request", why), data)
+            self.assertEqual(h.get("connection"), ["close"], data)
+            self.assertTrue(closed_by_server(s), data)
+
+    def test_transfer_encoding_with_content_length_or_not_chunked(self):
+        body = json.dumps({"phone": PHONE}).encode()
+        both = "Transfer-Encoding and Content-Length may not come together"
+        only = "Transfer-Encoding may only be chunked, once"
+        ct = b"Content-Type: application/json"
+        cases = [
+            ([ct, b"Content-Length: %d" % len(chunked(body)), b"Transfer-Encoding: chunked"], both),
+            ([ct, b"Transfer-Encoding: chunked", b"Content-Length: 3"], both),
+            ([ct, b"Transfer-Encoding: gzip, chunked"], only),
+            ([ct, b"Transfer-Encoding: chunked, chunked"], only),
+            ([ct, b"Transfer-Encoding: chunked", b"Transfer-Encoding: chunked"], only),
+            ([ct, b"Transfer-Encoding: xchunked"], only),
+            ([ct, b"Transfer-Encoding: identity"], only),
+        ]
+        for lines, why in cases:
+            with self.subTest(lines):
+                self.refused_and_closed(self.head(lines) + chunked(body), why)
+        # Not only where a body is read: a probe's route too.
+        self.refused_and_closed(self.head([b"Content-Length: 5", b"Transfer-Encoding: chunked"], "/healthz", "GET")
+                                + chunked(b"x"), both)
+        self.assertEqual(self.otpd.rows("SELECT id FROM messages"), [])
+        # One chunked, in any case, alone: read and answered, and the connection stays.
+        with socket.create_connection(("127.0.0.1", self.otpd.port), timeout=10) as s:
+            s.sendall(self.head([ct, b"Transfer-Encoding: ChunKed"]) + chunked(body))
+            st, h, out = read_response(s)
+            self.assertEqual(st, 202, out)
+            self.assertNotIn("connection", h)
+            self.assertFalse(closed_by_server(s, 1.0))
+
+    def test_folded_lines_and_names_that_are_not_tokens(self):
+        """libmicrohttpd 0.9.75 joins a folded line to the field's name in
+        silence: "Transfer-Encoding:\r\n chunked" is no Transfer-Encoding to
+        it, while a proxy may read one."""
+        body = json.dumps({"phone": PHONE}).encode()
+        why = "a header line is folded (obs-fold) or its name is not a token"
+        ct = b"Content-Type: application/json"
+        cl = b"Content-Length: %d" % len(body)
+        cases = [
+            self.head([ct, cl, b"X-A: 1", b" b"]) + body,
+            self.head([ct, cl, b"X-A: 1", b"\tb", b"  c"]) + body,
+            self.head([ct, b"Transfer-Encoding:", b" chunked"]) + chunked(body),
+            self.head([ct, b"Content-Length:", b" %d" % len(body)]) + body,
+            b"GET /healthz HTTP/1.1\r\n X-C: lead\r\nHost: otpd\r\n\r\n",
+            self.head([ct, b"Content-Length : %d" % len(body)]) + body,
+            self.head([ct, cl, b"X A: 1"]) + body,
+        ]
+        for data in cases:
+            with self.subTest(data):
+                self.refused_and_closed(data, why)
+        # A folded trailer, read after a chunked body: the same, at the end.
+        data = self.head([ct, b"Transfer-Encoding: chunked"]) + b"%x\r\n%s\r\n0\r\nX-T: a\r\n b\r\n\r\n" % (
+            len(body), body)
+        self.refused_and_closed(data, why)
+        self.assertEqual(self.otpd.rows("SELECT id FROM messages"), [])
+
+    def test_a_smuggled_request_never_runs_with_the_next_clients_key(self):
+        """The reviewer's sequence: behind a proxy that trusts Content-Length
+        and reuses its connection to otpd, a body of "0\r\n\r\nDELETE
+        /v1/admin/blocks/<id> ..." was completed by an admin's next request
+        on that connection, and the block was deleted under the admin's name."""
+        st, _, out = self.otpd.call("POST", "/v1/admin/blocks", {"match": {"phone": "+14155550199"},
+                                                                  "expires_in": "1h"}, auth=ADMIN_KEY)
+        self.assertEqual(st, 201, out)
+        smuggled = b"DELETE /v1/admin/blocks/%s HTTP/1.1\r\nHost: otpd\r\nX-Ignore: " % out["id"].encode()
+        body = b"0\r\n\r\n" + smuggled
+        attacker = self.head([b"Content-Type: application/json", b"Content-Length: %d" % len(body),
+                              b"Transfer-Encoding: chunked"]) + body
+        admin = b"GET /v1/admin/blocks HTTP/1.1\r\nHost: otpd\r\nAuthorization: Bearer %s\r\n\r\n" % \
+            ADMIN_KEY.encode()
+        with socket.create_connection(("127.0.0.1", self.otpd.port), timeout=10) as s:
+            s.sendall(attacker)
+            st, h, text = read_response(s)
+            try:
+                s.sendall(admin)  # the proxy's next request on the connection it believes open
+            except OSError:
+                pass  # closed already: nothing of it is read
+            closed = closed_by_server(s)
+        st2, _, listed = self.otpd.call("GET", "/v1/admin/blocks", auth=ADMIN_KEY)
+        self.assertEqual([i["id"] for i in listed["items"]], [out["id"]], "the block was deleted")
+        self.assertEqual((st, h.get("connection")), (400, ["close"]), text)
+        self.assertTrue(closed, "a second answer came on the connection")
+        self.assertEqual(self.otpd.rows("SELECT action FROM admin_actions WHERE action != 'add'"), [])
 
 
 class ReadyzTest(OtpdTest):

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import signal
+import socket
+import time
 
 from harness import API_KEY, OTHER_KEY, SECRET, OtpdTest, code_of, wait_until
 
@@ -280,6 +282,60 @@ class NoSecretsTest(LogTest):
             self.assertNotIn(m["text"], log)
 
 
+class FloodTest(LogTest):
+    """A flood of 401s, 403s and 404s: of each kind (status, outcome,
+    route), the first answer is logged in full at once, the others of its
+    10 s window at debug only, and one info line per kind and window
+    (http.repeated) carries their count. Nothing logs the key presented."""
+
+    BAD = "bad-key-flood-0123456789abcdef"
+    N = 500
+
+    def flood(self, n, method, path, key, want):
+        c = http.client.HTTPConnection("127.0.0.1", self.otpd.port, timeout=10)
+        try:
+            for _ in range(n):
+                c.request(method, path, b'{"phone":"%s"}' % P.encode(),
+                          {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+                r = c.getresponse()
+                r.read()
+                self.assertEqual(r.status, want)
+        finally:
+            c.close()
+
+    def counted(self, lines, status, route):
+        """(request lines of the kind, the sum of its summaries' counts, the number of summaries)."""
+        full = [l for l in lines if l.get("status") == status and "method" in l and l["level"] == "info"]
+        summed = [l for l in lines if l["event"] == "http.repeated" and l["status"] == status
+                  and l["route"] == route]
+        return len(full), sum(l["count"] for l in summed), len(summed)
+
+    def test_a_flood_is_written_in_summary(self):
+        t0 = time.monotonic()
+        # The first of a kind is written at once, not at the window's end.
+        st, h = self.raw_call("POST", "/v1/otp", [("Authorization", "Bearer " + self.BAD),
+                                                ("Content-Type", "application/json"), ("X-Request-Id", "first-401")])
+        self.assertEqual(st, 401)
+        first = self.line_of("first-401")
+        self.assertEqual((first["level"], first["outcome"]), ("info", "unauthorized"))
+        self.assertLess(time.monotonic() - t0, 5.0)
+        self.flood(self.N - 1, "POST", "/v1/otp", self.BAD, 401)
+        self.flood(50, "GET", "/no/such/route", API_KEY, 404)
+        self.flood(50, "GET", "/v1/admin/blocks", API_KEY, 403)
+        windows = int((time.monotonic() - t0) / 10) + 2
+        self.assertEqual(self.otpd.stop(), 0)  # the last windows' summaries are written at the stop
+        lines = self.lines()
+        for status, route, n in ((401, "issue", self.N), (404, "none", 50), (403, "admin_blocks", 50)):
+            full, summed, summaries = self.counted(lines, status, route)
+            self.assertEqual(full + summed, n, (status, full, summed))
+            self.assertLessEqual(full + summaries, 2 * windows, (status, full, summaries))
+        repeated = [l for l in lines if l["event"] == "http.repeated" and l["status"] == 401]
+        self.assertEqual((repeated[0]["outcome"], repeated[0]["window_s"]), ("unauthorized", 10))
+        self.assertLess(len(lines), 60, "the flood grew the log")
+        self.assertNotIn(self.BAD, self.otpd.log())
+        self.assertNotIn(API_KEY, self.otpd.log())
+
+
 class LevelTest(LogTest):
     log_conf = {"format": "json", "level": "warn"}
 
@@ -341,6 +397,66 @@ class TextFormatTest(OtpdTest):
                              r"outcome=ok caller=login-web duration_ms=\d+$")
         l2 = line(r'event=http.request request_id="q\"uote"')
         self.assertIn("status=404 outcome=not_found", l2)
+
+
+FORGED = "2024-05-01T00:00:00.000Z info admin.block_removed forged=1"
+LINE_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (debug|info|warn|error) ")
+
+
+class InjectionTest(OtpdTest):
+    """A path with a percent-encoded line break (libmicrohttpd decodes it)
+    or raw control bytes must not forge a line: in the text form each is
+    \\xHH in the message and in the path field; in JSON each line parses,
+    with no raw control or C1 character in it."""
+
+    log_format = "text"
+    # Percent-encoded: a newline and a forged line, a carriage return, an
+    # escape sequence, DEL, C1 NEL and CSI as UTF-8, a line separator.
+    PATHS = ["/v1/otp/x%0a" + FORGED.replace(" ", "%20"), "/v1/otp/y%0d%0a%1b[2J%7f", "/v1/otp/z%c2%85%c2%9b%e2%80%a8"]
+    # Raw in the request line: an escape byte, C1 CSI as UTF-8, a lone high byte.
+    RAW = b"/v1/otp/w\x1b[31m\xc2\x9b\xff"
+
+    def configure(self, cfg):
+        cfg["log"] = {"format": self.log_format, "level": "debug"}
+        return cfg
+
+    def send(self):
+        for i, path in enumerate(self.PATHS):
+            st, _, _ = self.otpd.call("GET", path, headers={"X-Request-Id": "inj-%d" % i})
+            self.assertEqual(st, 404, path)
+        with socket.create_connection(("127.0.0.1", self.otpd.port), timeout=10) as s:
+            s.sendall(b"GET " + self.RAW + b" HTTP/1.1\r\nHost: x\r\nX-Request-Id: inj-raw\r\n"
+                      b"Authorization: Bearer " + API_KEY.encode() + b"\r\nConnection: close\r\n\r\n")
+            self.assertTrue(s.recv(64).startswith(b"HTTP/1.1 404"))
+        self.assertEqual(self.otpd.stop(), 0)
+        with open(self.otpd.log_path, "rb") as f:
+            return f.read()
+
+    def test_lines_cannot_be_forged(self):
+        raw = self.send()
+        for line in raw.split(b"\n")[:-1]:
+            self.assertRegex(line.decode("utf-8"), LINE_RE)
+            self.assertFalse(re.search(rb"[\x00-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]", line), line)
+        text = raw.decode()
+        self.assertNotIn("\n" + FORGED, text)
+        self.assertIn(" GET /v1/otp/x\\x0a" + FORGED + " 404 event=http.request request_id=inj-0 ", text)
+        self.assertIn(" GET /v1/otp/y\\x0d\\x0a\\x1b[2J\\x7f 404 ", text)
+        self.assertIn(" GET /v1/otp/z\\xc2\\x85\\xc2\\x9b\\xe2\\x80\\xa8 404 ", text)
+        self.assertIn(" GET /v1/otp/w\\x1b[31m\\xc2\\x9b\\xff 404 ", text)
+
+
+class JsonInjectionTest(InjectionTest):
+    log_format = "json"
+
+    def test_lines_cannot_be_forged(self):
+        raw = self.send()
+        self.assertFalse(re.search(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]", raw))
+        lines = {l.get("request_id"): l for l in json_lines(raw.decode()) if "method" in l}
+        self.assertEqual(lines["inj-0"]["path"], "/v1/otp/x\n" + FORGED)
+        self.assertEqual(lines["inj-1"]["path"], "/v1/otp/y\r\n\x1b[2J\x7f")
+        self.assertEqual(lines["inj-2"]["path"], "/v1/otp/z\x85\x9b\u2028")
+        self.assertEqual(lines["inj-2"]["msg"], "GET /v1/otp/z\x85\x9b\u2028 404")
+        self.assertEqual(lines["inj-raw"]["path"], "/v1/otp/w\x1b[31m\x9b\ufffd")
 
 
 class ConfigTest(LogTest):

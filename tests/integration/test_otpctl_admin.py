@@ -296,6 +296,42 @@ class ErrorsTest(AdminTest):
         self.assertIn("HTTP 503 store_unavailable", r.stderr)
 
 
+class LedgerTextTest(AdminTest):
+    """A ledger is a file anyone with access may have edited: what otpctl
+    prints from it (audit's JSON lines, ledger's json, csv and table) holds
+    no raw control character (C0 but the line ends, DEL, C1)."""
+
+    RAW = "[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+
+    def test_control_characters_from_a_ledger_are_escaped(self):
+        self.assertEqual(self.otpd.issue(P1, device_id="dev-1")[0], 202)
+        self.added(self.ctl("block", "add", "--phone", P2, "--expires-in", "1h", "--note", "plain"))
+        wait_until(lambda: self.otpd.rows("SELECT id FROM admin_actions") and
+                   self.otpd.rows("SELECT id FROM requests"), what="the rows")
+        self.assertEqual(self.otpd.stop(), 0)
+        evil = "x\x1b[2J\u009b31m\u0085\x7f\r\n\u00e9"
+        con = self.otpd.db()
+        with con:
+            con.execute("UPDATE admin_actions SET note = ?", (evil,))
+            con.execute("UPDATE requests SET device_id = ?", (evil,))
+        con.close()
+        db = self.otpd.config["ledger"]["path"]
+        r = run_bin(self.tmp, "otpctl", ["audit", "--db", db, "-t", "admin_actions"], ctl_env(None))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(re.search(self.RAW, r.stdout.rstrip("\n")), repr(r.stdout))
+        self.assertEqual(json.loads(r.stdout.splitlines()[0])["note"], evil)
+        for fmt in ("json", "csv", "table"):
+            r = run_bin(self.tmp, "otpctl", ["ledger", "--db", db, "--format", fmt], ctl_env(None))
+            self.assertEqual(r.returncode, 0, (fmt, r.stderr))
+            self.assertNotIn("\x1b", r.stdout, fmt)
+            self.assertFalse(re.search(self.RAW, r.stdout.replace("\r\n", "\n")), (fmt, repr(r.stdout)))
+            if fmt == "json":
+                rows = [json.loads(l) for l in r.stdout.splitlines()]
+                self.assertIn(evil, [row["device_id"] for row in rows])
+            if fmt == "csv":
+                self.assertIn("x\\x1B[2J\\xC2\\x9B31m\\xC2\\x85\\x7F\\x0D\\x0A\u00e9", r.stdout)
+
+
 class WireServer:
     """One-connection socket server: records the request it reads (head and
     Content-Length body) and answers with reply(request bytes) (None: holds
@@ -396,6 +432,34 @@ class WireTest(CtlMixin, unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         # The table writes control bytes from the server as '?'.
         self.assertEqual(r.stdout.splitlines()[1].split(), ["00000000000000a1", "region=GB", "T1", "ops", "n?[31m"])
+
+    def test_control_characters_from_the_server_never_reach_the_terminal(self):
+        """C0, DEL and C1 (U+009B is CSI to many terminals) from a server:
+        '?' in a table and a refusal, \\u escapes in JSON."""
+        note = "n\x1b[31m\u009b2J\u0085\x7f\u00e9"
+        items = {"items": [{"id": "00000000000000a1", "match": {"region": "G\u009bB"}, "expires_at": "T1",
+                            "created_by": "o\x07ps", "note": note}]}
+        text = json.dumps(items, ensure_ascii=False).encode()
+        s = self.serve(lambda req: b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                       % (len(text), text))
+        r = self.ctl("block", "list", server=s.url)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines()[1].split(), ["00000000000000a1", "region=G?B", "T1", "o?ps",
+                                                            "n?[31m?2J??\u00e9"])
+        self.assertFalse(re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", r.stdout), repr(r.stdout))
+        for args in (("block", "list", "--format", "json"), ("block", "add", "--region", "GB", "--expires-in", "1h")):
+            s = self.serve(lambda req: b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: %d\r\n\r\n%s" % (len(text), text))
+            r = self.ctl(*args, server=s.url)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertFalse(re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", r.stdout), repr(r.stdout))
+            self.assertEqual(json.loads(r.stdout), items)  # the same text, escaped
+        problem = json.dumps({"error": "inv\u009balid", "detail": "bad\x1b]0;title\x07 \u0085note"},
+                             ensure_ascii=False).encode()
+        s = self.serve(lambda req: b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(problem), problem))
+        r = self.ctl("block", "list", server=s.url)
+        self.assertEqual((r.returncode, r.stderr), (EX_DATAERR, "otpctl: HTTP 400 inv?alid: bad?]0;title? ?note\n"))
 
     def test_answer_too_big(self):
         s = self.serve(lambda req: b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n{" % (16 * 1024 * 1024 + 1))

@@ -229,6 +229,94 @@ class HttpsTest(TlsBase):
         self.assertNotIn("event=tls.reloaded", self.otpd.log())
 
 
+class KeyModeTest(TlsBase):
+    """A key file its group or others may read is loaded, and said at start
+    and on each reload that reads it (tls.key_permissions), until mended."""
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        os.chmod(self.key_path, 0o600)
+        return cfg
+
+    def warnings(self):
+        return self.otpd.log().count("event=tls.key_permissions")
+
+    def test_loose_key_mode_is_warned_at_start_and_reload(self):
+        self.assertEqual(self.warnings(), 0)
+        os.chmod(self.key_path, 0o644)
+        self.otpd.kill(signal.SIGHUP)  # the same certificate: no tls.reloaded line, the warning still
+        wait_until(lambda: self.warnings() == 1, what="the warning on reload")
+        line = [l for l in self.otpd.log().splitlines() if "event=tls.key_permissions" in l][0]
+        self.assertIn(" warn ", line)
+        self.assertIn("%s is open to its group or others (mode 0644)" % self.key_path, line)
+        os.chmod(self.key_path, 0o640)
+        self.restart()
+        wait_until(lambda: "(mode 0640)" in self.otpd.log(), what="the warning at start")
+        # Mended: a reload says nothing more.
+        os.chmod(self.key_path, 0o600)
+        before, reloads = self.warnings(), self.otpd.log().count("event=config.reload ")
+        self.otpd.kill(signal.SIGHUP)
+        wait_until(lambda: self.otpd.log().count("event=config.reload ") > reloads, what="the reload")
+        self.otpd.kill(signal.SIGHUP)  # a second reload's line proves the first one's tls part ended
+        wait_until(lambda: self.otpd.log().count("event=config.reload ") > reloads + 1, what="the second reload")
+        self.assertEqual(self.warnings(), before)
+        for line in key_body(self.first[1]):
+            self.assertNotIn(line, self.otpd.log())
+
+
+class FifoTest(TlsBase):
+    """A FIFO (or another file that is not regular) named as the
+    certificate or the key is refused without being opened for a blocking
+    read: SIGHUP returns at once and the old certificate stays; a start
+    stops with EX_CONFIG instead of hanging."""
+
+    def fifo(self, path):
+        os.remove(path)
+        os.mkfifo(path)
+
+        def unblock():
+            # Were otpd stuck reading it, a writer that comes and goes ends the read.
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        self.addCleanup(unblock)
+
+    def test_sighup_with_a_fifo_returns_and_keeps_the_certificate(self):
+        old = fingerprint(self.first[0])
+        for path in (self.cert_path, self.key_path):
+            with self.subTest(path):
+                self.fifo(path)
+                t0 = time.monotonic()
+                self.reloaded("tls.reload_refused")
+                self.assertLess(time.monotonic() - t0, 5.0)
+                line = self.otpd.log().splitlines()[-1]
+                self.assertIn("%s is not a PEM file (not a regular file)" % path, line)
+                self.assertIn(old, line)
+                self.assertEqual(self.served(), old)
+                os.remove(path)
+                install(self.first[0] if path == self.cert_path else self.first[1], path)
+        # The signal thread is free: the next SIGHUP is handled as usual.
+        second = self.certs.leaf("second")
+        install(second[0], self.cert_path)
+        install(second[1], self.key_path)
+        self.reloaded("tls.reloaded")
+        self.assertEqual(self.served(), fingerprint(second[0]))
+
+    def test_a_fifo_at_start_is_a_clear_error(self):
+        self.assertEqual(self.otpd.stop(), 0)
+        self.fifo(self.key_path)
+        path = os.path.join(self.tmp, "fifo.json")
+        with open(path, "w") as f:
+            json.dump(self.otpd.config, f)
+        started = self.run_bin("otpd", ["-c", path], timeout=20)
+        self.assertEqual(started.returncode, 78, started.stderr)
+        self.assertIn("tls.key: %s is not a PEM file (not a regular file)" % self.key_path, started.stderr)
+        checked = self.run_bin("otpd", ["--check", "-c", path], timeout=20)
+        self.assertEqual(checked.returncode, 1, checked.stderr)
+        self.assertIn("not a regular file", checked.stderr)
+
+
 class ChainTest(TlsBase):
     def test_an_out_of_date_intermediate_is_served_with_a_warning(self):
         """Only the leaf's dates stop a start: an extra certificate out of its

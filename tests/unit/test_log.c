@@ -2,8 +2,11 @@
  * Unit tests of log_format_line, the pure part of the log: the two forms
  * (text and JSON) with their head (time, level, event, request id) and
  * fields, JSON escaping (quotes, control bytes, bytes that are not UTF-8),
- * text quoting (a value never reads as two fields or two lines), and lines
- * too long for the buffer, which lose fields but stay one parseable line.
+ * text quoting (a value never reads as two fields or two lines), messages
+ * with control characters (C0, DEL, C1, line separators, bidirectional
+ * controls) escaped in either form, so no message forges a line or acts
+ * on a terminal, and lines too long for the buffer, which lose fields but
+ * stay one parseable line.
  * JSON lines are checked by parsing them with jansson.
  */
 #include <setjmp.h>
@@ -122,6 +125,71 @@ static void test_text_form(void **state)
     assert_int_equal(n, strlen(line));
 }
 
+/* A path with a decoded %0a that carries a whole forged line, and every
+ * other character that must not reach a line raw. */
+static const char forged[] = "GET /v1/otp/x\n2024-05-01T12:00:00.000Z info admin.block_removed id=1\r\x1b[2K"
+                             "\x7f \xc2\x85 \xc2\x9b \xe2\x80\xa8 \xe2\x80\xae \xff \xc3\xa9 404";
+
+static void test_text_message_escapes_controls(void **state)
+{
+    char line[1024];
+    size_t n = log_format_line(line, sizeof(line), LOG_TEXT, T_MS, LOG_INFO, "http.request", "rid", NULL, 0, forged);
+
+    (void)state;
+    assert_int_equal(n, strlen(line));
+    assert_string_equal(line, "2024-05-01T12:00:00.123Z info GET /v1/otp/x\\x0a2024-05-01T12:00:00.000Z info "
+                              "admin.block_removed id=1\\x0d\\x1b[2K\\x7f \\xc2\\x85 \\xc2\\x9b "
+                              "\\xe2\\x80\\xa8 \\xe2\\x80\\xae \\xff \xc3\xa9 404 event=http.request "
+                              "request_id=rid\n");
+}
+
+static void test_json_message_escapes_controls(void **state)
+{
+    char line[1024];
+    struct log_field f[] = {LOG_STR("path", forged)};
+    size_t n = log_format_line(line, sizeof(line), LOG_JSON, T_MS, LOG_INFO, "http.request", "rid", f, 1, forged);
+    json_t *j = parse_line(line, n);
+    size_t i;
+
+    (void)state;
+    /* No control byte and no C1, separator or bidirectional control as
+     * UTF-8 in the line itself: each is a \u escape. */
+    for (i = 0; i + 1 < n; i++) {
+        unsigned char c = (unsigned char)line[i], d = (unsigned char)line[i + 1];
+        assert_true(c >= 0x20 && c != 0x7f);
+        assert_false(c == 0xc2 && d >= 0x80 && d < 0xa0);
+        assert_false(c == 0xe2 && d == 0x80 && i + 2 < n && (unsigned char)line[i + 2] >= 0xa8 &&
+                     (unsigned char)line[i + 2] <= 0xae);
+    }
+    assert_non_null(strstr(line, "\\u0085 \\u009b \\u2028 \\u202e \\ufffd \xc3\xa9 404"));
+    /* The text is intact once parsed, but for the byte that is not UTF-8. */
+    assert_string_equal(str_of(j, "path"), "GET /v1/otp/x\n2024-05-01T12:00:00.000Z info admin.block_removed id=1"
+                                           "\r\x1b[2K\x7f \xc2\x85 \xc2\x9b \xe2\x80\xa8 \xe2\x80\xae "
+                                           "\xef\xbf\xbd \xc3\xa9 404");
+    assert_string_equal(str_of(j, "msg"), str_of(j, "path"));
+    json_decref(j);
+}
+
+/* A message of control bytes, each escaped four or six times its size,
+ * takes half the room left at most: the fields after it stay. */
+static void test_escaped_message_leaves_room(void **state)
+{
+    char line[LOG_LINE_MIN + 64], msg[200];
+    struct log_field f[] = {LOG_INT("status", 404)};
+    size_t n;
+    json_t *j;
+
+    (void)state;
+    memset(msg, '\n', sizeof(msg) - 1);
+    msg[sizeof(msg) - 1] = '\0';
+    n = log_format_line(line, sizeof(line), LOG_TEXT, T_MS, LOG_INFO, NULL, NULL, f, 1, msg);
+    assert_string_equal(line + n - strlen(" status=404\n"), " status=404\n");
+    n = log_format_line(line, sizeof(line), LOG_JSON, T_MS, LOG_INFO, NULL, NULL, f, 1, msg);
+    j = parse_line(line, n);
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), 404);
+    json_decref(j);
+}
+
 /* Many fields into a small buffer: the last ones are dropped whole and the
  * line says so, in either form, and never overruns. */
 static void test_truncation(void **state)
@@ -189,7 +257,8 @@ int main(void)
         cmocka_unit_test(test_json_head_and_fields), cmocka_unit_test(test_json_plain_line_and_no_request),
         cmocka_unit_test(test_json_escapes),         cmocka_unit_test(test_text_form),
         cmocka_unit_test(test_truncation),           cmocka_unit_test(test_parse_names),
-        cmocka_unit_test(test_level_filter),
+        cmocka_unit_test(test_level_filter),         cmocka_unit_test(test_text_message_escapes_controls),
+        cmocka_unit_test(test_json_message_escapes_controls), cmocka_unit_test(test_escaped_message_leaves_room),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
