@@ -254,4 +254,25 @@ MUTANTS = [
          test="unit:test_schedule",
          why="after an idle spell tat moves a period on from where it was, still in the past: the next take "
              "gets now again, two slots at once"),
+    # Failure paths' log lines (test_logs_failures)
+    dict(name="edge-log-kannel-quote-logged",
+         file="src/provider/kannel.c",
+         old="        memmem(body, (size_t)n, \"text=\", 5) || kannel_has_digits(body, n))",
+         new="        memmem(body, (size_t)n, \"text=\", 5))",
+         test="test_logs_failures.KannelFailureLogTest.test_a_quoted_message",
+         why="a Kannel refusal that quotes the message puts the code in the log and the ledger"),
+    dict(name="edge-log-twilio-body-as-reason",
+         file="src/provider/twilio.c",
+         old="    if (j != NULL && res->outcome != PROVIDER_SENT && json_is_integer(json_object_get(j, \"code\")))",
+         new="    if (res->outcome != PROVIDER_SENT)\n        snprintf(res->error, sizeof(res->error), \"HTTP %ld: %.*s\", "
+             "status, (int)(len > 200 ? 200 : len), body);\n"
+             "    if (j != NULL && res->outcome != PROVIDER_SENT && json_is_integer(json_object_get(j, \"code\")))",
+         test="test_logs_failures.TwilioFailureLogTest.test_a_quoted_message",
+         why="Twilio's error body as the failure's reason: a body that quotes the message logs the code"),
+    dict(name="edge-log-ledger-loss-silent",
+         file="src/ledger/ledger.c",
+         old="        ledger_log_failure(failed, n, bad_groups, why);\n",
+         new="",
+         test="test_logs_failures.LedgerFailureLogTest.test_a_send_that_cannot_be_recorded",
+         why="a send's ledger row refused without a word in the log (only a counter moves)"),
 ]
