@@ -825,8 +825,8 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
         cfg_dur(x, r, p, "delay", 1, &rule->window_ms);
         for (i = 0; i < sizeof(not_delay) / sizeof(not_delay[0]); i++)
             if (json_object_get(r, not_delay[i]))
-                cfg_error(x, cfg_path(q, sizeof(q), p, not_delay[i]), "does not apply to resend_delay (it takes "
-                          "delay only)");
+                cfg_error(x, cfg_path(q, sizeof(q), p, not_delay[i]),
+                          "does not apply to resend_delay (it takes delay only)");
     } else if (algo >= 0) {
         json_t *lim = json_object_get(r, "limit");
         const char *why;
@@ -1120,6 +1120,19 @@ static void cfg_kannel(struct cfg_ctx *x, struct config *c, json_t *o)
         cfg_error(x, "provider.dlr_mask", "needs provider.callback_url, where Kannel sends the reports");
 }
 
+/* "webhook and kannel" for a mask of provider types (bit t: type t). */
+static const char *cfg_provider_types_text(unsigned types, char *out, size_t cap)
+{
+    size_t n = 0;
+    int t;
+
+    out[0] = '\0';
+    for (t = 0; cfg_provider_names[t] && n < cap; t++)
+        if (types & (1u << t))
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " and " : "", cfg_provider_names[t]);
+    return out;
+}
+
 /* After provider's rows: what each type requires, its secrets, and the
  * keys that belong to another type. */
 static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
@@ -1141,12 +1154,18 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
         {"url", CFG_PT(CFG_PROVIDER_WEBHOOK) | CFG_PT(CFG_PROVIDER_KANNEL)},
         {"from", CFG_PT(CFG_PROVIDER_KANNEL) | CFG_PT(CFG_PROVIDER_TWILIO)},
         {"base_url", CFG_PT(CFG_PROVIDER_TWILIO)},
-        {"token_env", CFG_PT(CFG_PROVIDER_WEBHOOK)},         {"signing_secret_env", CFG_PT(CFG_PROVIDER_WEBHOOK)},
-        {"smsc", CFG_PT(CFG_PROVIDER_KANNEL)},               {"priority", CFG_PT(CFG_PROVIDER_KANNEL)},
-        {"validity", CFG_PT(CFG_PROVIDER_KANNEL)},           {"dlr_mask", CFG_PT(CFG_PROVIDER_KANNEL)},
-        {"username_env", CFG_PT(CFG_PROVIDER_KANNEL)},       {"password_env", CFG_PT(CFG_PROVIDER_KANNEL)},
-        {"account_sid_env", CFG_PT(CFG_PROVIDER_TWILIO)},    {"auth_token_env", CFG_PT(CFG_PROVIDER_TWILIO)},
-        {"api_key_sid_env", CFG_PT(CFG_PROVIDER_TWILIO)},    {"api_key_secret_env", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"token_env", CFG_PT(CFG_PROVIDER_WEBHOOK)},
+        {"signing_secret_env", CFG_PT(CFG_PROVIDER_WEBHOOK)},
+        {"smsc", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"priority", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"validity", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"dlr_mask", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"username_env", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"password_env", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"account_sid_env", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"auth_token_env", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"api_key_sid_env", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"api_key_secret_env", CFG_PT(CFG_PROVIDER_TWILIO)},
         {"messaging_service_sid", CFG_PT(CFG_PROVIDER_TWILIO)},
     };
     /* The URLs otpd calls, or gives the provider to call it back on. */
@@ -1160,8 +1179,7 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
     };
     json_t *t = json_object_get(o, "type");
     char p[64], names[64];
-    size_t i, n;
-    int ty;
+    size_t i;
 
     /* A missing or unknown type is reported already; nothing else means anything then. */
     if (!json_is_string(t) || strcmp(json_string_value(t), cfg_provider_names[c->provider.type]) != 0)
@@ -1169,15 +1187,11 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
     for (i = 0; i < 3 && need[c->provider.type][i]; i++)
         if (json_object_get(o, need[c->provider.type][i]) == NULL)
             cfg_error(x, cfg_path(p, sizeof(p), "provider", need[c->provider.type][i]), "is required");
-    for (i = 0; i < sizeof(only) / sizeof(only[0]); i++) {
-        if ((only[i].types & CFG_PT(c->provider.type)) || json_object_get(o, only[i].key) == NULL)
-            continue;
-        for (ty = 0, n = 0, names[0] = '\0'; cfg_provider_names[ty] && n < sizeof(names); ty++)
-            if (only[i].types & CFG_PT(ty))
-                n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s", n ? " and " : "", cfg_provider_names[ty]);
-        cfg_error(x, cfg_path(p, sizeof(p), "provider", only[i].key), "applies to %s only, not %s", names,
-                  cfg_provider_names[c->provider.type]);
-    }
+    for (i = 0; i < sizeof(only) / sizeof(only[0]); i++)
+        if (!(only[i].types & CFG_PT(c->provider.type)) && json_object_get(o, only[i].key) != NULL)
+            cfg_error(x, cfg_path(p, sizeof(p), "provider", only[i].key), "applies to %s only, not %s",
+                      cfg_provider_types_text(only[i].types, names, sizeof(names)),
+                      cfg_provider_names[c->provider.type]);
 #undef CFG_PT
     switch (c->provider.type) {
     case CFG_PROVIDER_FILE:
@@ -1207,7 +1221,8 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
     for (i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
         const char *u = (const char *)&c->provider + urls[i].off;
         if (u[0] && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
-            cfg_error(x, cfg_path(p, sizeof(p), "provider", urls[i].key), "must be an http:// or https:// URL");
+            cfg_error(x, cfg_path(p, sizeof(p), "provider", urls[i].key),
+                      "must be an http:// or https:// URL");
     }
 }
 

@@ -322,8 +322,9 @@ void config_print_table(FILE *f)
                 n = (size_t)snprintf(vals, sizeof(vals), "at least %s", cfg_dur_text(r->lo, a, sizeof(a)));
             break;
         case CFG_T_STR:
-            n = (size_t)snprintf(vals, sizeof(vals), "1 to %lld bytes",
-                                 (long long)(r->hi > 0 ? r->hi : (int64_t)(r->size ? r->size - 1 : CFG_STR_MAX - 1)));
+            n = (size_t)snprintf(
+                vals, sizeof(vals), "1 to %lld bytes",
+                (long long)(r->hi > 0 ? r->hi : (int64_t)(r->size ? r->size - 1 : CFG_STR_MAX - 1)));
             break;
         case CFG_T_ENUM:
             for (k = 0; r->names[k] && n < sizeof(vals); k++)

@@ -529,7 +529,8 @@ static int ledger_txn(struct ledger *l, enum ledger_txn t)
  * savepoint and reported failed; the rest of the batch still commits. Sets
  * each waiter's result; the caller marks them done after the commit. why
  * (cap bytes) gets SQLite's word on the first failure. */
-static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *bad_groups, char *why, size_t cap)
+static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *bad_groups, char *why,
+                         size_t cap)
 {
     struct ledger_op *op;
     int rc = ledger_txn(l, LT_BEGIN), group_failed = 0;
@@ -588,8 +589,9 @@ static void ledger_log_failure(int failed, uint64_t rows, uint64_t bad_groups, c
         log_event(LOG_ERROR, "ledger.failed", LOG_FIELDS(LOG_INT("rows", rows), LOG_STR("reason", why)),
                   "ledger: a commit failed, %llu rows not recorded: %s", (unsigned long long)rows, why);
     else if (bad_groups > 0)
-        log_event(LOG_ERROR, "ledger.failed", LOG_FIELDS(LOG_INT("groups", bad_groups), LOG_STR("reason", why)),
-                  "ledger: %llu groups of rows refused, not recorded: %s", (unsigned long long)bad_groups, why);
+        log_event(
+            LOG_ERROR, "ledger.failed", LOG_FIELDS(LOG_INT("groups", bad_groups), LOG_STR("reason", why)),
+            "ledger: %llu groups of rows refused, not recorded: %s", (unsigned long long)bad_groups, why);
 }
 
 /*

@@ -119,7 +119,8 @@ static void kannel_classify(void *self, long status, const char *body, size_t le
      * to the log and the ledger. */
     if (memmem(body, (size_t)n, k->pass, strlen(k->pass)) || memmem(body, (size_t)n, "password", 8) ||
         memmem(body, (size_t)n, "text=", 5) || kannel_has_digits(body, n))
-        snprintf(res->error, sizeof(res->error), "HTTP %ld (answer withheld: it may echo the request)", status);
+        snprintf(res->error, sizeof(res->error), "HTTP %ld (answer withheld: it may echo the request)",
+                 status);
     else
         snprintf(res->error, sizeof(res->error), "HTTP %ld: %.*s", status, n, body);
 }

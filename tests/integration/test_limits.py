@@ -17,7 +17,6 @@ import re
 import signal
 import threading
 import time
-import unittest
 
 from harness import OTHER_KEY, ROOT, OtpdTest, Redis, code_of, duration_ms, wait_until
 

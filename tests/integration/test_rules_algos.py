@@ -18,7 +18,6 @@ at least 0.3 s between the moment it tests and the rule's edge; where the
 server decided "somewhere between two Redis TIME reads", the expected value
 is computed at both ends."""
 import json
-import math
 import os
 import time
 

@@ -35,17 +35,21 @@
 static const char *const bases[] = {
     "{'listen': '127.0.0.1:8080', 'listen_internal': '127.0.0.1:8081',"
     " 'tls': {'cert': 'c.pem', 'key': 'k.pem'}, 'http_threads': 4,"
-    " 'http': {'max_conns_per_ip': 2048, 'request_timeout': '30s'}, 'log': {'format': 'json', 'level': 'info'},"
+    " 'http': {'max_conns_per_ip': 2048, 'request_timeout': '30s'}, 'log': {'format': 'json', 'level': "
+    "'info'},"
     " 'redis': {'url': 'redis://127.0.0.1:6379/0', 'password_env': 'T_REDIS_PASS', 'username': 'otpd',"
     "           'timeout_ms': 50, 'breaker_failures': 5, 'breaker_open': '2s'},"
     " 'ledger': {'path': 'l.db', 'retention': '90d'}, 'secret_env': 'T_SECRET',"
     " 'api_keys': [{'name': 'login-web', 'key_env': 'T_KEY_WEB', 'role': 'admin'},"
     "              {'name': 'login-app', 'key_env': 'T_KEY_APP'}],"
     " 'otp': {'length': 6, 'ttl': '5m', 'max_attempts': 5, 'template': '{code} is your code.'},"
-    " 'phone': {'types': ['mobile']}, 'countries': {'allow': ['IN', 'GB'], 'deny': ['US'], 'monitor': ['GB']},"
-    " 'pumping': {'prefix_digits': 7, 'window': '1h', 'min_sent': 30, 'min_verified_ratio': 0.2, 'hold': '12h',"
+    " 'phone': {'types': ['mobile']}, 'countries': {'allow': ['IN', 'GB'], 'deny': ['US'], 'monitor': "
+    "['GB']},"
+    " 'pumping': {'prefix_digits': 7, 'window': '1h', 'min_sent': 30, 'min_verified_ratio': 0.2, 'hold': "
+    "'12h',"
     "             'mode': 'enforce'},"
-    " 'limits': [{'name': 'device_10m', 'key': 'device', 'algorithm': 'token_bucket', 'limit': 3, 'window': '10m',"
+    " 'limits': [{'name': 'device_10m', 'key': 'device', 'algorithm': 'token_bucket', 'limit': 3, 'window': "
+    "'10m',"
     "             'burst': 2, 'mode': 'enforce', 'on': 'issue', 'if_store_down': 'fail_closed',"
     "             'penalty': {'after': 20, 'within': '1m', 'block': '15m'}},"
     "            {'name': 'resend', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s'}],"
@@ -55,12 +59,15 @@ static const char *const bases[] = {
     " 'pacer': {'rate': 50, 'capacity': 500, 'share_per_key': 0.5, 'max_inflight': 32,"
     "           'retry': {'max': 3, 'base': '500ms'}, 'timeout': '10s', 'takeover': '10s', 'instance': 'a:1',"
     "           'on_restart_sending': 'resend'},"
-    " 'provider': {'type': 'kannel', 'url': 'http://127.0.0.1:13013/cgi-bin/sendsms', 'username_env': 'T_K_USER',"
-    "              'password_env': 'T_K_PASS', 'from': 'OTPD', 'smsc': 's1', 'priority': 1, 'validity': '10m',"
+    " 'provider': {'type': 'kannel', 'url': 'http://127.0.0.1:13013/cgi-bin/sendsms', 'username_env': "
+    "'T_K_USER',"
+    "              'password_env': 'T_K_PASS', 'from': 'OTPD', 'smsc': 's1', 'priority': 1, 'validity': "
+    "'10m',"
     "              'dlr_mask': 19, 'callback_url': 'http://127.0.0.1:8080', 'callback_ttl': '7d'}}",
     /* Redis behind Sentinel. */
     "{'listen': '127.0.0.1:8080', 'redis': {'sentinel': {'addrs': ['127.0.0.1:26379'], 'master': 'm'}},"
-    " 'ledger': {'path': 'l.db'}, 'secret_env': 'T_SECRET', 'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB'}],"
+    " 'ledger': {'path': 'l.db'}, 'secret_env': 'T_SECRET', 'api_keys': [{'name': 'a', 'key_env': "
+    "'T_KEY_WEB'}],"
     " 'otp': {}, 'provider': {'type': 'file', 'path': 'sms.jsonl'}}",
     /* Twilio with its auth token, then with an API key and a Messaging Service. */
     "{'listen': '127.0.0.1:8080', 'redis': {'url': 'redis://127.0.0.1'}, 'ledger': {'path': 'l.db'},"
@@ -70,7 +77,8 @@ static const char *const bases[] = {
     "{'listen': '127.0.0.1:8080', 'redis': {'url': 'redis://127.0.0.1'}, 'ledger': {'path': 'l.db'},"
     " 'secret_env': 'T_SECRET', 'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB'}], 'otp': {},"
     " 'provider': {'type': 'twilio', 'account_sid_env': 'T_TW_SID', 'api_key_sid_env': 'T_TW_KSID',"
-    "              'api_key_secret_env': 'T_TW_KSECRET', 'messaging_service_sid': 'MG0123456789abcdef0123456789abcdef'}}",
+    "              'api_key_secret_env': 'T_TW_KSECRET', 'messaging_service_sid': "
+    "'MG0123456789abcdef0123456789abcdef'}}",
     "{'listen': '127.0.0.1:8080', 'redis': {'url': 'redis://127.0.0.1'}, 'ledger': {'path': 'l.db'},"
     " 'secret_env': 'T_SECRET', 'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB'}], 'otp': {},"
     " 'provider': {'type': 'webhook', 'url': 'https://sms.example/send', 'token_env': 'T_WH_TOKEN',"
@@ -427,8 +435,10 @@ static const struct {
     {K, "{'redis': {'username': 'a b'}}", "redis.username"},
     {K, "{'redis': {'username': ''}}", "redis.username"},
     {S, "{'redis': {'sentinel': {'addrs': []}}}", "redis.sentinel.addrs"},
-    {S, "{'redis': {'sentinel': {'addrs': ['h1:1', 'h2:1', 'h3:1', 'h4:1', 'h5:1', 'h6:1', 'h7:1', 'h8:1', "
-        "'h9:1']}}}", "redis.sentinel.addrs"},
+    {S,
+     "{'redis': {'sentinel': {'addrs': ['h1:1', 'h2:1', 'h3:1', 'h4:1', 'h5:1', 'h6:1', 'h7:1', 'h8:1', "
+     "'h9:1']}}}",
+     "redis.sentinel.addrs"},
     {S, "{'redis': {'sentinel': {'addrs': ['127.0.0.1']}}}", "redis.sentinel.addrs.0"},
     {S, "{'redis': {'sentinel': {'addrs': [5]}}}", "redis.sentinel.addrs.0"},
     {S, "{'redis': {'sentinel': {'addrs': ['127.0.0.1:70000']}}}", "redis.sentinel.addrs.0"},
@@ -445,10 +455,12 @@ static const struct {
     {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'role': 'user'}]}", "api_keys.0.role"},
     /* otp */
     {K, "{'otp': {'template': 'no code here'}}", "otp.template"},
-    {K, "{'otp': {'length': 10, 'template': '{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}"
-        "{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}"
-        "{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}"
-        "{code}{code}{code}{code}'}}", "otp.template"},
+    {K,
+     "{'otp': {'length': 10, 'template': '{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}"
+     "{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}"
+     "{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}{code}"
+     "{code}{code}{code}{code}'}}",
+     "otp.template"},
     /* limits: each rule field per algorithm */
     {K, "{'limits': [" TB_RULE ", 'name': 'Bad'}]}", "limits.0.name"},
     {K, "{'limits': [" TB_RULE "}, " TB_RULE "}]}", "limits.1.name"},
@@ -456,7 +468,8 @@ static const struct {
     {K, "{'limits': [" TB_RULE ", 'key': []}]}", "limits.0.key"},
     {K, "{'limits': [" TB_RULE ", 'key': ['phone', 'phone']}]}", "limits.0.key"},
     {K, "{'limits': [" TB_RULE ", 'key': ['global', 'phone']}]}", "limits.0.key"},
-    {K, "{'limits': [" TB_RULE ", 'key': ['phone', 'device', 'api_key', 'purpose', 'region']}]}", "limits.0.key"},
+    {K, "{'limits': [" TB_RULE ", 'key': ['phone', 'device', 'api_key', 'purpose', 'region']}]}",
+     "limits.0.key"},
     {K, "{'limits': [" TB_RULE ", 'key': 'phone_prefix:0'}]}", "limits.0.key"},
     {K, "{'limits': [" TB_RULE ", 'key': 'phone_prefix:16'}]}", "limits.0.key"},
     {K, "{'limits': [" TB_RULE ", 'key': 'phone_prefix:07'}]}", "limits.0.key"},
@@ -470,38 +483,53 @@ static const struct {
     {K, "{'limits': [" TB_RULE ", 'algorithm': 'fixed_window', 'burst': 2}]}", "limits.0.burst"},
     {K, "{'limits': [" TB_RULE ", 'algorithm': 'fixed_window', 'limit': 1000000001}]}", "limits.0.limit"},
     {K, "{'limits': [" TB_RULE ", 'algorithm': 'sliding_log', 'limit': 1001}]}", "limits.0.limit"},
-    {K, "{'limits': [" TB_RULE ", 'algorithm': 'sliding_window_counter', 'limit': 1000001}]}", "limits.0.limit"},
-    {K, "{'limits': [" TB_RULE ", 'algorithm': 'sliding_window_counter', 'window': '31d'}]}", "limits.0.window"},
+    {K, "{'limits': [" TB_RULE ", 'algorithm': 'sliding_window_counter', 'limit': 1000001}]}",
+     "limits.0.limit"},
+    {K, "{'limits': [" TB_RULE ", 'algorithm': 'sliding_window_counter', 'window': '31d'}]}",
+     "limits.0.window"},
     {K, "{'limits': [" TB_RULE ", 'key': 'phone', 'algorithm': 'wrong_guess_cap', 'limit': 1001}]}",
      "limits.0.limit"},
     {K, "{'limits': [" TB_RULE ", 'algorithm': 'wrong_guess_cap'}]}", "limits.0.key"},
     {K, "{'limits': [" TB_RULE ", 'key': 'phone', 'algorithm': 'wrong_guess_cap', 'on': 'verify'}]}",
      "limits.0.on"},
-    {K, "{'limits': [" TB_RULE ", 'key': 'phone', 'algorithm': 'wrong_guess_cap', 'penalty': {'after': 1, "
-        "'within': '1m', 'block': '1m'}}]}", "limits.0.penalty"},
-    {K, "{'limits': [" TB_RULE ", 'key': 'phone', 'algorithm': 'wrong_guess_cap'}, {'name': 'w2', 'key': 'phone',"
-        " 'algorithm': 'wrong_guess_cap', 'limit': 3, 'window': '10m'}]}", "limits.1"},
-    {K, "{'limits': [{'name': 'r', 'key': 'device', 'algorithm': 'resend_delay', 'delay': '30s'}]}", "limits.0.key"},
+    {K,
+     "{'limits': [" TB_RULE ", 'key': 'phone', 'algorithm': 'wrong_guess_cap', 'penalty': {'after': 1, "
+     "'within': '1m', 'block': '1m'}}]}",
+     "limits.0.penalty"},
+    {K,
+     "{'limits': [" TB_RULE
+     ", 'key': 'phone', 'algorithm': 'wrong_guess_cap'}, {'name': 'w2', 'key': 'phone',"
+     " 'algorithm': 'wrong_guess_cap', 'limit': 3, 'window': '10m'}]}",
+     "limits.1"},
+    {K, "{'limits': [{'name': 'r', 'key': 'device', 'algorithm': 'resend_delay', 'delay': '30s'}]}",
+     "limits.0.key"},
     {K, "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay'}]}", "limits.0.delay"},
-    {K, "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'limit': 1}]}",
+    {K,
+     "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'limit': 1}]}",
      "limits.0.limit"},
-    {K, "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'window': '1m'}]}",
+    {K,
+     "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'window': "
+     "'1m'}]}",
      "limits.0.window"},
-    {K, "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'burst': 1}]}",
+    {K,
+     "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'burst': 1}]}",
      "limits.0.burst"},
-    {K, "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'on': 'both'}]}",
+    {K,
+     "{'limits': [{'name': 'r', 'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'on': 'both'}]}",
      "limits.0.on"},
     {K, "{'limits': [" TB_RULE ", 'penalty': {'after': 1, 'within': '1m'}}]}", "limits.0.penalty.block"},
     {K, "{'limits': [" TB_RULE ", 'penalty': {'after': 1, 'within': '999ms', 'block': '1m'}}]}",
      "limits.0.penalty.within"},
     {K, "{'limits': [" TB_RULE ", 'penalty': {'after': 1, 'within': '1m', 'block': '31d'}}]}",
      "limits.0.penalty.block"},
-    {K, "{'limits': [{'name': 'p1', 'key': 'phone_prefix:1', 'algorithm': 'fixed_window', 'limit': 1, "
-        "'window': '1h'}, {'name': 'p2', 'key': 'phone_prefix:2', 'algorithm': 'fixed_window', 'limit': 1, "
-        "'window': '1h'}, {'name': 'p3', 'key': 'phone_prefix:3', 'algorithm': 'fixed_window', 'limit': 1, "
-        "'window': '1h'}, {'name': 'p4', 'key': 'phone_prefix:4', 'algorithm': 'fixed_window', 'limit': 1, "
-        "'window': '1h'}, {'name': 'p5', 'key': 'phone_prefix:5', 'algorithm': 'fixed_window', 'limit': 1, "
-        "'window': '1h'}]}", "limits"},
+    {K,
+     "{'limits': [{'name': 'p1', 'key': 'phone_prefix:1', 'algorithm': 'fixed_window', 'limit': 1, "
+     "'window': '1h'}, {'name': 'p2', 'key': 'phone_prefix:2', 'algorithm': 'fixed_window', 'limit': 1, "
+     "'window': '1h'}, {'name': 'p3', 'key': 'phone_prefix:3', 'algorithm': 'fixed_window', 'limit': 1, "
+     "'window': '1h'}, {'name': 'p4', 'key': 'phone_prefix:4', 'algorithm': 'fixed_window', 'limit': 1, "
+     "'window': '1h'}, {'name': 'p5', 'key': 'phone_prefix:5', 'algorithm': 'fixed_window', 'limit': 1, "
+     "'window': '1h'}]}",
+     "limits"},
     /* phone, countries */
     {K, "{'phone': {'types': []}}", "phone.types"},
     {K, "{'phone': {'types': ['mobile', 'nope']}}", "phone.types.1"},
@@ -526,9 +554,11 @@ static const struct {
     {K, "{'cost': {'caps': [{'max': 5}]}}", "cost.caps.0.window"},
     {K, "{'cost': {'caps': [{'window': '1h'}]}}", "cost.caps.0.max"},
     {K, "{'cost': {'caps': [{'window': '1h', 'max': 5, 'per': 'x'}]}}", "cost.caps.0.per"},
-    {K, "{'cost': {'caps': [{'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, "
-        "{'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, "
-        "{'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}]}}", "cost.caps"},
+    {K,
+     "{'cost': {'caps': [{'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, "
+     "{'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, "
+     "{'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}, {'window': '1h', 'max': 1}]}}",
+     "cost.caps"},
     /* provider: what each type needs, and the keys of other types */
     {K, "{'provider': {'url': null}}", "provider.url"},
     {K, "{'provider': {'from': null}}", "provider.from"},
@@ -569,7 +599,8 @@ static void merge(json_t *dst, json_t *p)
     const char *k;
     json_t *v;
 
-    json_object_foreach(p, k, v) {
+    json_object_foreach(p, k, v)
+    {
         json_t *d = json_object_get(dst, k);
         if (json_is_null(v))
             json_object_del(dst, k);
