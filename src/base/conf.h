@@ -258,15 +258,16 @@ int64_t config_price_in(const struct cfg_price *prices, size_t n, const char *ph
 const char *config_key_name(enum cfg_key k);
 const char *config_algo_name(enum cfg_algo a);
 
-/* The largest limit a rule of algorithm a may take: a sliding log is
- * bounded by its memory, the counter by its exact integer arithmetic.
+/* The largest limit a rule of algorithm a may take: a sliding log and a
+ * wrong-guess cap (a log of guesses) are bounded by their memory, the
+ * counter by its exact integer arithmetic.
  * Config and admin overrides share it. */
 int64_t config_limit_max(enum cfg_algo a);
 
 /* Why limit cannot be the limit of a rule of algorithm a over window_ms,
  * when it is within 1 and config_limit_max(a) yet still does not fit (a
- * static sentence, to follow "must be ..."); NULL when it fits. A sliding
- * log beyond its bound, and a token bucket that would space requests less
+ * static sentence, to follow "must be ..."); NULL when it fits. A log
+ * (sliding_log, wrong_guess_cap) beyond its bound, and a token bucket that would space requests less
  * than 1 ms apart (issue.lua's step is whole ms), are refused, each with a
  * kind that holds such a limit. Config and admin overrides share it. */
 const char *config_limit_why(enum cfg_algo a, int64_t window_ms, int64_t limit);

@@ -155,7 +155,7 @@ int cfg_dur(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key,
         return 0;
     if (duration_parse(s, out_ms) != OTP_OK) {
         cfg_error(x, cfg_path(p, sizeof(p), parent, key),
-                  "must be a duration such as \"500ms\", \"30s\", \"10m\", \"2h\" or \"1d\"");
+                  "must be a duration such as \"500ms\", \"30s\", \"10m\", \"2h\", \"1d\" or \"1w\"");
         return 0;
     }
     return 1;
@@ -208,7 +208,18 @@ int config_scrub_env(void)
     return failed ? -1 : 0;
 }
 
-/* Reads the environment variable named by member key; NULL when absent. */
+/* 1 when name can be an environment variable's (POSIX's portable names:
+ * a letter or _, then letters, digits or _). */
+static int cfg_env_name_ok(const char *name)
+{
+    size_t n = strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
+
+    return n > 0 && name[n] == '\0' && (name[0] < '0' || name[0] > '9');
+}
+
+/* Reads the environment variable named by member key; NULL when absent.
+ * The name is checked with secrets off too (otpd --check): a name no
+ * variable can have would fail only at start. */
 char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const char *key, int required,
                      size_t min_len)
 {
@@ -216,9 +227,15 @@ char *cfg_env(struct cfg_ctx *x, json_t *obj, const char *parent, const char *ke
     const char *v;
     char *copy;
 
-    if (!cfg_str(x, obj, parent, key, required, name, sizeof(name)) || !cfg_read_secrets)
+    if (!cfg_str(x, obj, parent, key, required, name, sizeof(name)))
         return NULL;
     cfg_path(p, sizeof(p), parent, key);
+    if (!cfg_env_name_ok(name)) {
+        cfg_error(x, p, "must name an environment variable: a letter or _, then letters, digits or _");
+        return NULL;
+    }
+    if (!cfg_read_secrets)
+        return NULL;
     v = cfg_getenv(name);
     if (v == NULL || v[0] == '\0') {
         cfg_error(x, p, "environment variable %s is not set", name);
@@ -356,13 +373,11 @@ static void cfg_listen_internal(struct cfg_ctx *x, struct config *c, json_t *roo
     c->http.listen_internal_port = (int)port;
 }
 
-/* tls: present means HTTPS; both files are required (rows), and named. */
+/* tls: present means HTTPS; both files are required and named (rows). */
 static void cfg_tls(struct cfg_ctx *x, struct config *c, json_t *obj)
 {
-    if (json_is_string(json_object_get(obj, "cert")) && c->tls.cert[0] == '\0')
-        cfg_error(x, "tls.cert", "must name a file");
-    if (json_is_string(json_object_get(obj, "key")) && c->tls.key[0] == '\0')
-        cfg_error(x, "tls.key", "must name a file");
+    (void)x;
+    (void)obj;
     c->tls.on = 1;
 }
 
@@ -472,11 +487,15 @@ static void cfg_redis(struct cfg_ctx *x, struct config *c, json_t *r)
     cfg_redis_user(x, c, r);
 }
 
+static const char *const cfg_role_names[] = {"admin", NULL};
+#define CFG_CALLER_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
+
 static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     json_t *arr = json_object_get(root, "api_keys"), *k;
     size_t i, j;
-    char p[64], role[16];
+    char p[64], q[80];
+    int role;
 
     if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 256) {
         cfg_error(x, "api_keys", "must be an array of 1 to 256 keys");
@@ -496,17 +515,20 @@ static void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
             continue;
         }
         cfg_unknown(x, k, p, "api_keys.*");
-        cfg_str(x, k, p, "name", 1, a->name, sizeof(a->name));
-        a->key = cfg_env(x, k, p, "key_env", 1, 16);
-        if (cfg_str(x, k, p, "role", 0, role, sizeof(role))) {
-            if (strcmp(role, "admin") == 0)
-                a->admin = 1;
-            else
-                cfg_error(x, p, "role must be \"admin\" (or absent, for a caller)");
+        cfg_path(q, sizeof(q), p, "name");
+        /* The name is a metric label, a log field and part of Redis keys:
+         * nothing there may need quoting. */
+        if (cfg_str(x, k, p, "name", 1, a->name, sizeof(a->name)) &&
+            (a->name[0] == '\0' || strspn(a->name, CFG_CALLER_CHARS) != strlen(a->name))) {
+            cfg_error(x, q, "must be 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-'", CFG_NAME_MAX - 1);
+            a->name[0] = '\0';
         }
+        a->key = cfg_env(x, k, p, "key_env", 1, 16);
+        if (cfg_enum(x, k, p, "role", 0, cfg_role_names, &role))
+            a->admin = 1;
         for (j = 0; j + 1 < c->keys.n_api_keys; j++)
             if (a->name[0] && strcmp(c->keys.api_keys[j].name, a->name) == 0)
-                cfg_error(x, p, "name \"%s\" is used twice", a->name);
+                cfg_error(x, q, "\"%s\" is used twice", a->name);
     }
 }
 
@@ -798,16 +820,20 @@ static void cfg_rule(struct cfg_ctx *x, struct config *c, json_t *r, const char 
     rule->shadow = mode == 1;
     rule->local_fallback = fb == 1;
     if (algo == CFG_ALGO_RESEND_DELAY) {
+        static const char *const not_delay[] = {"limit", "window", "burst"};
         rule->limit = rule->burst = 1;
         cfg_dur(x, r, p, "delay", 1, &rule->window_ms);
-        if (json_object_get(r, "limit") || json_object_get(r, "window") || json_object_get(r, "burst"))
-            cfg_error(x, p, "resend_delay takes delay only, not limit, window or burst");
+        for (i = 0; i < sizeof(not_delay) / sizeof(not_delay[0]); i++)
+            if (json_object_get(r, not_delay[i]))
+                cfg_error(x, cfg_path(q, sizeof(q), p, not_delay[i]),
+                          "does not apply to resend_delay (it takes delay only)");
     } else if (algo >= 0) {
         json_t *lim = json_object_get(r, "limit");
         const char *why;
         /* A sliding log's bound has a reason worth saying; the others are
          * plain ranges. */
-        if (algo == CFG_ALGO_SLIDING_LOG && json_is_integer(lim) && json_integer_value(lim) > 1 &&
+        if ((algo == CFG_ALGO_SLIDING_LOG || algo == CFG_ALGO_WRONG_GUESS_CAP) && json_is_integer(lim) &&
+            json_integer_value(lim) > 1 &&
             (why = config_limit_why((enum cfg_algo)algo, 0, json_integer_value(lim))) != NULL)
             cfg_error(x, cfg_path(q, sizeof(q), p, "limit"), "must be %s", why);
         else
@@ -988,6 +1014,11 @@ static void cfg_caps(struct cfg_ctx *x, struct config *c, json_t *o)
 static void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *o)
 {
     json_t *prices = json_object_get(o, "prices");
+    const char *cur = c->limits.currency;
+
+    /* A metric label and the ledger's unit: ISO 4217's three letters. */
+    if (cur[0] && (strlen(cur) != 3 || strspn(cur, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != 3))
+        cfg_error(x, "cost.currency", "must be a currency code: three capital letters (ISO 4217)");
 
     /* A destination without a price would escape every cap: SMS pumping to
      * unpriced routes is the attack the caps exist for. */
@@ -1074,9 +1105,8 @@ static void cfg_kannel(struct cfg_ctx *x, struct config *c, json_t *o)
     pc->pass = cfg_env(x, o, "provider", "password_env", 1, 1);
     for (i = 0; s[i] > 0x20 && s[i] < 0x7f && s[i] != ';'; i++)
         ;
-    /* Only an smsc that was read (a bad one is reported already). */
-    if (json_is_string(json_object_get(o, "smsc")) && strcmp(json_string_value(json_object_get(o, "smsc")), s) == 0 &&
-        (i == 0 || s[i] != '\0'))
+    /* Only an smsc that was read (a bad or empty one is reported already). */
+    if (s[0] != '\0' && s[i] != '\0')
         cfg_error(x, "provider.smsc", "must be an smsc-id: 1 to 63 printable ASCII bytes without spaces or ';'");
     if (cfg_int(x, o, "provider", "priority", 0, 0, 3, &v))
         pc->priority = (int)v;
@@ -1090,6 +1120,19 @@ static void cfg_kannel(struct cfg_ctx *x, struct config *c, json_t *o)
         cfg_error(x, "provider.dlr_mask", "needs provider.callback_url, where Kannel sends the reports");
 }
 
+/* "webhook and kannel" for a mask of provider types (bit t: type t). */
+static const char *cfg_provider_types_text(unsigned types, char *out, size_t cap)
+{
+    size_t n = 0;
+    int t;
+
+    out[0] = '\0';
+    for (t = 0; cfg_provider_names[t] && n < cap; t++)
+        if (types & (1u << t))
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " and " : "", cfg_provider_names[t]);
+    return out;
+}
+
 /* After provider's rows: what each type requires, its secrets, and the
  * keys that belong to another type. */
 static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
@@ -1100,21 +1143,42 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
         [CFG_PROVIDER_KANNEL] = {"url", "from", NULL},
         [CFG_PROVIDER_TWILIO] = {NULL, NULL, NULL},
     };
-    /* Keys of one type only: named at once when given to another. */
+    /* Keys of some types only (a mask of them): named at once when given
+     * to another, rather than ignored. */
+#define CFG_PT(t) (1u << (t))
     static const struct {
         const char *key;
-        enum cfg_provider type;
+        unsigned types;
     } only[] = {
-        {"token_env", CFG_PROVIDER_WEBHOOK},         {"signing_secret_env", CFG_PROVIDER_WEBHOOK},
-        {"smsc", CFG_PROVIDER_KANNEL},               {"priority", CFG_PROVIDER_KANNEL},
-        {"validity", CFG_PROVIDER_KANNEL},           {"dlr_mask", CFG_PROVIDER_KANNEL},
-        {"username_env", CFG_PROVIDER_KANNEL},       {"password_env", CFG_PROVIDER_KANNEL},
-        {"account_sid_env", CFG_PROVIDER_TWILIO},    {"auth_token_env", CFG_PROVIDER_TWILIO},
-        {"api_key_sid_env", CFG_PROVIDER_TWILIO},    {"api_key_secret_env", CFG_PROVIDER_TWILIO},
-        {"messaging_service_sid", CFG_PROVIDER_TWILIO},
+        {"path", CFG_PT(CFG_PROVIDER_FILE)},
+        {"url", CFG_PT(CFG_PROVIDER_WEBHOOK) | CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"from", CFG_PT(CFG_PROVIDER_KANNEL) | CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"base_url", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"token_env", CFG_PT(CFG_PROVIDER_WEBHOOK)},
+        {"signing_secret_env", CFG_PT(CFG_PROVIDER_WEBHOOK)},
+        {"smsc", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"priority", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"validity", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"dlr_mask", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"username_env", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"password_env", CFG_PT(CFG_PROVIDER_KANNEL)},
+        {"account_sid_env", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"auth_token_env", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"api_key_sid_env", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"api_key_secret_env", CFG_PT(CFG_PROVIDER_TWILIO)},
+        {"messaging_service_sid", CFG_PT(CFG_PROVIDER_TWILIO)},
+    };
+    /* The URLs otpd calls, or gives the provider to call it back on. */
+    static const struct {
+        const char *key;
+        size_t off;
+    } urls[] = {
+        {"url", offsetof(struct provider_conf, url)},
+        {"base_url", offsetof(struct provider_conf, base_url)},
+        {"callback_url", offsetof(struct provider_conf, callback_url)},
     };
     json_t *t = json_object_get(o, "type");
-    char p[64];
+    char p[64], names[64];
     size_t i;
 
     /* A missing or unknown type is reported already; nothing else means anything then. */
@@ -1124,9 +1188,11 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
         if (json_object_get(o, need[c->provider.type][i]) == NULL)
             cfg_error(x, cfg_path(p, sizeof(p), "provider", need[c->provider.type][i]), "is required");
     for (i = 0; i < sizeof(only) / sizeof(only[0]); i++)
-        if (only[i].type != c->provider.type && json_object_get(o, only[i].key) != NULL)
+        if (!(only[i].types & CFG_PT(c->provider.type)) && json_object_get(o, only[i].key) != NULL)
             cfg_error(x, cfg_path(p, sizeof(p), "provider", only[i].key), "applies to %s only, not %s",
-                      cfg_provider_names[only[i].type], cfg_provider_names[c->provider.type]);
+                      cfg_provider_types_text(only[i].types, names, sizeof(names)),
+                      cfg_provider_names[c->provider.type]);
+#undef CFG_PT
     switch (c->provider.type) {
     case CFG_PROVIDER_FILE:
         break;
@@ -1152,15 +1218,18 @@ static void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o)
         cfg_twilio(x, c, o);
         break;
     }
-    if (c->provider.url[0] && strncmp(c->provider.url, "http://", 7) && strncmp(c->provider.url, "https://", 8))
-        cfg_error(x, "provider.url", "must be an http:// or https:// URL");
+    for (i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+        const char *u = (const char *)&c->provider + urls[i].off;
+        if (u[0] && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
+            cfg_error(x, cfg_path(p, sizeof(p), "provider", urls[i].key),
+                      "must be an http:// or https:// URL");
+    }
 }
 
 #define CFG_AT(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 #define CFG_NONE 0, 0
 
 static const char *const cfg_sending_names[] = {"resend", "fail", NULL};
-static const char *const cfg_role_names[] = {"admin", NULL};
 static const char *const cfg_log_formats[] = {"text", "json", NULL};               /* enum log_format's order */
 static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL}; /* enum log_level's */
 
@@ -1240,7 +1309,7 @@ const struct cfg_row cfg_rows[] = {
     {"api_keys", CFG_T_CUSTOM, CFG_REQUIRED, CFG_NONE, 0, 0, NULL, NULL, cfg_api_keys, "1 to 256 objects",
      "the callers"},
     {"api_keys.*.name", CFG_T_STR, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 0, CFG_NAME_MAX - 1, NULL, NULL, NULL,
-     "unique", NULL},
+     "A-Z, a-z, 0-9, '.', '_', '-'; unique", NULL},
     {"api_keys.*.key_env", CFG_T_ENV, CFG_BYHOOK | CFG_REQUIRED, CFG_NONE, 16, 0, NULL, NULL, NULL, NULL, NULL},
     {"api_keys.*.role", CFG_T_ENUM, CFG_BYHOOK, CFG_NONE, 0, 0, NULL, cfg_role_names, NULL,
      "\"admin\": the admin API only; absent: the OTP API only", NULL},
@@ -1285,8 +1354,9 @@ const struct cfg_row cfg_rows[] = {
     {"limits.*.algorithm", CFG_T_ENUM, CFG_BYHOOK | CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, algo_names,
      NULL, NULL, NULL},
     {"limits.*.limit", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL,
-     "1 to 1000 (sliding_log: its memory grows with the limit), 10^6 (sliding_window_counter), 10^9 "
-     "(fixed_window; token_bucket: at most one per ms of its window); not for resend_delay", NULL},
+     "1 to 1000 (sliding_log, wrong_guess_cap: their memory grows with the limit), 10^6 "
+     "(sliding_window_counter), 10^9 (fixed_window; token_bucket: at most one per ms of its window); not for "
+     "resend_delay", NULL},
     {"limits.*.window", CFG_T_DUR, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, NULL,
      "at most 30d for sliding_window_counter; not for resend_delay", NULL},
     {"limits.*.burst", CFG_T_INT, CFG_BYHOOK | CFG_RELOAD, CFG_NONE, 1, 1000000000, NULL, NULL, NULL,
@@ -1307,7 +1377,8 @@ const struct cfg_row cfg_rows[] = {
      NULL, NULL, NULL, NULL},
     {"cost", CFG_T_SECTION, 0, CFG_NONE, 0, 0, NULL, NULL, cfg_cost, NULL,
      "prices and spend caps"},
-    {"cost.currency", CFG_T_STR, CFG_REQUIRED, CFG_AT(limits.currency), 0, 0, NULL, NULL, NULL, "\"INR\", \"USD\"", NULL},
+    {"cost.currency", CFG_T_STR, CFG_REQUIRED, CFG_AT(limits.currency), 0, 0, NULL, NULL, NULL,
+     "ISO 4217: \"INR\", \"USD\"", NULL},
     {"cost.prices", CFG_T_CUSTOM, CFG_REQUIRED | CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_prices,
      "{\"+PREFIX\" or \"*\": minor units}; a \"*\" with caps", NULL},
     {"cost.caps", CFG_T_CUSTOM, CFG_RELOAD, CFG_NONE, 0, 0, NULL, NULL, cfg_caps, "at most 8", NULL},
@@ -1540,6 +1611,9 @@ const char *config_limit_why(enum cfg_algo a, int64_t window_ms, int64_t limit)
     if (a == CFG_ALGO_SLIDING_LOG && limit > config_limit_max(a))
         return "at most 1000 for sliding_log, which keeps every request of its window (its memory grows with "
                "the limit); use sliding_window_counter, fixed_window or token_bucket for larger limits";
+    if (a == CFG_ALGO_WRONG_GUESS_CAP && limit > config_limit_max(a))
+        return "at most 1000 for wrong_guess_cap, which keeps the time of every counted wrong guess in the "
+               "phone's hash (its memory grows with the limit)";
     if (a == CFG_ALGO_TOKEN_BUCKET && limit > window_ms)
         return "at most the window in ms for token_bucket, which spaces requests at least 1 ms apart; use a "
                "longer window, or fixed_window or sliding_window_counter";
@@ -1548,5 +1622,7 @@ const char *config_limit_why(enum cfg_algo a, int64_t window_ms, int64_t limit)
 
 int64_t config_limit_max(enum cfg_algo a)
 {
-    return a == CFG_ALGO_SLIDING_LOG ? 1000 : a == CFG_ALGO_SLIDING_WINDOW_COUNTER ? 1000000 : 1000000000;
+    if (a == CFG_ALGO_SLIDING_LOG || a == CFG_ALGO_WRONG_GUESS_CAP)
+        return 1000;
+    return a == CFG_ALGO_SLIDING_WINDOW_COUNTER ? 1000000 : 1000000000;
 }

@@ -182,7 +182,12 @@ static void cfg_read_row(struct cfg_ctx *x, struct config *c, const struct cfg_r
         cfg_put_int(c, r, v);
         break;
     case CFG_T_STR:
-        cfg_str(x, obj, parent, key, 0, (char *)c + r->off, r->hi > 0 ? (size_t)r->hi + 1 : r->size);
+        /* "" is never a value (a file, a URL, a name): leaving the key out
+         * says "none" or "the default". */
+        if (json_is_string(json_object_get(obj, key)) && json_string_length(json_object_get(obj, key)) == 0)
+            cfg_error(x, p, "must not be empty (leave the key out instead)");
+        else
+            cfg_str(x, obj, parent, key, 0, (char *)c + r->off, r->hi > 0 ? (size_t)r->hi + 1 : r->size);
         break;
     case CFG_T_ENUM:
         if (cfg_enum(x, obj, parent, key, 0, r->names, &idx))
@@ -317,8 +322,9 @@ void config_print_table(FILE *f)
                 n = (size_t)snprintf(vals, sizeof(vals), "at least %s", cfg_dur_text(r->lo, a, sizeof(a)));
             break;
         case CFG_T_STR:
-            n = (size_t)snprintf(vals, sizeof(vals), "at most %lld bytes",
-                                 (long long)(r->hi > 0 ? r->hi : (int64_t)(r->size ? r->size - 1 : CFG_STR_MAX - 1)));
+            n = (size_t)snprintf(
+                vals, sizeof(vals), "1 to %lld bytes",
+                (long long)(r->hi > 0 ? r->hi : (int64_t)(r->size ? r->size - 1 : CFG_STR_MAX - 1)));
             break;
         case CFG_T_ENUM:
             for (k = 0; r->names[k] && n < sizeof(vals); k++)

@@ -1,4 +1,4 @@
-/* duration: "30s" -> 30000. Called at config load only. */
+/* duration: "30s" -> 30000; units ms, s, m, h, d and w. Called at config load only. */
 #include "duration.h"
 
 #include <string.h>
@@ -28,6 +28,8 @@ enum otp_rc duration_parse(const char *s, int64_t *out_ms)
         unit_ms = 3600 * 1000;
     else if (strcmp(p, "d") == 0)
         unit_ms = 24 * 3600 * 1000;
+    else if (strcmp(p, "w") == 0)
+        unit_ms = 7 * 24 * 3600 * 1000;
     else
         return OTP_EINVAL;
     if (n == 0 || n > DURATION_MAX_MS / unit_ms)

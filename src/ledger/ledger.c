@@ -16,6 +16,7 @@
 
 #include "../base/clock.h"
 #include "../base/fnv.h"
+#include "../base/log.h"
 #include "../base/metrics.h"
 #include "chain.h"
 #include "schema.h"
@@ -526,8 +527,10 @@ static int ledger_txn(struct ledger *l, enum ledger_txn t)
 /* Commits one batch (whole groups); returns 0, or -1 when it was rolled
  * back. A group whose statement breaks a constraint is rolled back to its
  * savepoint and reported failed; the rest of the batch still commits. Sets
- * each waiter's result; the caller marks them done after the commit. */
-static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *bad_groups)
+ * each waiter's result; the caller marks them done after the commit. why
+ * (cap bytes) gets SQLite's word on the first failure. */
+static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *bad_groups, char *why,
+                         size_t cap)
 {
     struct ledger_op *op;
     int rc = ledger_txn(l, LT_BEGIN), group_failed = 0;
@@ -546,6 +549,8 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
         if (rc == SQLITE_OK && !group_failed) {
             rc = ledger_exec(l, op);
             if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+                if (*bad_groups == 0)
+                    snprintf(why, cap, "%s", sqlite3_errmsg(l->wdb));
                 group_failed = 1;
                 rc = SQLITE_OK;
             }
@@ -567,11 +572,26 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
     if (rc == SQLITE_OK)
         rc = ledger_txn(l, LT_COMMIT);
     if (rc != SQLITE_OK) {
+        snprintf(why, cap, "%s", sqlite3_errmsg(l->wdb));
         sqlite3_exec(l->wdb, "ROLLBACK", NULL, NULL, NULL);
         l->chain_stale = 1;
         return -1;
     }
     return 0;
+}
+
+/* A commit that failed, or groups it refused, said in the log: a row
+ * submitted without waiting (a send, a state change) has no one else to
+ * tell. SQLite's message names the failure, never a row's values. */
+static void ledger_log_failure(int failed, uint64_t rows, uint64_t bad_groups, const char *why)
+{
+    if (failed)
+        log_event(LOG_ERROR, "ledger.failed", LOG_FIELDS(LOG_INT("rows", rows), LOG_STR("reason", why)),
+                  "ledger: a commit failed, %llu rows not recorded: %s", (unsigned long long)rows, why);
+    else if (bad_groups > 0)
+        log_event(
+            LOG_ERROR, "ledger.failed", LOG_FIELDS(LOG_INT("groups", bad_groups), LOG_STR("reason", why)),
+            "ledger: %llu groups of rows refused, not recorded: %s", (unsigned long long)bad_groups, why);
 }
 
 /*
@@ -725,6 +745,7 @@ static void *ledger_writer(void *arg)
     for (;;) {
         struct ledger_op *batch, *op, *last;
         uint64_t n, bad_groups = 0, t0_ns;
+        char why[256] = "";
         int failed;
         /* Past seconds' counted rows, even while work never stops coming. */
         ledger_agg_flush_locked(l, clock_wall_ms() / 1000);
@@ -745,8 +766,9 @@ static void *ledger_writer(void *arg)
         pthread_mutex_unlock(&l->mu);
 
         t0_ns = clock_mono_ns();
-        failed = ledger_commit(l, batch, &bad_groups) < 0;
+        failed = ledger_commit(l, batch, &bad_groups, why, sizeof(why)) < 0;
         metrics_observe_us(METRICS_H_LEDGER_COMMIT, (clock_mono_ns() - t0_ns) / 1000);
+        ledger_log_failure(failed, n, bad_groups, why);
 
         pthread_mutex_lock(&l->mu);
         l->stats.queue_depth -= n;

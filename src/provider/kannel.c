@@ -93,6 +93,17 @@ static enum otp_rc kannel_prepare(void *self, const struct sms *m, struct provid
     return bad ? OTP_EINVAL : OTP_OK;
 }
 
+/* 1 when s (n bytes) holds a run of at least 4 digits: a code has
+ * otp.length digits (4 to 10), so a quote of the message would. */
+static int kannel_has_digits(const char *s, int n)
+{
+    int i, run = 0;
+
+    for (i = 0; i < n && run < 4; i++)
+        run = s[i] >= '0' && s[i] <= '9' ? run + 1 : 0;
+    return run >= 4;
+}
+
 static void kannel_classify(void *self, long status, const char *body, size_t len, struct provider_result *res)
 {
     struct kannel *k = self;
@@ -103,10 +114,13 @@ static void kannel_classify(void *self, long status, const char *body, size_t le
         return;
     /* Kannel's own answers ("Authorization failed for sendsms") help the
      * operator; a proxy's error page might echo our URL, which holds the
-     * password and the code, so anything that looks like it is dropped. */
+     * password and the code, and a refusal may quote the message, code and
+     * all, so anything that looks like either is dropped: the reason goes
+     * to the log and the ledger. */
     if (memmem(body, (size_t)n, k->pass, strlen(k->pass)) || memmem(body, (size_t)n, "password", 8) ||
-        memmem(body, (size_t)n, "text=", 5))
-        snprintf(res->error, sizeof(res->error), "HTTP %ld (answer withheld: it echoes the request)", status);
+        memmem(body, (size_t)n, "text=", 5) || kannel_has_digits(body, n))
+        snprintf(res->error, sizeof(res->error), "HTTP %ld (answer withheld: it may echo the request)",
+                 status);
     else
         snprintf(res->error, sizeof(res->error), "HTTP %ld: %.*s", status, n, body);
 }

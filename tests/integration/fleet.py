@@ -29,8 +29,8 @@ import tempfile
 import time
 import unittest
 
-from harness import (API_KEY, FakeProvider, Otpd, PortClash, Redis, base_config, free_port, owns_port,
-                     sanitizer_reports, wait_until)
+from harness import (API_KEY, FakeProvider, Otpd, PortClash, Redis, base_config, clear_of_window_edges, free_port,
+                     owns_port, sanitizer_reports, wait_until)
 
 
 def merged(cfg, over):
@@ -300,6 +300,7 @@ class FleetTest(unittest.TestCase):
             self.fleet = Fleet(self.tmp, self.redis, self.fakes, self.env, self.configure)
             if self.n:
                 self.fleet.start(self.n, **self.overrides())
+                clear_of_window_edges(self.redis, self.fleet[0].config)
         except BaseException:
             self._stop_all()
             raise

@@ -147,6 +147,40 @@ def run_bin(workdir, name, args, env=None, **kw):
     return r
 
 
+def duration_ms(text):
+    """A config duration ("500ms", "30s", "10m", "1h", "1d", "1w") in ms."""
+    m = re.match(r"^(\d+)(ms|s|m|h|d|w)$", text)
+    return int(m.group(1)) * {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000, "w": 604800000}[m.group(2)]
+
+
+# Windows aligned to Unix time (fixed_window, sliding_window_counter, cost
+# caps) at least this long are kept clear of by every test's start: a test
+# that counts in one must never see it roll over, wherever the clock falls.
+# Shorter ones the tests align to themselves (they sleep to a chosen edge).
+EDGE_MIN_WINDOW_MS = 600000
+EDGE_MARGIN_MS = 30000
+
+
+def aligned_windows_ms(cfg):
+    """The lengths of cfg's Unix-aligned windows, in ms."""
+    texts = [r.get("window") for r in cfg.get("limits", [])
+             if r.get("algorithm") in ("fixed_window", "sliding_window_counter")]
+    texts += [c.get("window") for c in (cfg.get("cost") or {}).get("caps", [])]
+    return sorted({duration_ms(t) for t in texts if isinstance(t, str) and re.match(r"^\d+(ms|s|m|h|d|w)$", t)})
+
+
+def clear_of_window_edges(redis, cfg, margin_ms=EDGE_MARGIN_MS):
+    """Sleeps past the next edge of cfg's long aligned windows when fewer
+    than margin_ms are left before it on Redis's clock (the scripts' clock)."""
+    for w in aligned_windows_ms(cfg):
+        if w < EDGE_MIN_WINDOW_MS:
+            continue
+        s, us = redis.cmd("TIME")
+        left = w - (int(s) * 1000 + int(us) // 1000) % w
+        if left < margin_ms:
+            time.sleep(left / 1000.0 + 0.05)
+
+
 def wait_until(pred, timeout=10.0, step=0.02, what="condition"):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -552,6 +586,7 @@ class OtpdTest(unittest.TestCase):
                 except PortClash:
                     if attempt == 4:
                         raise
+            clear_of_window_edges(self.redis, self.otpd.config)
         except BaseException:
             self._stop_all()
             raise

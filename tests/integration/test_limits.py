@@ -19,21 +19,14 @@ import re
 import signal
 import threading
 import time
-import unittest
 
-from harness import OTHER_KEY, ROOT, OtpdTest, Redis, code_of, wait_until
+from harness import OTHER_KEY, ROOT, OtpdTest, Redis, code_of, duration_ms, wait_until
 
 P = "+919812345678"
 P2 = "+919812345679"
 P3 = "+919812345670"
 POLICY_RE = re.compile(r'^"([a-z0-9_]+)";q=(\d+);w=(\d+)$')
 RATELIMIT_RE = re.compile(r'^"([a-z0-9_]+)";r=(\d+);t=(\d+)$')
-
-
-def duration_ms(text):
-    """A config duration ("500ms", "30s", "10m", "1h", "1d") in ms."""
-    m = re.match(r"^(\d+)(ms|s|m|h|d)$", text)
-    return int(m.group(1)) * {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000}[m.group(2)]
 
 
 def wrong_of(code):

@@ -882,11 +882,11 @@ static void test_rule_errors(void **state)
         {P_LIMITS, RULE_PRE "'key': 'client_ip', 'algorithm': 'resend_delay', 'delay': '30s'}]",
          "limits.0.key", "resend_delay rules are keyed on phone", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'limit': 1}]",
-         "limits.0", "resend_delay takes delay only", 1},
+         "limits.0.limit", "does not apply to resend_delay (it takes delay only)", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'window': '1m'}]",
-         "limits.0", "resend_delay takes delay only", 1},
+         "limits.0.window", "does not apply to resend_delay (it takes delay only)", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30s', 'burst': 1}]",
-         "limits.0", "resend_delay takes delay only", 1},
+         "limits.0.burst", "does not apply to resend_delay (it takes delay only)", 1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'resend_delay'}]", "limits.0.delay", "is required",
          1},
         {P_LIMITS, RULE_PRE "'key': 'phone', 'algorithm': 'resend_delay', 'delay': '30'}]", "limits.0.delay",
@@ -1116,7 +1116,7 @@ static void test_member_errors(void **state)
         {P_API_KEYS,
          "'api_keys': [{'name': 'k', 'key_env': 'OTPD_KEY_LOGIN_WEB'}, {'name': 'k', 'key_env':"
          " 'OTPD_TEST_KEY2'}]",
-         "api_keys.1", "name \"k\" is used twice", 1},
+         "api_keys.1.name", "\"k\" is used twice", 1},
         {P_API_KEYS, "'api_keys': []", "api_keys", "must be an array of 1 to 256 keys", 1},
         {P_API_KEYS, "'api_keys': ['k']", "api_keys.0", "must be an object", 1},
         {P_API_KEYS, "", "api_keys", "is required", 1},
@@ -1254,7 +1254,7 @@ static void test_member_errors(void **state)
         {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'signing_secret_env': 'OTPD_TEST_SECRET_32'}", "provider.signing_secret_env", "applies to webhook only, not kannel", 1},
         {P_PROVIDER, "'provider': {'type': 'webhook', 'url': 'http://w', 'api_key_sid_env': 'TWILIO_KEY_SID'}", "provider.api_key_sid_env", "applies to twilio only, not webhook", 1},
         /* Kannel: what its sendsms takes. */
-        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': ''}", "provider.smsc", "must be an smsc-id", 1},
+        {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': ''}", "provider.smsc", "must not be empty", 1},
         {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': 'a b'}", "provider.smsc", "without spaces or ';'", 1},
         {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': 'a;b'}", "provider.smsc", "without spaces or ';'", 1},
         {P_PROVIDER, "'provider': {'type': 'kannel', 'url': 'http://k/', 'from': 'X', 'username_env': 'KANNEL_USER', 'password_env': 'KANNEL_PASS', 'smsc': 3}", "provider.smsc", "must be a string", 1},
@@ -1280,7 +1280,7 @@ static void test_member_errors(void **state)
         {P_EXTRA, "'listen_internal': 9101", "listen_internal", "must be a string", 1},
         {P_EXTRA, "'tls': {'cert': 'c.pem'}", "tls.key", "is required", 1},
         {P_EXTRA, "'tls': {'key': 'k.pem'}", "tls.cert", "is required", 1},
-        {P_EXTRA, "'tls': {'cert': '', 'key': 'k.pem'}", "tls.cert", "must name a file", 1},
+        {P_EXTRA, "'tls': {'cert': '', 'key': 'k.pem'}", "tls.cert", "must not be empty", 1},
         {P_EXTRA, "'tls': {'cert': 'c.pem', 'key': 'k.pem', 'ca': 'x'}", "tls.ca", "unknown key", 1},
         {P_EXTRA, "'tls': 'c.pem'", "tls", "must be an object", 1},
     };
@@ -1349,7 +1349,7 @@ static void test_many_errors(void **state)
     assert_true(has_error(errors, "otp.length", "from 4 to 10"));
     assert_true(has_error(errors, "limits.0.window", "must be a duration"));
     assert_true(has_error(errors, "limits.1.name", "\"a\" is used twice"));
-    assert_true(has_error(errors, "limits.1", "resend_delay takes delay only"));
+    assert_true(has_error(errors, "limits.1.limit", "does not apply to resend_delay"));
     assert_true(has_error(errors, "extra", "unknown key"));
     if (error_lines(errors) != 9) {
         fprintf(stderr, "%s", errors);

@@ -48,6 +48,7 @@ static void test_units(void **state)
     expect_ms("10m", 600000);
     expect_ms("2h", 7200000);
     expect_ms("1d", DAY_MS);
+    expect_ms("1w", 7 * DAY_MS);
     expect_ms("1000ms", 1000);
     expect_ms("90s", 90000);
 }
@@ -62,6 +63,8 @@ static void test_upper_bound(void **state)
     expect_ms("31622400s", MAX_MS);
     expect_ms("31622400000ms", MAX_MS);
     /* One unit more is refused. */
+    expect_ms("52w", 364 * DAY_MS);
+    expect_einval("53w");
     expect_einval("367d");
     expect_einval("8785h");
     expect_einval("527041m");
@@ -97,6 +100,8 @@ static void test_malformed(void **state)
     expect_einval("10S");
     expect_einval("10sec");
     expect_einval("10mss");
+    expect_einval("1W");
+    expect_einval("1wk");
     expect_einval("10ss");
     expect_einval("1.5s");
     expect_einval(" 1s");

@@ -578,6 +578,26 @@ static void test_idle_earns_no_burst(void **state)
     assert_int_equal(tat_us, 5 + period_us);
 }
 
+/* The take at its edges: a microsecond before tat, at tat and after it. */
+static void test_take_edges(void **state)
+{
+    int64_t period_us = sched_period_us(50), t_us = 1700000000000000, tat_us;
+
+    (void)state;
+    /* Asked a microsecond early: the slot is tat, never now. */
+    tat_us = t_us;
+    assert_int_equal(sched_gcra_take(&tat_us, t_us - 1, period_us), t_us);
+    assert_int_equal(tat_us, t_us + period_us);
+    /* Asked at tat: tat. */
+    tat_us = t_us;
+    assert_int_equal(sched_gcra_take(&tat_us, t_us, period_us), t_us);
+    assert_int_equal(tat_us, t_us + period_us);
+    /* A microsecond late: now, and the next a period after now, not after the old tat. */
+    tat_us = t_us;
+    assert_int_equal(sched_gcra_take(&tat_us, t_us + 1, period_us), t_us + 1);
+    assert_int_equal(tat_us, t_us + 1 + period_us);
+}
+
 static void test_restart_does_not_burst(void **state)
 {
     const int64_t rate = 30;
@@ -918,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_min_life_and_too_late),
         cmocka_unit_test(test_full_retry),
         cmocka_unit_test(test_idle_earns_no_burst),
+        cmocka_unit_test(test_take_edges),
         cmocka_unit_test(test_restart_does_not_burst),
         cmocka_unit_test(test_pause_holds_every_sender),
         cmocka_unit_test(test_worst_case_spacing),
