@@ -57,8 +57,8 @@ MUTANTS = [
          why="unlock with api_key clears every caller's lock on the phone"),
     dict(name="admin-block-not-on-verify",
          file="src/otp/otp.c",
-         old="    if (blocked(o, rq, out, out->reason))\n        goto done;\n",
-         new="",
+         old="     * spend Redis round trips on it. */\n    if (blocked(o, rq, out, out->reason))\n        goto refused;\n",
+         new="     * spend Redis round trips on it. */\n",
          test="test_admin.FleetTest.test_block_seen_everywhere_and_ends",
          why="blocks that let verifies through"),
 ]
