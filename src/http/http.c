@@ -642,11 +642,12 @@ static char *http_idem_pack(void *ctx, const struct otp_answer *a)
  * only while free: the decision claims it, and its answer is stored with
  * its commit. out->body NULL: out of memory.
  */
-static void http_decide(struct http *h, const char *key, const char *op, json_t *j, struct otp_req *rq,
+static void http_decide(struct http *h, const char *key, const char *op, json_t *j, const struct otp_req *req,
                         const char *guess, struct http_out *out)
 {
     struct idem_claim cl;
     struct otp_idem idem = {&cl, http_idem_pack, NULL};
+    struct otp_req r = *req, *rq = &r;
     struct otp_answer a;
     char *canon = NULL, *request = NULL;
     int tries;

@@ -1552,7 +1552,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
      * every verify 27 KB of clearing, and the worker arenas' heaps grew
      * and shrank around them (mprotect). */
     struct limits_args a;
-    struct limits_undo ub, *u = rq->idem ? &out->undo : &ub;
+    struct limits_undo ub, *u = &ub;
     struct store_reply *rep = NULL;
     char cerr[OTP_ERR_LEN];
     char wkey[LIMITS_KEY_LEN], wfield[LIMITS_KEY_LEN] = "", key[LIMITS_KEY_LEN], prefix[PHONE_MAX];
@@ -1565,7 +1565,9 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
 
     memset(out, 0, sizeof(*out));
     a.n = 0;
-    u->hold[0] = '\0'; /* a verify holds nothing (limits_commit, undo_op send it) */
+    if (rq->idem != NULL)
+        u = &out->undo; /* the caller commits it, with its answer */
+    u->hold[0] = '\0';  /* a verify holds nothing (limits_commit, undo_op send it) */
     u->idem_at = 0;
     flush_first(l);
     gen = rcache_gen(l->rc); /* before the rules, as in limits_issue */
