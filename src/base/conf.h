@@ -215,6 +215,7 @@ struct otp_conf {
     int64_t ttl_ms;
     int max_attempts;
     char tmpl[CFG_STR_MAX]; /* otp.template */
+    int idem_keys;          /* otp.idempotency_keys: Idempotency-Keys one caller may hold at once */
 };
 
 /* The rules and what is decided beside them: the cost (prices, caps,

@@ -1320,6 +1320,9 @@ const struct cfg_row cfg_rows[] = {
      "a code's life"},
     {"otp.max_attempts", CFG_T_INT, 0, CFG_AT(otp.max_attempts), 1, 100, "5", NULL, NULL, NULL,
      "wrong guesses before a code is dead"},
+    {"otp.idempotency_keys", CFG_T_INT, 0, CFG_AT(otp.idem_keys), 1, 10000000, "100000", NULL, NULL, NULL,
+     "Idempotency-Keys one caller may hold at once (each kept 24 h, under 1 KB of Redis); "
+     "past that, 429 `idempotency_keys`"},
     {"otp.template", CFG_T_STR, CFG_RELOAD, CFG_AT(otp.tmpl), 0, 320,
      "{code} is your login code. It expires in {minutes} minutes.", NULL, NULL, NULL,
      "the SMS text: `{code}`, `{minutes}`"},

@@ -583,39 +583,26 @@ static int http_idem_key(struct MHD_Connection *con, const char **key)
     return x.n == 0 || (x.n == 1 && idem_key_ok(x.value));
 }
 
+/* How often one request looks its Idempotency-Key up: again when its
+ * decision found the key another request's, or its claim lapsed first. */
+#define HTTP_IDEM_TRIES 3
+
 /*
- * Before an issue or verify (op) with body j is decided: with an
- * Idempotency-Key, claims it for api_key in cl. Returns 1 when the request
- * must be decided now (then http_idem_send ends the claim), or 0 with the
- * answer to send in out: the first request's answer again, a reused key
- * (422), a duplicate still deciding after the wait (409), or a store
- * failure (503, fail closed, never stored).
+ * Looks cl's key up before a decision (op names it in the log). Returns 1
+ * when the key is free and the request must be decided now, or 0 with
+ * the answer to send in out: the first request's answer again, a reused
+ * key (422), a duplicate still deciding after the wait (409), or a store
+ * failure (503, fail closed).
  */
-static int http_idem_begin(struct http *h, const char *key, const char *op, json_t *j, const char *api_key,
-                           struct idem_claim *cl, struct http_out *out)
+static int http_idem_begin(struct http *h, const struct idem_claim *cl, const char *op, struct http_out *out)
 {
     struct otp_answer a = {0};
     enum idem_state st = IDEM_BUSY;
-    char *canon, *request = NULL, *stored = NULL, err[OTP_ERR_LEN] = "";
+    char *stored = NULL, err[OTP_ERR_LEN] = "";
     int64_t retry_ms = 0;
-    enum otp_rc rc;
-    int decide = 0;
 
-    memset(cl, 0, sizeof(*cl));
     memset(out, 0, sizeof(*out));
-    if (key == NULL)
-        return 1;
-    /* Same request, same hash: the body's fields, sorted, whatever their
-     * order or spacing on the wire. */
-    canon = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-    if (canon == NULL || asprintf(&request, "%s\n%s", op, canon) < 0) {
-        free(canon);
-        return 0; /* out of memory: out->body NULL drops the connection */
-    }
-    free(canon);
-    rc = idem_begin(otp_idem(h->otp), api_key, key, request, cl, &st, &stored, &retry_ms, err);
-    free(request);
-    if (rc != OTP_OK) {
+    if (idem_begin(otp_idem(h->otp), cl, &st, &stored, &retry_ms, err) != OTP_OK) {
         log_msg(LOG_WARN, "%s refused, store unavailable for its Idempotency-Key: %s", op, err);
         a.retry_after_s = retry_ms > 1000 ? (retry_ms + 999) / 1000 : 1;
         http_out_problem(h, out, OUT_STORE_UNAVAILABLE, "the rate-limit store is unavailable", &a);
@@ -623,8 +610,7 @@ static int http_idem_begin(struct http *h, const char *key, const char *op, json
     }
     switch (st) {
     case IDEM_NEW:
-        decide = 1;
-        break;
+        return 1;
     case IDEM_REPLAY:
         if (http_cur != NULL)
             snprintf(http_cur->outcome, sizeof(http_cur->outcome), "replayed");
@@ -635,8 +621,7 @@ static int http_idem_begin(struct http *h, const char *key, const char *op, json
         }
         break;
     case IDEM_MISMATCH:
-        http_out_problem(h, out, OUT_IDEM_REUSED,
-                         "this Idempotency-Key was used with another request", NULL);
+        http_out_problem(h, out, OUT_IDEM_REUSED, "this Idempotency-Key was used with another request", NULL);
         break;
     case IDEM_BUSY:
         a.retry_after_s = 1;
@@ -645,30 +630,88 @@ static int http_idem_begin(struct http *h, const char *key, const char *op, json
         break;
     }
     free(stored);
-    return decide;
+    return 0;
 }
 
-/* Ends a claim of http_idem_begin with the decided answer out and sends
- * it. The answer is kept for replay unless it was our own failure (Redis
- * or the ledger): then the key is given up, so a retry is decided afresh. */
-static enum MHD_Result http_idem_send(struct http *h, struct MHD_Connection *con, struct idem_claim *cl,
-                                      struct http_out *out, enum otp_rc rc)
+/* The answer of an issue or a verify as sent, and as an Idempotency-Key
+ * stores it: 202 or 200 with its JSON, else its problem. A 409 from otp
+ * (the key was another request's, every time) is this layer's to count. */
+static void http_answer_out(struct http *h, const struct otp_answer *a, struct http_out *out)
 {
-    char *packed;
+    if (a->outcome == OUT_ACCEPTED)
+        http_out_set(out, 202, "application/json",
+                     http_json_text(json_pack("{s:s, s:s, s:I, s:I}", "id", a->id, "verification_id",
+                                              a->verification_id, "expires_in", (json_int_t)a->expires_in_s,
+                                              "resend_after", (json_int_t)a->resend_after_s)),
+                     a);
+    else if (a->outcome == OUT_VERIFIED)
+        http_out_set(
+            out, 200, "application/json",
+            http_json_text(json_pack("{s:b, s:s}", "verified", 1, "verification_id", a->verification_id)), a);
+    else
+        http_out_problem(a->outcome == OUT_IDEM_IN_USE ? h : NULL, out, a->outcome, a->detail, a);
+}
 
-    if (cl->token[0] == '\0')
-        return http_send(con, out, NULL);
-    if (rc == OTP_ESTORE || rc == OTP_EIO || out->body == NULL) {
-        idem_end(otp_idem(h->otp), cl, NULL);
-    } else if ((packed = http_out_pack(out)) != NULL) {
-        idem_end(otp_idem(h->otp), cl, packed);
-        free(packed);
-    } else {
-        /* The decision may have cost an SMS: leave the claim to expire
-         * rather than let a retry decide again at once. */
-        log_msg(LOG_ERROR, "out of memory storing an Idempotency-Key answer");
+/* otp's pack hook (struct otp_idem): the text a replay of a sends. */
+static char *http_idem_pack(void *ctx, const struct otp_answer *a)
+{
+    struct http_out out;
+    char *text;
+
+    (void)ctx;
+    http_answer_out(NULL, a, &out);
+    text = http_out_pack(&out);
+    free(out.body);
+    return text;
+}
+
+/*
+ * Decides issue or verify (op; guess NULL for an issue) rq, whose body is
+ * j, into out. Refusals that need no Redis come first and are never kept.
+ * With an Idempotency-Key (key), the key is looked up next, and decided
+ * only while free: the decision claims it, and its answer is stored with
+ * its commit. out->body NULL: out of memory.
+ */
+static void http_decide(struct http *h, const char *key, const char *op, json_t *j, const struct otp_req *req,
+                        const char *guess, struct http_out *out)
+{
+    struct idem_claim cl;
+    struct otp_idem idem = {&cl, http_idem_pack, NULL};
+    struct otp_req r = *req, *rq = &r;
+    struct otp_answer a;
+    char *canon = NULL, *request = NULL;
+    int tries;
+
+    memset(out, 0, sizeof(*out));
+    if (guess ? otp_verify_screen(h->otp, rq, guess, &a) : otp_issue_screen(h->otp, rq, &a))
+        goto answer;
+    if (key != NULL) {
+        /* Same request, same hash: the body's fields, sorted, whatever
+         * their order or spacing on the wire. */
+        canon = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        if (canon == NULL || asprintf(&request, "%s\n%s", op, canon) < 0 ||
+            idem_prepare(otp_idem(h->otp), rq->api_key, key, request, &cl) != OTP_OK)
+            goto out; /* out of memory: out->body NULL drops the connection */
+        rq->idem = &idem;
     }
-    return http_send(con, out, NULL);
+    for (tries = 0; tries < HTTP_IDEM_TRIES; tries++) {
+        if (key != NULL && !http_idem_begin(h, &cl, op, out))
+            goto out;
+        if (guess)
+            otp_verify(h->otp, rq, guess, &a);
+        else
+            otp_issue(h->otp, rq, &a);
+        if (a.outcome != OUT_IDEM_IN_USE) {
+            if (key != NULL)
+                idem_decided(otp_idem(h->otp));
+            break;
+        }
+    }
+answer:
+    http_answer_out(h, &a, out);
+out:
+    free(canon);
+    free(request);
 }
 
 static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, struct http_req *rq,
@@ -677,8 +720,6 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     static const char *const fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
     struct otp_req ir = {0};
     struct phone_info pi;
-    struct otp_answer a;
-    struct idem_claim cl;
     struct http_out out;
     const char *purpose, *key;
     enum otp_outcome bad;
@@ -706,22 +747,9 @@ static enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, st
     ir.device_id = http_field(j, "device_id");
     ir.client_ip = http_field(j, "client_ip");
     ir.purpose = purpose;
-    if (!http_idem_begin(h, key, "issue", j, api_key, &cl, &out)) {
-        json_decref(j);
-        return http_send(con, &out, NULL);
-    }
-    otp_issue(h->otp, &ir, &a);
+    http_decide(h, key, "issue", j, &ir, NULL, &out);
     json_decref(j);
-    if (a.rc != OTP_OK)
-        http_out_problem(NULL, &out, a.outcome, a.detail, &a);
-    else
-        http_out_set(
-            &out, 202, "application/json",
-            http_json_text(json_pack("{s:s, s:s, s:I, s:I}", "id", a.id, "verification_id", a.verification_id,
-                                     "expires_in", (json_int_t)a.expires_in_s, "resend_after",
-                                     (json_int_t)a.resend_after_s)),
-            &a);
-    return http_idem_send(h, con, &cl, &out, a.rc);
+    return http_send(con, &out, NULL);
 }
 
 static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, struct http_req *rq,
@@ -730,8 +758,6 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     static const char *const fields[] = {"phone", "code", "device_id", "client_ip", "purpose", NULL};
     struct otp_req vr = {0};
     struct phone_info pi;
-    struct otp_answer a;
-    struct idem_claim cl;
     struct http_out out;
     const char *code, *key;
     enum otp_outcome bad;
@@ -762,19 +788,9 @@ static enum MHD_Result http_verify(struct http *h, struct MHD_Connection *con, s
     vr.type = pi.type;
     vr.device_id = http_field(j, "device_id");
     vr.client_ip = http_field(j, "client_ip");
-    if (!http_idem_begin(h, key, "verify", j, api_key, &cl, &out)) {
-        json_decref(j);
-        return http_send(con, &out, NULL);
-    }
-    otp_verify(h->otp, &vr, code, &a);
+    http_decide(h, key, "verify", j, &vr, code, &out);
     json_decref(j);
-    if (a.rc != OTP_OK)
-        http_out_problem(NULL, &out, a.outcome, a.detail, &a);
-    else
-        http_out_set(&out, 200, "application/json",
-                     http_json_text(json_pack("{s:b, s:s}", "verified", 1, "verification_id", a.verification_id)),
-                     &a);
-    return http_idem_send(h, con, &cl, &out, a.rc);
+    return http_send(con, &out, NULL);
 }
 
 /* POST /v1/otp/cancel {phone, purpose?}: ends the caller's live

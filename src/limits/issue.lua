@@ -37,11 +37,26 @@
 -- commit (the commit's reply was lost, the caller got a 503) ends the
 -- message 'failed' if no sender has started it yet.
 --
+-- Idempotency-Key (src/otp/idem.h). A key is a hash otpd:idem:<tag>: the
+-- request's keyed hash (h), the request id that decided it (o) and, once
+-- committed, the answer (a); the caller's keys are a sorted set
+-- otpd:idemc:<hex of its name>, each key's name scored by when it lapses.
+-- Both are among KEYS (no rule key starts with 'otpd:'). Before anything is
+-- taken, a request whose key exists takes nothing and is told so (another
+-- request decided or is deciding it: otpd looks the key up again), and a
+-- caller that holds max_keys unlapsed keys is refused. Only an accepted
+-- issue claims the key (h, o = its rid), for claim_ms: a refusal leaves
+-- nothing. The commit stores the answer, for 24 h, in the same step as the
+-- release and only while the claim is still this rid's (a fence: an owner
+-- that stalled past claim_ms releases nothing; it abandons). An abandon
+-- gives the claim up with the takes while it is its own, and after a
+-- commit, the stored answer with the message it ends unsent.
+--
 -- KEYS[1]   the phone's hash, otp:{+91...}: one field per verification
 --           (named by its scope: caller and purpose) and one per phone rule
 --           (a composite key's other values follow the rule's field)
 -- KEYS[2..#KEYS-1] the other keys that rules (and the cost caps) use, each
---           a hash with one field per rule
+--           a hash with one field per rule, and an Idempotency-Key's two
 -- KEYS[#KEYS-3], [#KEYS-2], [#KEYS-1] the send stream otp:q, the holds
 --           otp:holds and the message's hash otp:msg:<mid>
 -- KEYS[#KEYS] the undo key otp:u:<rid>
@@ -59,6 +74,9 @@
 --       mid, api key, cap windows text, phone, share (at most this many
 --       messages not yet ended per caller, pacer.share_per_key), the KEYS
 --       index of the shares (otp:share, 0: none)
+--       then an Idempotency-Key's 4: the KEYS index of its hash (0: none;
+--       the caller's count is the next key), the request's hash, claim_ms,
+--       max_keys
 --       then, LAST (read from the end, #ARGV - n, so they never depend on
 --       the counts before them), the pumping guard's 7: the word 'pump'
 --       (a caller that passes none, such as a test driving the script
@@ -66,7 +84,11 @@
 --       min_sent, min verified ratio in millionths, hold_ms, shadow ('1'
 --       or '0')
 --       (abandon reads op, the hold "<mid>:<rid>" when dropping a lapsed
---       one, and undo_ttl_ms; commit: op, "<mid>:<rid>")
+--       one, and undo_ttl_ms; commit: op, "<mid>:<rid>"; a verify's
+--       commit: KEYS the undo key alone. Op 'C' is the commit of a request
+--       with an Idempotency-Key: ARGV then also the answer and how long to
+--       keep it (ms), KEYS first its hash and count; it returns -1, having
+--       done nothing, when the claim is no longer this request's)
 -- Op 'p' (penalty hits) counts refusals answered from an instance's
 -- refusal cache (src/limits/rcache.h) toward their rules' penalties, as the
 -- same refusals here would have: KEYS the rules' keys; ARGV 'p', then 6
@@ -109,7 +131,9 @@
 --          its wait in ms (the hold's end), and the sent and verified
 --          counts it judged (for 2 and 3)}
 --          A refusal by the guard (1, 2) comes before the rules: its reply
---          has no rule verdicts.
+--          has no rule verdicts. Before it, {-2, now}: the Idempotency-Key
+--          is another request's; {-3, now, wait_ms}: the caller holds its
+--          max_keys keys, the oldest lapsing in wait_ms.
 -- Abandon returns 1 when it gave takes back, 0 when it left a tombstone
 -- or found one.
 --
@@ -266,6 +290,53 @@ local function vput(vid, hash, exp, att, continued)
   return vid .. hash .. fmt(exp) .. (continued and '+' or ':') .. att
 end
 
+-- This call's request id: the undo key's last part.
+local rid = string.match(undo_key, '[^:]+$')
+
+-- An Idempotency-Key's 4 ARGV from index a (see "Idempotency-Key"), or nil.
+local function idem_args(a)
+  local k = tonumber(ARGV[a] or '') or 0
+  if k == 0 then return nil end
+  return {k = KEYS[k], c = KEYS[k + 1], h = ARGV[a + 1], ms = tonumber(ARGV[a + 2]), max = tonumber(ARGV[a + 3])}
+end
+
+-- Before anything is taken: nil when the request may decide; -1 when the
+-- key is another request's; else the caller is at max_keys, and the wait
+-- until its oldest key lapses (ms). Lapsed keys leave the count here.
+local function idem_check(I)
+  if redis.call('EXISTS', I.k) == 1 then return -1 end
+  redis.call('ZREMRANGEBYSCORE', I.c, '-inf', now)
+  if redis.call('ZCARD', I.c) < I.max then return nil end
+  local first = redis.call('ZRANGE', I.c, 0, 0, 'WITHSCORES')
+  return math.max(1, tonumber(first[2]) - now)
+end
+
+-- Counts key k in the caller's c until ms from now.
+local function idem_count(k, c, ms)
+  redis.call('ZADD', c, now + ms, k)
+  if redis.call('PTTL', c) < ms then redis.call('PEXPIRE', c, ms) end
+end
+
+-- The claim of a decision that took something, this rid's for claim_ms.
+local function idem_claim(I)
+  redis.call('HSET', I.k, 'h', I.h, 'o', rid)
+  redis.call('PEXPIRE', I.k, I.ms)
+  idem_count(I.k, I.c, I.ms)
+end
+
+-- An abandon's: the key goes with the decision while it is this rid's.
+local function idem_drop()
+  local k, c = nil, nil
+  for i = 1, #KEYS do
+    if string.sub(KEYS[i], 1, 10) == 'otpd:idem:' then k = KEYS[i] end
+    if string.sub(KEYS[i], 1, 11) == 'otpd:idemc:' then c = KEYS[i] end
+  end
+  if k and c and redis.call('HGET', k, 'o') == rid then
+    redis.call('DEL', k)
+    redis.call('ZREM', c, k)
+  end
+end
+
 if ARGV[1] == 'h' then
   return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 end
@@ -293,8 +364,23 @@ if ARGV[1] == 'p' then
   return started
 end
 
-if ARGV[1] == 'c' then
+if ARGV[1] == 'c' or ARGV[1] == 'C' then
+  -- 'C': with an answer (an Idempotency-Key's): only while the claim is
+  -- this rid's, and the answer kept in the same step as the release.
+  local answer, keep = ARGV[1] == 'C' and ARGV[3] or '', tonumber(ARGV[4] or '') or 0
+  if answer ~= '' and redis.call('HGET', KEYS[1], 'o') ~= rid then return -1 end
+  local function kept()
+    if answer == '' then return end
+    redis.call('HSET', KEYS[1], 'a', answer)
+    redis.call('PEXPIRE', KEYS[1], keep)
+    idem_count(KEYS[1], KEYS[2], keep)
+  end
   if #KEYS == 1 then return redis.call('DEL', undo_key) end
+  if answer ~= '' and #KEYS == 3 then
+    kept()
+    redis.call('DEL', undo_key)
+    return 1
+  end
   local q, holds, msg = KEYS[#KEYS - 3], KEYS[#KEYS - 2], KEYS[#KEYS - 1]
   local s = redis.call('HGET', msg, 's')
   if s == 'held' then
@@ -314,6 +400,7 @@ if ARGV[1] == 'c' then
   elseif not s then
     return 0 -- dropped, or abandoned: never visible
   end
+  kept()
   redis.call('DEL', undo_key)
   return 1
 end
@@ -343,6 +430,7 @@ if ARGV[1] == 'a' then
     if msg and redis.call('HGET', msg, 's') == 'queued' then
       redis.call('HSET', msg, 's', 'failed', 'd', 'abandoned: its request was answered 503')
       share_end(msg)
+      idem_drop() -- its answer, kept by the commit, is no longer true
       -- Its reservation never reached the provider unless marked used.
       local m = redis.call('HMGET', msg, 'r', 'f', 'u', 'p', 't', 'k')
       local r, f, u, price = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[3] or 0), tonumber(m[4] or -1)
@@ -360,6 +448,7 @@ if ARGV[1] == 'a' then
     return 0
   end
   rec = cjson.decode(rec)
+  idem_drop()
   if rec.m and redis.call('ZSCORE', KEYS[#KEYS - 2], rec.m) then share_end(KEYS[#KEYS - 1]) end
   if rec.m and redis.call('ZREM', KEYS[#KEYS - 2], rec.m) == 1 then redis.call('DEL', KEYS[#KEYS - 1]) end
   for _, w in ipairs(rec.w) do
@@ -436,6 +525,12 @@ if rec then return cjson.decode(rec).o end
 local ttl, maxatt, price = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local nrules, ncaps, costkey = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local scope = ARGV[11]
+local idem = idem_args(13 + nrules * 7 + ncaps * 3 + 8)
+if idem then
+  local wait = idem_check(idem)
+  if wait == -1 then return {-2, now} end
+  if wait then return {-3, now, wait} end
+end
 local out = {0, now, '', 0, 0, 0, 0, -1}
 local writes = {}
 local undo = {}
@@ -662,7 +757,7 @@ end
 out[1], out[4], out[7] = 1, exp - now, next_ms
 want(1, exp - now)
 
-local member = mid .. ':' .. string.match(undo_key, '[^:]+$')
+local member = mid .. ':' .. rid
 local msg = KEYS[#KEYS - 1]
 redis.call('ZADD', KEYS[#KEYS - 2], now + hold_ms, member)
 redis.call('HSET', msg, 's', 'held', 'v', out[3], 'to', ARGV[qa + 5], 'e', fmt(exp), 'sc', scope,
@@ -678,4 +773,5 @@ for k, ms in pairs(keep) do
   if redis.call('PTTL', KEYS[k]) < ms then redis.call('PEXPIRE', KEYS[k], ms) end
 end
 redis.call('SET', undo_key, cjson.encode({o = out, w = undo, c = cost_undo, v = vrec, m = member, k = KEYS, p = pumped}), 'PX', undo_ttl)
+if idem then idem_claim(idem) end
 return out

@@ -22,12 +22,22 @@
 #include "reserve.lua.h"
 #include "verify.lua.h"
 
-#define LIMITS_ARGS_MAX (12 + 32 * 7 + 8 * 3 + 8 + LIMITS_PUMP_ARGS + LIMITS_KEYS_MAX + 1)
+#define LIMITS_ARGS_MAX (12 + 32 * 7 + 8 * 3 + 8 + LIMITS_IDEM_ARGS + LIMITS_PUMP_ARGS + LIMITS_KEYS_MAX + 1)
 /* The pumping guard's ARGV, the last of issue.lua's list (read there from
  * the end): the word "pump", key index (0: off), window_ms, min_sent, min
  * ratio in millionths, hold_ms, shadow. verify.lua takes the first three. */
 #define LIMITS_PUMP_ARGS 7
+/* An Idempotency-Key's ARGV, before the pumping guard's in both scripts:
+ * the KEYS index of its hash (0: none; its count next), the request's
+ * hash, claim_ms, max_keys. */
+#define LIMITS_IDEM_ARGS 4
 #define LIMITS_PENDING_MAX 4096 /* abandons waiting for Redis; beyond, dropped and counted */
+
+/* issue.lua's first value when an Idempotency-Key stopped it before
+ * anything was taken: {IR_IDEM_TAKEN, now}, the key is another request's;
+ * {IR_IDEM_FULL, now, wait_ms}, the caller holds its most keys. */
+#define IR_IDEM_TAKEN (-2)
+#define IR_IDEM_FULL (-3)
 
 /* issue.lua's reply (see its header): fixed values, then 3 per rule. */
 enum issue_reply {
@@ -410,6 +420,51 @@ enum fraud_country limits_country(struct limits *l, const char *region)
 static void pump_key(const char *prefix, char *out, size_t cap)
 {
     snprintf(out, cap, "otp:pump:{%s}", prefix);
+}
+
+/* Appends u's Idempotency-Key's two KEYS (when rq has one) and sets
+ * u->idem_at. */
+static void idem_keys(const struct limits_request *rq, struct limits_undo *u, int *nkeys)
+{
+    if (rq->idem == NULL)
+        return;
+    snprintf(u->keys[*nkeys], sizeof(u->keys[0]), "%s", rq->idem->key);
+    u->idem_at = ++*nkeys;
+    snprintf(u->keys[(*nkeys)++], sizeof(u->keys[0]), "%s", rq->idem->count);
+}
+
+/* Appends an Idempotency-Key's LIMITS_IDEM_ARGS ARGV (all "0" but the
+ * hash, "", when rq has none). */
+static void idem_args(struct limits_args *a, const struct limits_request *rq, const struct limits_undo *u)
+{
+    args_int(a, u->idem_at);
+    args_str(a, rq->idem ? rq->idem->hash : "");
+    args_int(a, rq->idem ? rq->idem->claim_ms : 0);
+    args_int(a, rq->idem ? rq->idem->max_keys : 0);
+}
+
+/* 1 when rep is a script's refusal for an Idempotency-Key (issue.lua's
+ * IR_IDEM_*, verify.lua's 'taken' and 'keys'), then read into taken, rc,
+ * reason and retry_ms: nothing was taken. */
+static int idem_stopped(const struct store_reply *rep, int *taken, enum otp_rc *rc, char *reason,
+                        int64_t *retry_ms)
+{
+    const char *st = rep->n >= 1 ? rep->strs[0] : NULL;
+    long long v = rep->n >= 1 && st == NULL ? rep->ints[0] : 0;
+
+    if ((st != NULL && strcmp(st, "taken") == 0) || (st == NULL && v == IR_IDEM_TAKEN)) {
+        *taken = 1;
+        *rc = OTP_EINVAL;
+        return 1;
+    }
+    if ((st != NULL && strcmp(st, "keys") == 0 && rep->n >= VR_COUNT) ||
+        (st == NULL && v == IR_IDEM_FULL && rep->n >= 3)) {
+        *rc = OTP_ELIMITED;
+        snprintf(reason, CFG_NAME_MAX, "%s", LIMITS_IDEM_REASON);
+        *retry_ms = st != NULL ? rep->ints[VR_WINDOW_LEFT] : rep->ints[2];
+        return 1;
+    }
+    return 0;
 }
 
 /* Appends the pumping guard's ARGV (LIMITS_PUMP_ARGS of them for an
@@ -799,25 +854,40 @@ void limits_abandon(struct limits *l, const struct limits_undo *u)
     }
 }
 
-enum otp_rc limits_commit(struct limits *l, const struct limits_undo *u, char *err)
+enum otp_rc limits_commit(struct limits *l, const struct limits_undo *u, const char *answer, int64_t keep_ms,
+                          char *err)
 {
     struct store_reply *rep = NULL;
-    const char *args[6];
-    int n = 0, k, maybe_ran = 0;
+    const char *args[10];
+    char keep[24];
+    int n = 0, k, nkeys, maybe_ran = 0, idem = u->idem_at > 0 && answer != NULL;
     enum otp_rc rc;
 
     if (u->nkeys == 0)
         return OTP_OK;
-    /* verify.lua's record is its undo key alone; an issue's commit names
-     * the stream, the holds and the message too, and releases its hold. */
+    /* An Idempotency-Key's hash and count first; then verify.lua's record
+     * is its undo key alone; an issue's commit names the stream, the holds
+     * and the message too, and releases its hold. */
+    if (idem) {
+        args[n++] = u->keys[u->idem_at - 1];
+        args[n++] = u->keys[u->idem_at];
+    }
     for (k = u->verify ? u->nkeys - 1 : u->nkeys - 4; k < u->nkeys; k++)
         args[n++] = u->keys[k];
-    args[n] = "c";
-    args[n + 1] = u->hold;
+    nkeys = n;
+    args[n++] = idem ? "C" : "c";
+    args[n++] = u->hold;
+    if (idem) {
+        snprintf(keep, sizeof(keep), "%lld", (long long)keep_ms);
+        args[n++] = answer;
+        args[n++] = keep;
+    }
     /* A commit that already ran finds the message queued and says so again. */
-    rc = store_eval_idem(l->store, l->h_issue, n, n + 2, args, &rep, &maybe_ran, err);
+    rc = store_eval_idem(l->store, l->h_issue, nkeys, n, args, &rep, &maybe_ran, err);
     if (rc == OTP_OK && (rep->n != 1 || rep->strs[0] != NULL || rep->ints[0] != 1)) {
-        snprintf(err, OTP_ERR_LEN, "its hold lapsed before the commit");
+        snprintf(err, OTP_ERR_LEN, "%s lapsed before the commit",
+                 rep->n == 1 && rep->strs[0] == NULL && rep->ints[0] == -1 ? "its Idempotency-Key's claim"
+                                                                           : "its hold");
         rc = OTP_ENOTFOUND;
     }
     store_reply_free(rep);
@@ -1247,7 +1317,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         for (k = 0; k < nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == nkeys) {
-            if (nkeys == LIMITS_KEYS_MAX - 7) /* 11 rule keys */
+            if (nkeys == LIMITS_KEYS_MAX - 9) /* 11 rule keys */
                 continue; /* config_load bounds rules' keys; never here */
             snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", key);
         }
@@ -1269,6 +1339,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         snprintf(u->keys[nkeys], sizeof(u->keys[0]), "%s", STORE_SHARE_KEY);
         share_key = ++nkeys;
     }
+    idem_keys(rq, u, &nkeys);
     snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_QUEUE_KEY);
     snprintf(u->keys[nkeys++], sizeof(u->keys[0]), "%s", STORE_HOLDS_KEY);
     store_msg_key(rq->mid, u->keys[nkeys++], sizeof(u->keys[0]));
@@ -1319,6 +1390,7 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
     args_str(a, rq->phone);
     args_int(a, l->share);
     args_int(a, share_key);
+    idem_args(a, rq, u);
     pump_args(a, &rs->pumping, pump_at, 0); /* last: issue.lua reads them from the end */
     snprintf(u->hold, sizeof(u->hold), "%s:%s", rq->mid, rq->rid);
     u->nkeys = nkeys;
@@ -1329,6 +1401,8 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
             undo_queue(l, u);
         goto out;
     }
+    if (idem_stopped(rep, &out->idem_taken, &out->rc, out->reason, &out->retry_ms))
+        goto out;
     if (!issue_reply_ok(rep, n_used)) {
         snprintf(err, OTP_ERR_LEN, "limits: issue script gave %zu values (want %zu) or was abandoned", rep->n,
                  IR_RULES + n_used * IR_PER_RULE + IR_PUMP_N);
@@ -1472,7 +1546,10 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
 
     memset(out, 0, sizeof(*out));
     a.n = 0;
-    u->hold[0] = '\0'; /* a verify holds nothing (limits_commit, undo_op send it) */
+    if (rq->idem != NULL)
+        u = &out->undo; /* the caller commits it, with its answer */
+    u->hold[0] = '\0';  /* a verify holds nothing (limits_commit, undo_op send it) */
+    u->idem_at = 0;
     flush_first(l);
     gen = rcache_gen(l->rc); /* before the rules, as in limits_issue */
     rs = rules_get(l);
@@ -1497,8 +1574,10 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         for (k = 0; k < u->nkeys && strcmp(u->keys[k], key) != 0; k++)
             ;
         if (k == u->nkeys) {
-            if (u->nkeys == LIMITS_KEYS_MAX - 1)
-                continue; /* config_load bounds rules' keys; never here */
+            /* config_load bounds rules' keys (never here); room stays for
+             * the pump's, an Idempotency-Key's two and the undo key. */
+            if (u->nkeys == LIMITS_KEYS_MAX - 3)
+                continue;
             snprintf(u->keys[u->nkeys++], sizeof(u->keys[0]), "%s", key);
         }
         key_of[n_used] = k + 1;
@@ -1508,6 +1587,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         pump_key(prefix, u->keys[u->nkeys], sizeof(u->keys[0]));
         pump_at = ++u->nkeys;
     }
+    idem_keys(rq, u, &u->nkeys);
     undo_key(rq->rid, u->keys[u->nkeys], sizeof(u->keys[0]));
     u->nkeys++;
     for (k = 0; k < u->nkeys; k++)
@@ -1533,6 +1613,7 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
         args_int(&a, r->burst);
         args_mode(&a, r);
     }
+    idem_args(&a, rq, u);
     pump_args(&a, &rs->pumping, pump_at, 1); /* last: verify.lua reads them from the end */
     t0 = mono_ms(); /* before the call (rcache_deadline_ms) */
     rc = store_eval_idem(l->store, l->h_verify, u->nkeys, a.n, a.v, &rep, &maybe_ran, err);
@@ -1541,6 +1622,8 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
             undo_queue(l, u);
         goto out;
     }
+    if (idem_stopped(rep, &out->idem_taken, &out->rc, out->reason, &out->retry_ms))
+        goto out;
     if ((rc = verify_read(wrong, rep, out, err)) != OTP_OK || rep->n != VR_COUNT + n_used * IR_PER_RULE) {
         if (rc == OTP_OK)
             snprintf(err, OTP_ERR_LEN, "limits: verify script gave %zu values (want %zu)", rep->n,
@@ -1556,10 +1639,15 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
     /* A lock: verify.lua counts no penalty for it. */
     if (l->rc != NULL && rq->at_ms == 0 && out->rc == OTP_ELOCKED && wrong != NULL && rcache_cacheable(wrong))
         cache_put(l, gen, RCACHE_VERIFY, wrong, 1, wkey, wfield, t0, t0, out->retry_ms, 0, 0);
-    /* Answered: nobody will abandon it; a lost commit's record expires. */
-    if (verify_recorded(out, rep, n_used))
-        limits_commit(l, u, cerr);
+    /* Answered: nobody will abandon it; a lost commit's record expires.
+     * With an Idempotency-Key, the caller commits it with its answer. */
+    if (!verify_recorded(out, rep, n_used))
+        u->nkeys = 0;
+    else if (rq->idem == NULL)
+        limits_commit(l, u, NULL, 0, cerr);
 out:
+    if (rq->idem != NULL && (rc != OTP_OK || out->idem_taken || out->rc == OTP_ELIMITED))
+        u->nkeys = 0; /* nothing claimed: nothing to commit or abandon */
     store_reply_free(rep);
     rules_put(l, rs);
     return rc;

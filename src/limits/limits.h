@@ -20,8 +20,8 @@
 /* Redis keys of one issue, the undo key aside: the phone's and up to 10
  * other rule keys (the 7 kinds but phone_prefix, and 4 phone_prefix
  * lengths: config.c bounds them), the cost, the pumping guard's, the
- * shares, the stream, the holds and the message. */
-#define LIMITS_KEYS_MAX 18
+ * shares, an Idempotency-Key's two, the stream, the holds and the message. */
+#define LIMITS_KEYS_MAX 20
 #define LIMITS_SCOPE_LEN 12 /* characters of a verification's field in the phone's hash */
 #define LIMITS_KEY_LEN 300
 /* How long a script's undo record (and a tombstone) lives in Redis: long
@@ -39,6 +39,20 @@
 #define LIMITS_HOLD_MS 10000
 
 struct limits;
+
+/* An Idempotency-Key's part in one decision (src/otp/idem.h; issue.lua,
+ * "Idempotency-Key"): a decision that takes something claims the key in
+ * the same step, owned by its request id, unless another request holds
+ * it (nothing is decided: idem_taken) or the caller holds max_keys keys
+ * already (refused: ELIMITED, reason LIMITS_IDEM_REASON). Borrowed. */
+#define LIMITS_IDEM_REASON "idempotency_keys"
+struct limits_idem {
+    const char *key;   /* the key's hash */
+    const char *count; /* the caller's keys held (a sorted set) */
+    const char *hash;  /* the request's keyed hash */
+    int64_t claim_ms;  /* how long a claim lives without an answer */
+    int64_t max_keys;  /* keys the caller may hold at once */
+};
 
 /* What one issue asks; strings are borrowed for the call. */
 struct limits_request {
@@ -62,6 +76,7 @@ struct limits_request {
     int max_attempts;
     int64_t at_ms; /* 0: decide on Redis's clock (otpd, always); else on this
                     * Unix time in ms (otpctl simulate replays a ledger) */
+    const struct limits_idem *idem; /* NULL: no Idempotency-Key */
 };
 
 /* The draft-11 RateLimit fields of one rule. */
@@ -78,6 +93,7 @@ struct limits_header {
 struct limits_undo {
     int verify; /* 0: issue.lua, 1: verify.lua */
     int nkeys;  /* 0: nothing to abandon */
+    int idem_at; /* 1-based index in keys of an Idempotency-Key's hash (its count next); 0: none */
     char keys[LIMITS_KEYS_MAX + 1][LIMITS_KEY_LEN];
     char hold[2 * LIMITS_ID_MAX]; /* an issue's hold, "<mid>:<rid>"; "" for verify */
 };
@@ -92,7 +108,9 @@ enum limits_pump {
 };
 
 struct limits_issue {
-    enum otp_rc rc;              /* OK, ELIMITED, ELOCKED, ECOST, EFULL (the fleet's queue) or EPUMPING */
+    enum otp_rc rc;              /* OK, ELIMITED, ELOCKED, ECOST, EFULL (the fleet's queue) or EPUMPING;
+                                  * EINVAL with idem_taken */
+    int idem_taken;              /* 1: another request holds the Idempotency-Key; nothing decided */
     enum limits_pump pump;       /* the pumping guard's word */
     char pump_prefix[PHONE_MAX]; /* the prefix it judged ("+4474001"), "" when the guard is off */
     int64_t pump_sent, pump_verified; /* LIMITS_PUMP_STARTED and _SHADOW_START: the counts it judged */
@@ -112,7 +130,9 @@ struct limits_issue {
 };
 
 struct limits_verify {
-    enum otp_rc rc;            /* OK, EBADCODE, ELOCKED, ELIMITED (a verify rule) or ENOTFOUND */
+    enum otp_rc rc;            /* OK, EBADCODE, ELOCKED, ELIMITED (a verify rule) or ENOTFOUND;
+                                * EINVAL with idem_taken */
+    int idem_taken;            /* 1: another request holds the Idempotency-Key; nothing decided */
     char vid[LIMITS_ID_MAX];   /* the verification guessed at, "" when none */
     int attempts_left;
     int64_t retry_ms;          /* until the wrong-guess window ends; the lock for ELOCKED */
@@ -120,6 +140,10 @@ struct limits_verify {
     struct limits_header header;
     int shadow_lock;           /* 1: a shadow wrong-guess rule would lock now */
     char shadow[256];          /* shadow verify rules that would refuse, comma-separated */
+    /* With an Idempotency-Key, a guess that changed something (and so
+     * claimed the key) is committed by the caller, with its answer
+     * (limits_commit), or abandoned; nkeys 0 when there is nothing to. */
+    struct limits_undo undo;
 };
 
 /* Registers the scripts with s and copies c's rules, prices and caps; of
@@ -176,18 +200,24 @@ enum otp_rc limits_verify(struct limits *l, const struct limits_request *rq, con
  * whose answer was lost is a 404 when retried. */
 enum otp_rc limits_cancel(struct limits *l, const struct limits_request *rq, char *vid, char *err);
 
-/* Gives back everything an accepted issue took (its rows could not be
- * committed): now if Redis answers, else queued for the next flush. */
+/* Gives back everything an accepted issue (or a verify) took, its
+ * Idempotency-Key's claim included while the claim is still its own: now
+ * if Redis answers, else queued for the next flush. */
 void limits_abandon(struct limits *l, const struct limits_undo *u);
 
 /* Commits an accepted issue once its ledger rows are durable: releases
  * its message's hold into the fleet's send stream and discards its undo
- * record (for a verify, only the record). OTP_OK once the message is
- * visible to the senders; OTP_ENOTFOUND when its hold lapsed first (it was
- * dropped with everything it took: answer 503); OTP_ESTORE with detail in
- * err when Redis failed (the caller abandons, which ends the message
- * unsent if the commit ran after all and no sender has started it). */
-enum otp_rc limits_commit(struct limits *l, const struct limits_undo *u, char *err);
+ * record (for a verify, only the record). With u->idem_at, answer (the
+ * text a replay sends) is stored for keep_ms in the same step, and only
+ * while the key's claim is still this request's: the fence. OTP_OK once
+ * the message is visible to the senders (and the answer stored);
+ * OTP_ENOTFOUND when its hold lapsed first (it was dropped with everything
+ * it took: answer 503) or its claim did (nothing done: the caller
+ * abandons); OTP_ESTORE with detail in err when Redis failed (the caller
+ * abandons, which ends the message unsent if the commit ran after all and
+ * no sender has started it). */
+enum otp_rc limits_commit(struct limits *l, const struct limits_undo *u, const char *answer, int64_t keep_ms,
+                          char *err);
 
 /* Drops up to 16 lapsed holds (issue.lua, "Holds"): messages whose
  * instance never committed them; each abandon gives back what its issue

@@ -31,8 +31,16 @@
 -- every one of them is taken (and recorded for an abandon), whatever the
 -- guess.
 --
+-- Idempotency-Key: as in issue.lua. A guess that changes something (the
+-- one that writes an undo record) claims the key in the same step; one
+-- whose key is another request's takes nothing ('taken'), and a caller at
+-- its max_keys is refused before anything is taken ('keys', window_left_ms
+-- the wait until its oldest key lapses). otpd commits a claimed guess with
+-- its answer through issue.lua's op 'C', fenced by the claim.
+--
 -- KEYS[1] the phone's hash, otp:{+91...}; KEYS[2..#KEYS-1] the keys of the
--- verify rules; KEYS[#KEYS] the undo key
+-- verify rules (and the pumping guard's, and an Idempotency-Key's two);
+-- KEYS[#KEYS] the undo key
 -- ARGV: op ('v' verify, 'a' abandon), guess hash, max_attempts,
 --       wrong-guess field ('' when no rule), its limit, its window_ms, its
 --       shadow flag ('1' or '0'), undo_ttl_ms, scope (the verification's
@@ -40,6 +48,7 @@
 --       at_ms (0: Redis's clock; else the replay clock, as in issue.lua),
 --       then 7 per rule as in issue.lua: kind, key index, field, limit,
 --       window_ms, burst, mode (as in issue.lua: shadow and penalty)
+--       then an Idempotency-Key's 4, as in issue.lua (absent: none)
 --       then, LAST (read from the end), the pumping guard's 3: the word
 --       'pump' (none passed: the guard is off), its key index among
 --       KEYS[2..#KEYS-1] (0: off) and window_ms. A success
@@ -51,7 +60,8 @@
 -- wrong_count, then 3 per rule: verdict, remaining, reset_ms (as in
 -- issue.lua: a refusal's remaining is minus its penalty block's ms left
 -- when a block refuses or starts, else 0)}; status is
--- 'ok', 'wrong', 'locked', 'none', 'limited' or 'abandoned'.
+-- 'ok', 'wrong', 'locked', 'none', 'limited', 'abandoned', 'taken' or 'keys'
+-- (the last two without rule verdicts).
 -- window_left_ms is when the oldest counted wrong guess leaves the window
 -- (the lock's end for 'locked'). Abandon returns 1 when it gave back, else 0.
 
@@ -115,6 +125,42 @@ local function vput(vid, hash, exp, att, continued)
   return vid .. hash .. fmt(exp) .. (continued and '+' or ':') .. att
 end
 
+-- An Idempotency-Key's ARGV, its check, claim and drop: as in issue.lua.
+local rid = string.match(undo_key, '[^:]+$')
+
+local function idem_args(a)
+  local k = tonumber(ARGV[a] or '') or 0
+  if k == 0 then return nil end
+  return {k = KEYS[k], c = KEYS[k + 1], h = ARGV[a + 1], ms = tonumber(ARGV[a + 2]), max = tonumber(ARGV[a + 3])}
+end
+
+local function idem_check(I)
+  if redis.call('EXISTS', I.k) == 1 then return -1 end
+  redis.call('ZREMRANGEBYSCORE', I.c, '-inf', now)
+  if redis.call('ZCARD', I.c) < I.max then return nil end
+  local first = redis.call('ZRANGE', I.c, 0, 0, 'WITHSCORES')
+  return math.max(1, tonumber(first[2]) - now)
+end
+
+local function idem_claim(I)
+  redis.call('HSET', I.k, 'h', I.h, 'o', rid)
+  redis.call('PEXPIRE', I.k, I.ms)
+  redis.call('ZADD', I.c, now + I.ms, I.k)
+  if redis.call('PTTL', I.c) < I.ms then redis.call('PEXPIRE', I.c, I.ms) end
+end
+
+local function idem_drop()
+  local k, c = nil, nil
+  for i = 1, #KEYS do
+    if string.sub(KEYS[i], 1, 10) == 'otpd:idem:' then k = KEYS[i] end
+    if string.sub(KEYS[i], 1, 11) == 'otpd:idemc:' then c = KEYS[i] end
+  end
+  if k and c and redis.call('HGET', k, 'o') == rid then
+    redis.call('DEL', k)
+    redis.call('ZREM', c, k)
+  end
+end
+
 if ARGV[1] == 'k' then
   local cur = vget(redis.call('HGET', key, scope))
   if not cur then return {''} end
@@ -128,6 +174,7 @@ if ARGV[1] == 'a' then
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
   if not rec or rec == TOMB then return 0 end
   rec = cjson.decode(rec)
+  idem_drop()
   -- rec.p: the pumping guard's verified this guess counted (issue.lua's
   -- abandon gives back its sent the same way).
   if rec.p then
@@ -195,6 +242,12 @@ local shadow = ARGV[7] == '1'
 local log, retry = {}, 0
 
 local nrules = tonumber(ARGV[10]) or 0
+local idem = idem_args(12 + nrules * 7)
+if idem then
+  local wait = idem_check(idem)
+  if wait == -1 then return {'taken', '', 0, 0, 0, 0} end
+  if wait then return {'keys', '', 0, wait, 0, 0} end
+end
 local rout, takes, refused, pens = {}, {}, false, {}
 for r = 0, nrules - 1 do
   local a = 12 + r * 7
@@ -302,6 +355,7 @@ local function done(reply, prev, kind, added)
   reply = reply_of(reply)
   redis.call('SET', undo_key, cjson.encode({o = reply, v = prev, k = kind, w = added or '', f = wfield,
                                             s = scope, t = undo_t, p = pumped}), 'PX', undo_ttl)
+  if idem then idem_claim(idem) end
   return reply
 end
 

@@ -1,15 +1,28 @@
 /*
- * idem: Idempotency-Key for issue and verify (DESIGN.md, "One request,
- * issue path"). The same key from the same caller within 24 h gets the first
- * answer again and nothing else happens; the same key with another request
- * is refused; two identical requests at once get one decision: the first
- * claims the key, the others wait for its answer and replay it.
+ * idem: Idempotency-Key for issue and verify. The same key from the same
+ * caller within 24 h gets the first answer again and nothing else happens;
+ * the same key with another request is refused; two identical requests at
+ * once get one decision: the first claims the key, the others wait for its
+ * answer and replay it.
  *
- * State lives in Redis, one hash per (caller, key): the request's keyed hash, the
- * claim's owner while it decides, and then the answer, an opaque text the
- * HTTP layer writes and reads back. A claim whose owner never answers (it
- * died, or lost Redis) expires after IDEM_PENDING_MS, so a retry is decided
- * afresh. Every Redis failure is OTP_ESTORE: the caller fails closed.
+ * State lives in Redis, one hash per (caller, key): the request's keyed
+ * hash (h), the id of the request that decided it (o) and, once committed,
+ * the answer (a), an opaque text the HTTP layer writes and reads back. This
+ * module only names the keys, hashes requests and looks keys up; the
+ * decision scripts write them (src/limits/issue.lua, "Idempotency-Key"):
+ * - Only a decision that took something claims its key, in the same step
+ *   as the decision, after the blocks, every rule, the caller's own rate
+ *   and the caps passed. A refusal takes nothing and leaves nothing: a
+ *   retry is decided afresh.
+ * - The answer is stored by the decision's commit, in the same step as the
+ *   release of its message, and only while the claim is still the deciding
+ *   request's (a fence). A claim lives IDEM_PENDING_MS; an owner that
+ *   stalled past it neither sends nor answers its own decision: it gives
+ *   the decision back and replays the answer stored by then, if any.
+ * - A caller holds at most a configured number of keys at once (a sorted
+ *   set per caller, scored by when each key lapses); past that, a new key
+ *   is refused until the oldest lapses.
+ * Every Redis failure is OTP_ESTORE: the caller fails closed.
  */
 #ifndef OTPD_IDEM_H
 #define OTPD_IDEM_H
@@ -28,9 +41,9 @@
 
 struct idem;
 
-/* Registers idem's scripts with s; k keys the request hashes. Both are
- * borrowed and outlive it. Call before the store is shared between
- * threads. NULL when out of memory or out of script slots. */
+/* Registers idem's script with s; k keys the names and request hashes.
+ * Both are borrowed and outlive it. Call before the store is shared
+ * between threads. NULL when out of memory or out of script slots. */
 struct idem *idem_new(struct store *s, const struct code_keys *k);
 void idem_free(struct idem *m);
 
@@ -38,36 +51,40 @@ void idem_free(struct idem *m);
 int idem_key_ok(const char *key);
 
 enum idem_state {
-    IDEM_NEW,      /* the key is ours: decide, then idem_end */
+    IDEM_NEW,      /* the key is free: decide (the decision claims it) */
     IDEM_REPLAY,   /* *answer holds the first request's answer */
     IDEM_MISMATCH, /* the key was used for another request */
     IDEM_BUSY,     /* another request with this key was still deciding after IDEM_WAIT_MS */
 };
 
-/* A claim on a key; token is "" when nothing is held. */
+/* One request's key, as Redis knows it. Names hold no byte of the request:
+ * the hash's is a keyed hash of (caller, key), the count's the caller's
+ * name in hex. */
 struct idem_claim {
-    char rkey[160];
-    char token[33];
+    char rkey[48];               /* the (caller, key) hash, "otpd:idem:" and 32 hex */
+    char ckey[80];               /* the caller's keys held, "otpd:idemc:" and hex */
+    char hash[CODE_TAG_LEN + 1]; /* the request's keyed hash */
 };
 
-/*
- * Looks key up for caller (a configured API key name). request is the
- * canonical text of the request (operation and body): its keyed hash
- * decides "same request". May block up to IDEM_WAIT_MS polling Redis while another
- * request with the key decides. On OTP_OK *state says what to do; for
- * IDEM_REPLAY *answer is a malloc'd text the caller frees. Otherwise
- * OTP_ESTORE (or OTP_ENOMEM) with detail in err, and *retry_ms is when the
- * store's breaker lets calls through again (0 when closed).
- */
-enum otp_rc idem_begin(struct idem *m, const char *caller, const char *key, const char *request,
-                       struct idem_claim *cl, enum idem_state *state, char **answer, int64_t *retry_ms,
-                       char *err);
+/* Fills cl for key of caller (a configured API key name); request is the
+ * canonical text of the request (operation and body), whose keyed hash
+ * decides "same request". OTP_ENOMEM when out of memory. */
+enum otp_rc idem_prepare(struct idem *m, const char *caller, const char *key, const char *request,
+                         struct idem_claim *cl);
 
-/* Ends a claim taken by idem_begin (IDEM_NEW): stores answer, to be replayed
- * for IDEM_KEEP_MS, or with answer NULL gives the key up so that a retry is
- * decided afresh. A claim that is not held (token "") is ignored. Never
- * fails the request: a Redis failure is logged and the claim expires. */
-void idem_end(struct idem *m, struct idem_claim *cl, const char *answer);
+/*
+ * Looks cl's key up; writes nothing. May block up to IDEM_WAIT_MS polling
+ * Redis while another request with the key is deciding. On OTP_OK *state
+ * says what to do; for IDEM_REPLAY *answer is a malloc'd text the caller
+ * frees. Otherwise OTP_ESTORE with detail in err, and *retry_ms is when
+ * the store's breaker lets calls through again (0 when closed).
+ */
+enum otp_rc idem_begin(struct idem *m, const struct idem_claim *cl, enum idem_state *state, char **answer,
+                       int64_t *retry_ms, char *err);
+
+/* Counts one request decided under its key (its decision stood: no
+ * replay), for /metrics. */
+void idem_decided(struct idem *m);
 
 /* Counters for /metrics. */
 struct idem_stats {

@@ -34,8 +34,9 @@ static const struct {
 /* Refusals by rule: the config's rule names (and any a reload of the rules
  * brings, while there is room), then these fixed reasons for refusals that
  * no rule makes. Bounded, so a label never comes from a request. */
-static const char *const fixed_reasons[] = {"cost_cap", "blocked", "country_blocked", "number_type",
-                                            "suspected_pumping", "queue_full", "share_per_key"};
+static const char *const fixed_reasons[] = {"cost_cap",      "blocked",           "country_blocked",
+                                            "number_type",   "suspected_pumping", "queue_full",
+                                            "share_per_key", LIMITS_IDEM_REASON};
 #define OTP_FIXED_REASONS (sizeof(fixed_reasons) / sizeof(fixed_reasons[0]))
 #define OTP_REFUSAL_LABELS (2 * OTP_SHADOW_RULES + OTP_FIXED_REASONS)
 
@@ -532,44 +533,98 @@ static void verification_update(struct otp *o, const char *vid, const char *stat
     ledger_checked(o, rc, "verification update", vid);
 }
 
-/* Releases an accepted issue's message to the senders (limits_commit).
+/* Releases an accepted issue's message to the senders (limits_commit),
+ * with answer (or NULL) stored for its Idempotency-Key in the same step.
  * The commit is idempotent, so a failure whose outcome is unknown is tried
  * again a few times (Redis blips are short): the answer, 202 or 503, should
  * rest on a known outcome. OTP_OK once released. */
-static enum otp_rc release(struct otp *o, const struct limits_undo *u, char *err)
+static enum otp_rc release(struct otp *o, const struct limits_undo *u, const char *answer, char *err)
 {
     enum otp_rc rc = OTP_ESTORE;
     int tries;
 
-    for (tries = 0; tries < OTP_RELEASE_TRIES && (rc = limits_commit(o->d.limits, u, err)) == OTP_ESTORE; tries++)
+    for (tries = 0; tries < OTP_RELEASE_TRIES &&
+                    (rc = limits_commit(o->d.limits, u, answer, IDEM_KEEP_MS, err)) == OTP_ESTORE;
+         tries++)
         nanosleep(&(struct timespec){0, OTP_RELEASE_GAP_MS * 1000000L}, NULL);
     return rc;
+}
+
+/* The Idempotency-Key's part of lr (none without one), in li. */
+static void idem_fill(struct otp *o, const struct otp_req *rq, struct limits_idem *li,
+                      struct limits_request *lr)
+{
+    if (rq->idem == NULL)
+        return;
+    li->key = rq->idem->claim->rkey;
+    li->count = rq->idem->claim->ckey;
+    li->hash = rq->idem->claim->hash;
+    li->claim_ms = IDEM_PENDING_MS;
+    li->max_keys = o->d.cfg.otp->idem_keys;
+    lr->idem = li;
+}
+
+/* rq's Idempotency-Key is another request's, or this request's claim on it
+ * lapsed before its commit (its decision is given back): nothing of this
+ * attempt stands, so it is neither recorded nor counted, and the HTTP
+ * layer looks the key up again. */
+static void idem_again(struct otp_answer *out)
+{
+    memset(out, 0, sizeof(*out));
+    answer(out, OUT_IDEM_IN_USE, "a request with this Idempotency-Key is still being decided");
+    out->retry_after_s = 1;
+}
+
+/* An accepted message that will never be released: its ledger row ends
+ * 'failed' with why. */
+static void unreleased(struct otp *o, const char *id, const char *why)
+{
+    ledger_checked(o,
+                   ledger_message_state(o->d.ledger, id, "failed", "queued", NULL, why, -1, clock_wall_ms()),
+                   "release failure", id);
+}
+
+int otp_issue_screen(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
+{
+    char ip_key[LIMITS_IP_KEY_MAX];
+
+    memset(out, 0, sizeof(*out));
+    if (!type_served(o, rq, out) || !country_served(o, rq, out))
+        goto refused;
+    if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
+        answer(out, OUT_INVALID_REQUEST, "client_ip is not an IPv4 or IPv6 address");
+        count(o, OTP_OP_ISSUE, out); /* counted, not recorded: bad input writes no row */
+        return 1;
+    }
+    if (blocked(o, rq, out, out->reason))
+        goto refused;
+    return 0;
+refused:
+    record(o, rq, "issue", out, NULL, NULL);
+    count(o, OTP_OP_ISSUE, out);
+    return 1;
 }
 
 void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
     const struct otp_sections *c = &o->d.cfg;
-    char ip_key[LIMITS_IP_KEY_MAX], vid[CODE_ID_LEN + 1], vhash[CODE_HASH_LEN + 1];
+    char ip_key[LIMITS_IP_KEY_MAX], vid[CODE_ID_LEN + 1], vhash[CODE_HASH_LEN + 1], *packed = NULL;
     char code[CODE_MAX_DIGITS + 1], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1], scope[CODE_SCOPE_LEN + 1];
     struct limits_request lr = {0};
+    struct limits_idem lid = {0};
     struct limits_issue li;
     struct ledger_message lm;
     struct ledger_request row;
     int64_t now_ms, exp_ms;
+    enum otp_rc rc;
 
     memset(out, 0, sizeof(*out));
     memset(&li, 0, sizeof(li));
-    if (!type_served(o, rq, out))
-        goto refused;
-    if (!country_served(o, rq, out))
-        goto refused;
+    /* otp_issue_screen refused a bad client_ip already. */
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
         answer(out, OUT_INVALID_REQUEST, "client_ip is not an IPv4 or IPv6 address");
-        count(o, OTP_OP_ISSUE, out); /* counted, not recorded: bad input writes no row */
         return;
     }
-    if (blocked(o, rq, out, out->reason))
-        goto refused;
     /* A refusal remembered from Redis: answered before any code work. */
     keys_fill(rq, rq->client_ip ? ip_key : NULL, &lr);
     if ((out->cached = limits_cached_issue(o->d.limits, &lr, &li)) != 0)
@@ -589,9 +644,14 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     lr.ttl_ms = o->ttl_ms;
     pthread_mutex_unlock(&o->live_mu);
     lr.max_attempts = c->otp->max_attempts;
+    idem_fill(o, rq, &lid, &lr);
     if (limits_issue(o->d.limits, &lr, &li, err) != OTP_OK) {
         store_down(o, out, "issue", err);
         goto refused;
+    }
+    if (li.idem_taken) {
+        idem_again(out);
+        return;
     }
 decided:
     out->header = li.header;
@@ -613,6 +673,8 @@ decided:
                    "codes to numbers starting %s are paused: too few of them are verified (suspected SMS pumping)",
                    li.pump_prefix);
             snprintf(out->reason, sizeof(out->reason), "pumping");
+        } else if (strcmp(li.reason, LIMITS_IDEM_REASON) == 0) {
+            answer(out, OUT_RATE_LIMITED, "this caller holds otp.idempotency_keys Idempotency-Keys already");
         } else {
             answer(out, OUT_RATE_LIMITED, "limit %s reached", li.reason);
         }
@@ -635,29 +697,45 @@ decided:
         answer(out, OUT_LEDGER_UNAVAILABLE, "the audit ledger cannot commit");
         goto undo;
     }
-    if (release(o, &li.undo, err) != OTP_OK) {
-        /* Not visible to the senders; or, if a commit ran after all and its
-         * answers were lost, ended unsent by the abandon below unless a
-         * sender started it in between (README, "A fleet"). */
-        log_msg(LOG_ERROR, "cannot release message %s to the senders: %s", out->id, err);
-        ledger_checked(o, ledger_message_state(o->d.ledger, out->id, "failed", "queued", NULL,
-                                               "never released to the senders: answered 503", -1, clock_wall_ms()),
-                       "release failure", out->id);
-        answer(out, OUT_STORE_UNAVAILABLE, "the store did not confirm the message");
-        goto undo;
-    }
-    pacer_wake(o->d.pacer);
     answer(out, OUT_ACCEPTED, "accepted");
     snprintf(out->verification_id, sizeof(out->verification_id), "%s", li.vid);
     out->expires_in_s = li.expires_in_ms / 1000;
     out->resend_after_s = ceil_s(li.resend_after_ms);
+    /* With an Idempotency-Key, this 202 is stored with the release. */
+    if (rq->idem != NULL && (packed = rq->idem->pack(rq->idem->ctx, out)) == NULL) {
+        unreleased(o, out->id, "never released: out of memory for its answer");
+        answer(out, OUT_INTERNAL, "out of memory");
+        goto undo;
+    }
+    rc = release(o, &li.undo, packed, err);
+    free(packed);
+    if (rc == OTP_ENOTFOUND && rq->idem != NULL) {
+        /* Fenced: our claim lapsed (this instance stalled) and the key may
+         * be another request's by now; ours is given back, unsent. */
+        log_msg(LOG_WARN, "message %s not released: %s", out->id, err);
+        unreleased(o, out->id, "never released: its Idempotency-Key's claim lapsed first");
+        limits_abandon(o->d.limits, &li.undo);
+        idem_again(out);
+        return;
+    }
+    if (rc != OTP_OK) {
+        /* Not visible to the senders; or, if a commit ran after all and its
+         * answers were lost, ended unsent by the abandon below unless a
+         * sender started it in between (README, "A fleet"). */
+        log_msg(LOG_ERROR, "cannot release message %s to the senders: %s", out->id, err);
+        unreleased(o, out->id, "never released to the senders: answered 503");
+        answer(out, OUT_STORE_UNAVAILABLE, "the store did not confirm the message");
+        goto undo;
+    }
+    pacer_wake(o->d.pacer);
     count(o, OTP_OP_ISSUE, out);
     return;
 
 undo:
     /* Our own failure after the limits were taken: no SMS, and everything
      * the script took (quota, cost, the verification it started, the
-     * message's hold) goes back through its undo record. */
+     * message's hold, the Idempotency-Key's claim) goes back through its
+     * undo record. */
     limits_abandon(o->d.limits, &li.undo);
     out->retry_after_s = 1;
 refused:
@@ -675,31 +753,112 @@ static int all_digits(const char *s, size_t n)
     return s[n] == '\0';
 }
 
+int otp_verify_screen(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out)
+{
+    const struct otp_sections *c = &o->d.cfg;
+    char ip_key[LIMITS_IP_KEY_MAX];
+
+    memset(out, 0, sizeof(*out));
+    if (!type_served(o, rq, out))
+        goto refused;
+    if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
+        answer(out, OUT_INVALID_REQUEST, "client_ip is not an IPv4 or IPv6 address");
+        goto refused;
+    }
+    /* Verify too: a blocked bot network must not go on guessing the codes
+     * it already has, and a block that let verifies through would still
+     * spend Redis round trips on it. */
+    if (blocked(o, rq, out, out->reason))
+        goto refused;
+    /* A malformed guess is recorded but never counts as an attempt. */
+    if (strlen(guess) != (size_t)c->otp->length || !all_digits(guess, (size_t)c->otp->length)) {
+        answer(out, OUT_INVALID_REQUEST, "code must be %d digits", c->otp->length);
+        goto refused;
+    }
+    return 0;
+refused:
+    record(o, rq, "verify", out, NULL, NULL);
+    count(o, OTP_OP_VERIFY, out);
+    return 1;
+}
+
+/* The answer to a guess, from what verify.lua said of it. */
+static void verify_answer(const struct limits_verify *lv, struct otp_answer *out)
+{
+    out->header = lv->header;
+    out->attempts_left = lv->attempts_left;
+    switch (lv->rc) {
+    case OTP_OK:
+        answer(out, OUT_VERIFIED, "verified");
+        snprintf(out->verification_id, sizeof(out->verification_id), "%s", lv->vid);
+        break;
+    case OTP_EBADCODE:
+        answer(out, OUT_INVALID_CODE, "the code is wrong");
+        break;
+    case OTP_ELOCKED:
+        answer(out, OUT_LOCKED, "too many wrong codes for this phone");
+        snprintf(out->reason, sizeof(out->reason), "%s", lv->reason);
+        out->retry_after_s = retry_s(lv->retry_ms);
+        break;
+    case OTP_ELIMITED:
+        if (strcmp(lv->reason, LIMITS_IDEM_REASON) == 0)
+            answer(out, OUT_RATE_LIMITED, "this caller holds otp.idempotency_keys Idempotency-Keys already");
+        else
+            answer(out, OUT_RATE_LIMITED, "limit %s reached", lv->reason);
+        snprintf(out->reason, sizeof(out->reason), "%s", lv->reason);
+        out->retry_after_s = retry_s(lv->retry_ms);
+        break;
+    default:
+        answer(out, OUT_NO_ACTIVE_CODE, "no live code for this phone");
+        break;
+    }
+}
+
+/* The verification's ledger row after a guess that stands. */
+static void verify_note(struct otp *o, const struct limits_verify *lv)
+{
+    if (lv->rc == OTP_OK)
+        verification_update(o, lv->vid, "verified", 0);
+    else if (lv->rc == OTP_EBADCODE || (lv->rc == OTP_ELOCKED && lv->vid[0]))
+        verification_update(o, lv->vid, lv->attempts_left > 0 ? "pending" : "exhausted", 1);
+}
+
+/* Commits a guess that claimed rq's Idempotency-Key, with its answer out.
+ * Returns 1 when it stands; else the guess is given back and out says
+ * why: idem_again (the claim lapsed first) or a 503. */
+static int verify_commit(struct otp *o, const struct otp_req *rq, const struct limits_verify *lv,
+                         struct otp_answer *out)
+{
+    char err[OTP_ERR_LEN] = "out of memory", *packed = rq->idem->pack(rq->idem->ctx, out);
+    enum otp_rc rc = packed ? limits_commit(o->d.limits, &lv->undo, packed, IDEM_KEEP_MS, err) : OTP_ENOMEM;
+
+    free(packed);
+    if (rc == OTP_OK)
+        return 1;
+    limits_abandon(o->d.limits, &lv->undo);
+    memset(out, 0, sizeof(*out));
+    if (rc == OTP_ENOTFOUND)
+        idem_again(out);
+    else
+        store_down(o, out, "verify", err);
+    return 0;
+}
+
 void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out)
 {
     const struct otp_sections *c = &o->d.cfg;
     char hash[CODE_HASH_LEN + 1], ip_key[LIMITS_IP_KEY_MAX], err[OTP_ERR_LEN] = "", rid[CODE_ID_LEN + 1];
     char scope[CODE_SCOPE_LEN + 1];
     struct limits_request lr = {0};
+    struct limits_idem lid = {0};
     struct limits_verify lv;
 
     memset(out, 0, sizeof(*out));
     memset(&lv, 0, sizeof(lv));
-    if (!type_served(o, rq, out))
-        goto done;
+    /* otp_verify_screen refused a bad client_ip already. */
     if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
         answer(out, OUT_INVALID_REQUEST, "client_ip is not an IPv4 or IPv6 address");
-        goto done;
-    }
-    /* Verify too: a blocked bot network must not go on guessing the codes
-     * it already has, and a block that let verifies through would still
-     * spend Redis round trips on it. */
-    if (blocked(o, rq, out, out->reason))
-        goto done;
-    /* A malformed guess is recorded but never counts as an attempt. */
-    if (strlen(guess) != (size_t)c->otp->length || !all_digits(guess, (size_t)c->otp->length)) {
-        answer(out, OUT_INVALID_REQUEST, "code must be %d digits", c->otp->length);
-        goto done;
+        return;
     }
     keys_fill(rq, rq->client_ip ? ip_key : NULL, &lr);
     if (!(out->cached = limits_cached_verify(o->d.limits, &lr, &lv))) {
@@ -707,43 +866,29 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
         code_new_id(rid);
         scope_fill(o, rq, &lr, scope);
         lr.rid = rid;
+        idem_fill(o, rq, &lid, &lr);
         if (limits_verify(o->d.limits, &lr, hash, c->otp->max_attempts, &lv, err) != OTP_OK) {
             store_down(o, out, "verify", err);
             goto done;
         }
+        if (lv.idem_taken) {
+            idem_again(out);
+            return;
+        }
     }
-    out->header = lv.header;
-    out->attempts_left = lv.attempts_left;
+    verify_answer(&lv, out);
+    /* With an Idempotency-Key, a guess that changed something stands only
+     * once its answer is stored. */
+    if (lv.undo.nkeys > 0 && !verify_commit(o, rq, &lv, out)) {
+        if (out->outcome == OUT_IDEM_IN_USE)
+            return;
+        goto done;
+    }
     if (lv.shadow_lock)
         count_shadow(o, lv.reason, "verify");
     if (lv.shadow[0])
         count_shadow(o, lv.shadow, "verify");
-    switch (lv.rc) {
-    case OTP_OK:
-        answer(out, OUT_VERIFIED, "verified");
-        snprintf(out->verification_id, sizeof(out->verification_id), "%s", lv.vid);
-        verification_update(o, lv.vid, "verified", 0);
-        break;
-    case OTP_EBADCODE:
-        answer(out, OUT_INVALID_CODE, "the code is wrong");
-        verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);
-        break;
-    case OTP_ELOCKED:
-        answer(out, OUT_LOCKED, "too many wrong codes for this phone");
-        snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
-        out->retry_after_s = retry_s(lv.retry_ms);
-        if (lv.vid[0])
-            verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);
-        break;
-    case OTP_ELIMITED:
-        answer(out, OUT_RATE_LIMITED, "limit %s reached", lv.reason);
-        snprintf(out->reason, sizeof(out->reason), "%s", lv.reason);
-        out->retry_after_s = retry_s(lv.retry_ms);
-        break;
-    default:
-        answer(out, OUT_NO_ACTIVE_CODE, "no live code for this phone");
-        break;
-    }
+    verify_note(o, &lv);
 done:
     record(o, rq, "verify", out, lv.shadow_lock ? lv.reason : NULL, lv.vid);
     count(o, OTP_OP_VERIFY, out);

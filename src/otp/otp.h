@@ -47,6 +47,19 @@ struct otp_deps {
     const char *version; /* the build's (otpd_build_info); NULL: "unknown" */
 };
 
+struct otp_answer;
+
+/* An Idempotency-Key's part in one issue or verify (see idem.h): its
+ * decision claims the key, and its answer is stored with its commit. */
+struct otp_idem {
+    const struct idem_claim *claim; /* idem_prepare's, after idem_begin said IDEM_NEW */
+    /* The text a replay of answer a sends (the HTTP layer's), malloc'd;
+     * NULL when out of memory. Called once the decision is final, just
+     * before its commit stores the text. */
+    char *(*pack)(void *ctx, const struct otp_answer *a);
+    void *ctx;
+};
+
 /* The caller and the end user of one issue or verify. */
 struct otp_req {
     const char *api_key;   /* the caller's configured name */
@@ -58,6 +71,7 @@ struct otp_req {
      * type. A type outside phone.types is refused here before any rule. */
     char region[PHONE_REGION_MAX];
     enum phone_type type;
+    const struct otp_idem *idem; /* NULL: no Idempotency-Key */
 };
 
 /* The answer to an issue or a verify. */
@@ -98,11 +112,26 @@ void otp_reload(struct otp *o, const struct otp_conf *c);
  * by o; the HTTP layer claims keys and stores answers through it. */
 struct idem *otp_idem(struct otp *o);
 
-/* Decides one issue; blocks for one Redis call and one ledger commit. */
+/* What decides an issue without Redis, before its Idempotency-Key is
+ * looked up: the number type, the countries, client_ip and the admin
+ * blocks. Returns 1 with the refusal in out (recorded and counted; never
+ * kept for a replay), else 0. */
+int otp_issue_screen(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
+
+/* Decides one issue that passed otp_issue_screen; blocks for one Redis
+ * call and one ledger commit. With rq->idem, an accepted issue claims the
+ * key in the same step and its answer is stored with its release. Answers
+ * OUT_IDEM_IN_USE (neither recorded nor counted; nothing taken, no SMS)
+ * when the key turned out to be another request's, or its claim lapsed
+ * before the release: the caller looks the key up again. */
 void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
 
-/* Decides one guess for rq's phone (client_ip checked here, device_id
- * recorded); blocks for one Redis call. */
+/* otp_issue_screen for a verify, the guess's format included. */
+int otp_verify_screen(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out);
+
+/* Decides one guess for rq's phone that passed otp_verify_screen
+ * (device_id recorded); blocks for one Redis call, two with rq->idem (the
+ * commit of the answer), with OUT_IDEM_IN_USE as for otp_issue. */
 void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, struct otp_answer *out);
 
 /* Ends rq's live verification for (phone, caller, purpose) and stops its

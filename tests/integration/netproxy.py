@@ -9,6 +9,9 @@ Modes, set at any time with set_mode():
     nothing is read from either side, so what a client writes waits in the kernel's buffers, as packets would on a
     partitioned link. Back to "pass", what waited is delivered late (a healed partition, TCP's retransmission);
     reset_all() first drops it instead (the partition lasted past TCP's patience).
+A partition at an exact point: set trip to a function of each chunk a client writes; when it returns a mode, the
+chunk is forwarded and then that mode is set (once), so the partition falls right after a given command and
+before its reply.
 Standard library only; one thread accepts, one thread per connection pair moves bytes.
 """
 import select
@@ -46,6 +49,7 @@ class NetProxy:
         self._lsock.listen(128)
         self.port = self._lsock.getsockname()[1]
         self.accepted = 0  # connections accepted, for tests that want to see a reconnect
+        self.trip = None  # f(chunk written by a client) -> a mode to set once that chunk is forwarded, or None
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
         self._thread.start()
 
@@ -129,6 +133,11 @@ class NetProxy:
                         self._drop(pair)
                         return
                     peer[s].sendall(data)
+                    trip = self.trip if s is client else None
+                    mode = trip(data) if trip is not None else None
+                    if mode:
+                        self.trip = None
+                        self.set_mode(mode)
             except (OSError, ValueError):
                 self._drop(pair)
                 return

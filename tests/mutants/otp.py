@@ -3,10 +3,8 @@ Each a small plausible bug, and the test that must catch it."""
 MUTANTS = [
     dict(name="otp-exhausted-one-guess-late",
          file="src/otp/otp.c",
-         old="""answer(out, OUT_INVALID_CODE, "the code is wrong");
-        verification_update(o, lv.vid, lv.attempts_left > 0 ? "pending" : "exhausted", 1);""",
-         new="""answer(out, OUT_INVALID_CODE, "the code is wrong");
-        verification_update(o, lv.vid, lv.attempts_left >= 0 ? "pending" : "exhausted", 1);""",
+         old="""verification_update(o, lv->vid, lv->attempts_left > 0 ? "pending" : "exhausted", 1);""",
+         new="""verification_update(o, lv->vid, lv->attempts_left >= 0 ? "pending" : "exhausted", 1);""",
          test="test_api.IssueVerifyTest.test_max_attempts_kills_the_code",
          why="the last allowed wrong guess leaves the verification 'pending' in the ledger"),
     dict(name="otp-no-refund-on-ledger-failure",
