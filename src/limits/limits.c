@@ -735,8 +735,45 @@ static void undo_key(const char *rid, char *out, size_t cap)
     snprintf(out, cap, "otp:u:%s", rid);
 }
 
+/* Reads one JSON string of a key name at p (past its opening quote) into
+ * out, undoing the escapes Redis's cjson writes: a key may hold a caller's
+ * bytes (a device_id's '/', '"' or '\\' are printable ASCII). Returns the
+ * byte after the closing quote, or NULL when it is not such a string or
+ * does not fit. */
+static const char *undo_key_read(const char *p, char *out, size_t cap)
+{
+    static const char esc[] = "\"\\/bfnrt", val[] = "\"\\/\b\f\n\r\t";
+    size_t n = 0;
+
+    for (; *p != '"'; p++) {
+        char c = *p;
+        const char *e;
+        unsigned v = 0;
+        if (c == '\0' || (unsigned char)c < 0x20)
+            return NULL;
+        if (c == '\\' && *++p == 'u') {
+            /* cjson writes a control byte as \u00XX; nothing of ours is
+             * outside ASCII. */
+            if (strspn(p + 1, "0123456789abcdefABCDEF") < 4 || sscanf(p + 1, "%4x", &v) != 1 || v == 0 ||
+                v > 0x7f)
+                return NULL;
+            c = (char)v;
+            p += 4;
+        } else if (c == '\\') {
+            if (*p == '\0' || (e = strchr(esc, *p)) == NULL)
+                return NULL;
+            c = val[e - esc];
+        }
+        if (n + 1 >= cap)
+            return NULL;
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return p + 1;
+}
+
 /* Reads the JSON list of key names op 'k' returns into u's keys; returns
- * how many, 0 when it is not such a list. Key names are ours: no escapes. */
+ * how many, 0 when it is not such a list. */
 static int undo_keys_read(const char *json, struct limits_undo *u)
 {
     const char *p = json;
@@ -745,13 +782,9 @@ static int undo_keys_read(const char *json, struct limits_undo *u)
     if (*p++ != '[')
         return 0;
     while (*p == '"' && n <= LIMITS_KEYS_MAX) {
-        const char *end = strchr(p + 1, '"');
-        if (end == NULL || end - p - 1 >= LIMITS_KEY_LEN || memchr(p + 1, '\\', (size_t)(end - p - 1)))
+        if ((p = undo_key_read(p + 1, u->keys[n], sizeof(u->keys[n]))) == NULL)
             return 0;
-        memcpy(u->keys[n], p + 1, (size_t)(end - p - 1));
-        u->keys[n][end - p - 1] = '\0';
         n++;
-        p = end + 1;
         if (*p == ',')
             p++;
     }

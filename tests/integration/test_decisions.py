@@ -21,6 +21,7 @@ import signal
 import socket
 import time
 
+import fleet
 import harness
 from harness import ROOT, Redis, wait_until
 from test_limits import LimitsTest, verification
@@ -560,3 +561,38 @@ class CapNamesTest(DecisionsTest):
         self.refused(r, 503, "cost_cap")
         self.assertEqual(self.cost_sum(3600000), 3 * PRICE)
         self.assertEqual(self.cost_sum(86400000), 3 * PRICE)
+
+
+class LapsedHoldEscapedKeysTest(fleet.FleetTest):
+    """A lapsed hold gives back every take even when a rule's key holds bytes JSON escapes: the undo record keeps
+    the keys as JSON text (Redis's cjson writes '/' as '\\/', '"' as '\\"'), and the sweep must read them back as
+    the keys they are, not fall back to the hold alone and leave the device's take counted for ever. The hold is
+    made to lapse by the instance that holds it: its ledger's write lock (taken here) keeps it between its decision
+    and its release, and it is SIGKILLed there; the other instance's sweep drops the hold."""
+    n = 2
+    limits = [{"name": "dev_1", "key": "device", "algorithm": "sliding_log", "limit": 1, "window": "10m"}]
+
+    def test_a_device_id_with_escaped_bytes_gets_its_take_back(self):
+        import sqlite3
+        import threading
+        a, b = self.fleet[0], self.fleet[1]
+        dev = 'tab/let"\\7'
+        lock = sqlite3.connect(a.config["ledger"]["path"], timeout=5, isolation_level=None)
+        try:
+            lock.execute("BEGIN IMMEDIATE")
+            def held_issue():
+                try:
+                    a.issue(P, device_id=dev)
+                except OSError:
+                    pass  # SIGKILLed while it waits for its ledger: no answer
+            t = threading.Thread(target=held_issue, daemon=True)
+            t.start()
+            wait_until(lambda: self.redis.cmd("ZCARD", "otp:holds") == 1, what="A's decision, held")
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+        finally:
+            lock.close()
+        wait_until(lambda: self.redis.cmd("ZCARD", "otp:holds") == 0, timeout=30, step=0.1,
+                   what="B's sweep to drop the lapsed hold")
+        st, _, body = b.issue(P2, device_id=dev)
+        self.assertEqual(st, 202, "the device's take of the dropped hold was never given back: %s" % (body,))

@@ -92,3 +92,18 @@ MUTANTS = [
          test="test_decisions.AbandonInterleavingTest.test_token_bucket_abandon_gives_back_only_a_token_still_held",
          why="an abandon gives back a token that had already come back, i.e. another request's"),
 ]
+MUTANTS += [
+    dict(name="undo-keys-escapes-refused",
+         file="src/limits/limits.c",
+         old="            if (*p == '\\0' || (e = strchr(esc, *p)) == NULL)\n                return NULL;\n            c = val[e - esc];\n",
+         new="            return NULL;\n",
+         test="test_decisions.LapsedHoldEscapedKeysTest",
+         why=("the undo record's keys are read as they were before the fix, refusing any escape: a device_id with "
+              "a '/' makes the lapsed hold's drop fall back to the hold alone, and the device's take stays counted")),
+    dict(name="undo-keys-slash-kept-escaped",
+         file="src/limits/limits.c",
+         old='static const char esc[] = "\\"\\\\/bfnrt", val[] = "\\"\\\\/\\b\\f\\n\\r\\t";',
+         new='static const char esc[] = "\\"\\\\bfnrt", val[] = "\\"\\\\\\b\\f\\n\\r\\t";',
+         test="test_decisions.LapsedHoldEscapedKeysTest",
+         why="cjson's '\\/' is not read back as '/': the device's key is not the one the rule counted in"),
+]
