@@ -1,7 +1,7 @@
 /*
  * chain: the format of the ledger's hash chain (schema/007_chain.sql), one
  * definition shared by the writer (ledger.c), which appends links, and the
- * checker (chain_verify.c), which recomputes them. Private to src/ledger.
+ * checker (chaincheck.c), which recomputes them. Private to src/ledger.
  *
  * A row's digest is SHA-256 over "otpd-row-v1", NUL, the table's name, NUL,
  * then each column of chain_tables[t].cols in order, each as one tag byte
@@ -21,12 +21,19 @@
  * now is, so only a row's newest link can be checked against the row;
  * older ones are history the chain itself protects.
  *
+ * A prune link (tbl "prune", row_id the new base's seq, ts_ms the cutoff)
+ * carries the genesis hash as its digest: every prune binds the start
+ * marks again, which the base's hash alone would not do once the genesis
+ * is pruned away. Prune links written before schema 008 carry 32 zero
+ * bytes instead (`otpctl verify` says the marks are unbound until the next
+ * prune).
+ *
  * SHA-256 rather than libsodium's BLAKE2b: libsodium lives in src/otp,
  * above the ledger, and SHA-256 is in every standard library, so a chain
  * can be checked without otpd's code (tests/integration does, in Python).
  * The chain has no key: it proves that a ledger is the one otpd wrote only
  * up to its newest link. Keep `otpctl verify`'s head hash somewhere else
- * to know that no tail was cut or rewritten.
+ * to know that no tail was cut or rewritten (`otpctl verify --head`).
  */
 #ifndef OTPD_CHAIN_H
 #define OTPD_CHAIN_H

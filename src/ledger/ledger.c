@@ -578,17 +578,17 @@ static int ledger_commit(struct ledger *l, struct ledger_op *batch, uint64_t *ba
  * The chain's part of a prune (chain.h), inside its transaction, after the
  * rows went: every link before the first one a row still needs goes, the
  * base moves to the link before it, and a prune link records the cutoff
- * and the new base. A row still needs its newest link; rows kept whatever
+ * and the new base and binds the start marks (its digest is the genesis
+ * hash). A row still needs its newest link; rows kept whatever
  * their age (messages queued or sending) are linked again first so that
  * their newest link is recent. `otpctl verify` accepts a missing row whose
  * link's time is before a later prune link's cutoff.
  */
 static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
 {
-    static const unsigned char zero[SHA256_LEN];
     sqlite3_stmt *st = NULL;
-    unsigned char base_hash[SHA256_LEN];
-    int64_t keep_from, base_seq;
+    unsigned char base_hash[SHA256_LEN], marks_digest[SHA256_LEN];
+    int64_t keep_from, base_seq, marks[CT_N];
     char sql[512];
     int rc;
 
@@ -625,8 +625,9 @@ static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
     if (rc != SQLITE_ROW)
         return rc;
     /* The new base: the link before keep_from, or the old base. */
-    if ((rc = chain_base(l->wdb, &base_seq, base_hash, NULL, NULL)) != SQLITE_OK)
+    if ((rc = chain_base(l->wdb, &base_seq, base_hash, marks, NULL)) != SQLITE_OK)
         return rc;
+    chain_genesis(marks, marks_digest);
     if (keep_from - 1 > base_seq) {
         if ((rc = sqlite3_prepare_v2(l->wdb, "SELECT hash FROM chain WHERE seq = ?1", -1, &st, NULL)) != SQLITE_OK)
             return rc;
@@ -657,7 +658,7 @@ static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
         if ((rc = sqlite3_exec(l->wdb, sql, NULL, NULL, NULL)) != SQLITE_OK)
             return rc;
     }
-    return ledger_link(l, CHAIN_PRUNE, base_seq, cutoff_ms, zero);
+    return ledger_link(l, CHAIN_PRUNE, base_seq, cutoff_ms, marks_digest);
 }
 
 /* Deletes what is older than the retention; on the writer thread. Messages

@@ -1,0 +1,196 @@
+"""The ledger's hash chain once retention has pruned it (src/ledger/chain.h).
+
+PrunedForgeryTest runs otpd with a 2 s retention until a prune has moved the
+chain's base, then tampers with copies of its ledger the way an insider with
+the file would: a forged verified verification or admin action hidden below
+a raised start mark, the base edited, rows reordered, the newest row
+deleted. `otpctl verify` must say BROKEN and why. A cut tail (an earlier
+backup of the same ledger) is a whole chain: only a head kept elsewhere
+shows it (`--head`).
+"""
+import hashlib
+import os
+import sqlite3
+import struct
+import time
+
+import test_otpctl_kit as kit
+from harness import wait_until
+
+EX_USAGE, EX_DATAERR = 64, 65
+ADMIN_KEY = "key-ops-admin-0123456789ab"
+
+
+def now_ms():
+    return time.time_ns() // 1000000
+
+
+def backup(src, dst):
+    """A consistent copy of a live ledger (its WAL included), as a backup tool makes one."""
+    a, b = sqlite3.connect(src, timeout=5), sqlite3.connect(dst)
+    try:
+        a.backup(b)
+    finally:
+        a.close()
+        b.close()
+    return dst
+
+
+def one(path, sql, *args):
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        return con.execute(sql, args).fetchone()
+    finally:
+        con.close()
+
+
+class PrunedForgeryTest(kit.KitBase):
+    """One ledger pruned by retention, stopped, and tampered with on copies."""
+
+    env = {"OTPD_KEY_OPS": ADMIN_KEY}
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["api_keys"].append({"name": "ops", "key_env": "OTPD_KEY_OPS", "role": "admin"})
+        cfg["ledger"]["retention"] = "2s"
+        cfg["otp"]["ttl"] = "10s"
+        return cfg
+
+    def block(self, phone):
+        st, _, out = self.otpd.call("POST", "/v1/admin/blocks", {"match": {"phone": phone}, "expires_in": "1h",
+                                                                 "note": "test"}, auth=ADMIN_KEY)
+        self.assertEqual(st, 201, out)
+
+    def issue_and_verify(self, phone):
+        _, code = self.issue_and_code(phone)
+        st, _, body = self.otpd.verify(phone, code)
+        self.assertEqual(st, 200, body)
+
+    def setUp(self):
+        super().setUp()
+        self.db_path = self.otpd.config["ledger"]["path"]
+        # An admin action first (no verification's link, which would hold the base back until its code
+        # expired): retention prunes it, its link and the genesis within a few seconds.
+        self.block("+919800000001")
+        first = self.otpd.rows("SELECT max(seq) AS s FROM chain WHERE tbl = 'admin_actions'")[0]["s"]
+        wait_until(lambda: self.otpd.rows("SELECT seq FROM chain_base")[0]["seq"] >= first, timeout=20,
+                   what="a prune that moved the chain's base past the first admin action")
+        self.assertEqual(self.otpd.rows("SELECT count(*) AS n FROM admin_actions")[0]["n"], 0)
+        self.issue_and_verify(kit.P)
+        # A backup taken now: a true earlier state of the same ledger, as a cut tail would leave it.
+        self.early = backup(self.db_path, os.path.join(self.tmp, "early.db"))
+        self.block("+919800000002")
+        last = self.otpd.rows("SELECT max(seq) AS s FROM chain")[0]["s"]
+        wait_until(lambda: self.otpd.rows("SELECT 1 FROM chain WHERE tbl = 'prune' AND seq > ?", last), timeout=10,
+                   what="a prune link after the last row's")
+        self.assertEqual(self.otpd.stop(), 0)
+        r = self.otpctl("verify", "--db", self.db_path)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.head = [x for x in r.stdout.splitlines() if x.startswith("head: ")][0][len("head: "):]
+        self.marks = dict(zip([t for t, _ in kit.TABLES], one(
+            self.db_path, "SELECT requests, verifications, messages, message_events, sends, admin_actions "
+                          "FROM chain_start")))
+
+    def verify(self, path, *args):
+        return self.otpctl("verify", "--db", path, *args)
+
+    def forged_under_raised_mark(self, table, insert):
+        """A copy with table's start mark raised by 1000 and a row forged just
+        below the new mark, where verify does not look for links."""
+        mark = self.marks[table] + 1000
+        return self.tamper(table + ".db", "UPDATE chain_start SET %s = %d" % (table, mark), insert % (mark - 1))
+
+    def assert_marks_broken(self, path):
+        line = self.broken(path)
+        self.assertIn("chain_start", line)
+        self.assertIn("start marks", line)
+        r = self.verify(path)
+        self.assertNotIn(self.head, r.stdout)  # no ok head for a forged ledger
+
+    def test_untouched_verifies_from_its_moved_base(self):
+        r = self.verify(self.db_path)
+        self.assertIn("pruned (retention)", r.stdout)
+        seq, hexhash, rows_ok = kit.py_chain(self.db_path)
+        self.assertEqual(self.head, "%d %s" % (seq, hexhash))
+        self.assertTrue(rows_ok)
+        # Every prune link binds the start marks: its digest is the genesis hash of chain_start's marks.
+        con = sqlite3.connect(self.db_path)
+        marks = con.execute("SELECT requests, verifications, messages, message_events, sends, admin_actions "
+                            "FROM chain_start").fetchone()
+        genesis = hashlib.sha256(b"otpd-chain-v1\0" + b"".join(
+            t.encode() + b"\0" + struct.pack(">q", m) for (t, _), m in zip(kit.TABLES, marks))).digest()
+        digests = {d for (d,) in con.execute("SELECT digest FROM chain WHERE tbl = 'prune'")}
+        con.close()
+        self.assertEqual(digests, {genesis})
+
+    def test_forged_verified_row_below_a_raised_mark(self):
+        now = now_ms()
+        self.assert_marks_broken(self.forged_under_raised_mark(
+            "verifications", "INSERT INTO verifications (rowid, id, phone, api_key, created_ms, expires_ms, status, "
+                             "ended_ms) VALUES (%%d, 'forged0123456789abcdef', '%s', 'login-web', %d, %d, 'verified', "
+                             "%d)" % (kit.P, now, now + 600000, now)))
+
+    def test_forged_admin_action_below_a_raised_mark(self):
+        self.assert_marks_broken(self.forged_under_raised_mark(
+            "admin_actions", "INSERT INTO admin_actions (id, ts_ms, admin, action, kind, row_id, body) VALUES "
+                             "(%%d, %d, 'ops', 'remove', 'block', 'b-forged', NULL)" % now_ms()))
+
+    def test_mark_raised_alone(self):
+        # Every table's mark is bound, not only the two the forgeries use.
+        for t, _ in kit.TABLES:
+            self.assert_marks_broken(self.tamper("m-%s.db" % t, "UPDATE chain_start SET %s = %s + 1" % (t, t)))
+
+    def test_base_edited(self):
+        self.assertIn("links out of order", self.broken(self.tamper("b1.db", "UPDATE chain_base SET seq = seq + 1")))
+        self.assertIn("hash is wrong", self.broken(self.tamper("b2.db", "UPDATE chain_base SET hash = zeroblob(32)")))
+        self.assertIn("missing", self.broken(self.tamper("b3.db", "UPDATE chain_base SET seq = 0")))
+        # The base moved on to a later link, the links and rows before it deleted as if pruned.
+        last = one(self.db_path, "SELECT max(seq) FROM chain WHERE tbl = 'prune'")[0]
+        to = last - 1
+        path = self.tamper("b4.db", "UPDATE chain_base SET seq = %d, hash = (SELECT hash FROM chain WHERE seq = %d)"
+                           % (to, to), "DELETE FROM chain WHERE seq <= %d" % to)
+        self.assertIn("where the last prune put it", self.broken(path))
+        # And past the newest prune link too.
+        path = self.tamper("b5.db", "UPDATE chain_base SET seq = %d, hash = (SELECT hash FROM chain WHERE seq = %d)"
+                           % (last, last), "DELETE FROM chain WHERE seq <= %d" % last)
+        self.assertIn("without a prune link", self.broken(path))
+
+    def test_rows_reordered_after_the_prune(self):
+        a, b = [r["id"] for r in self.otpd.rows("SELECT id FROM requests ORDER BY id")[-2:]]
+        path = self.tamper("swap.db", "UPDATE requests SET id = -1 WHERE id = %d" % a,
+                           "UPDATE requests SET id = %d WHERE id = %d" % (a, b),
+                           "UPDATE requests SET id = %d WHERE id = -1" % b)
+        self.assertIn("requests id %d " % a, self.broken(path))
+
+    def test_newest_row_deleted(self):
+        newest = self.otpd.rows("SELECT tbl, row_id FROM chain WHERE tbl <> 'prune' ORDER BY seq DESC LIMIT 1")[0]
+        key = "id" if newest["tbl"] != "verifications" else "rowid"
+        line = self.broken(self.tamper("newest.db", "DELETE FROM %s WHERE %s = %d" % (newest["tbl"], key,
+                                                                                        newest["row_id"])))
+        self.assertIn("%s id %d " % (newest["tbl"], newest["row_id"]), line)
+        self.assertIn("missing", line)
+
+    def test_tail_cut_shows_against_a_kept_head(self):
+        # The earlier backup is a whole chain: alone, it cannot show that rows came after it.
+        r = self.verify(self.early)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        early = [x for x in r.stdout.splitlines() if x.startswith("head: ")][0][len("head: "):].replace(" ", ":")
+        head = self.head.replace(" ", ":")
+        self.assertNotEqual(early, head)
+        # Against the head kept from the full ledger, it is a cut tail.
+        self.assertIn("tail was cut or rewritten", self.broken_with(self.early, "--head", head))
+        # The full ledger holds its own head and the earlier one.
+        for h in (head, early):
+            r = self.verify(self.db_path, "--head", h)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("holds the head given: link %s" % h.split(":")[0], r.stdout)
+        # A head whose hash differs: the chain was rewritten from before it.
+        bad = head[:-1] + ("0" if head[-1] != "0" else "1")
+        self.assertIn("tail was cut or rewritten", self.broken_with(self.db_path, "--head", bad))
+        for arg in ("12", "x:00", "5:abc", head + "0"):
+            self.assertEqual(self.verify(self.db_path, "--head", arg).returncode, EX_USAGE, arg)
+
+    def broken_with(self, path, *args):
+        r = self.verify(path, *args)
+        self.assertEqual(r.returncode, EX_DATAERR, r.stdout + r.stderr)
+        return [x for x in r.stdout.splitlines() if x.startswith("BROKEN: ")][0]
