@@ -19,7 +19,8 @@
  * link per row. messages and verifications are updated in place: each
  * insert or update that changed the row appends a link with the row as it
  * now is, so only a row's newest link can be checked against the row;
- * older ones are history the chain itself protects.
+ * older ones are history the chain itself protects. Row ids are never
+ * reused (AUTOINCREMENT, schema 008), so a link names one row for ever.
  *
  * A prune link (tbl "prune", row_id the new base's seq, ts_ms the cutoff)
  * carries the genesis hash as its digest: every prune binds the start

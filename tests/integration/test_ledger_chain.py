@@ -7,7 +7,16 @@ a raised start mark, the base edited, rows reordered, the newest row
 deleted. `otpctl verify` must say BROKEN and why. A cut tail (an earlier
 backup of the same ledger) is a whole chain: only a head kept elsewhere
 shows it (`--head`).
+
+RowidReuseTest: retention empties the tables, new rows arrive, and verify
+still says ok (no row id is used twice, so an old row's link never meets a
+new row), three times over.
+
+MigrationTest: a ledger as schema 7 wrote it (built here in Python, with a
+prune, an emptied table and a message left queued) is migrated by otpd,
+keeps every row and its chain, and hands out no row id twice.
 """
+import glob
 import hashlib
 import os
 import sqlite3
@@ -15,10 +24,12 @@ import struct
 import time
 
 import test_otpctl_kit as kit
-from harness import wait_until
+from harness import ROOT, wait_until
 
 EX_USAGE, EX_DATAERR = 64, 65
 ADMIN_KEY = "key-ops-admin-0123456789ab"
+# Each table's retention time among its chained columns (chain.c, chain_tables[].ts_col).
+TS_COL = {"requests": 1, "verifications": 5, "messages": 8, "message_events": 2, "sends": 2, "admin_actions": 1}
 
 
 def now_ms():
@@ -42,6 +53,49 @@ def one(path, sql, *args):
         return con.execute(sql, args).fetchone()
     finally:
         con.close()
+
+
+class PyChain:
+    """A writer of the chain's format in Python (chain.h), for ledgers as an
+    older otpd left them: links each row given, and prunes as schema 7 did."""
+
+    def __init__(self, con):
+        self.con = con
+        marks = con.execute("SELECT requests, verifications, messages, message_events, sends, admin_actions "
+                            "FROM chain_start").fetchone()
+        self.seq, self.prev = 0, hashlib.sha256(b"otpd-chain-v1\0" + b"".join(
+            t.encode() + b"\0" + struct.pack(">q", m) for (t, _), m in zip(kit.TABLES, marks))).digest()
+
+    def append(self, tbl, rid, ts, digest):
+        self.seq += 1
+        self.prev = hashlib.sha256(self.prev + struct.pack(">q", self.seq) + tbl.encode() + b"\0" +
+                                   struct.pack(">qq", rid, ts) + digest).digest()
+        self.con.execute("INSERT INTO chain VALUES (?, ?, ?, ?, ?, ?)", (self.seq, tbl, rid, ts, digest, self.prev))
+
+    def link(self, tbl, rid):
+        row = self.con.execute("SELECT %s FROM %s WHERE rowid = ?" % (dict(kit.TABLES)[tbl], tbl), (rid,)).fetchone()
+        digest = hashlib.sha256(b"otpd-row-v1\0" + tbl.encode() + b"\0" + b"".join(kit.enc(v) for v in row)).digest()
+        self.append(tbl, rid, row[TS_COL[tbl]], digest)
+
+    def prune_v7(self, cutoff):
+        """Schema 7's prune: old rows go (messages queued or sending stay and
+        are linked again), links before the first one a row needs go, and a
+        prune link with 32 zero bytes for a digest says where the base is."""
+        c = self.con
+        for t, col in (("requests", "ts_ms"), ("sends", "ts_ms"), ("message_events", "ts_ms"),
+                       ("admin_actions", "ts_ms"), ("verifications", "expires_ms")):
+            c.execute("DELETE FROM %s WHERE %s < ?" % (t, col), (cutoff,))
+        c.execute("DELETE FROM messages WHERE updated_ms < ? AND state NOT IN ('queued', 'sending')", (cutoff,))
+        for (seq,) in c.execute("SELECT seq FROM messages WHERE state IN ('queued', 'sending') AND updated_ms < ?",
+                                (cutoff,)).fetchall():
+            self.link("messages", seq)
+        keep = c.execute("SELECT min(seq) FROM chain WHERE ts_ms >= ? AND tbl <> 'prune'", (cutoff,)).fetchone()[0]
+        base = min(keep or self.seq + 1, self.seq + 1) - 1
+        if base > 0:
+            h = c.execute("SELECT hash FROM chain WHERE seq = ?", (base,)).fetchone()[0]
+            c.execute("UPDATE chain_base SET seq = ?, hash = ?", (base, h))
+            c.execute("DELETE FROM chain WHERE seq <= ?", (base,))
+        self.append("prune", base, cutoff, bytes(32))
 
 
 class PrunedForgeryTest(kit.KitBase):
@@ -194,3 +248,108 @@ class PrunedForgeryTest(kit.KitBase):
         r = self.verify(path, *args)
         self.assertEqual(r.returncode, EX_DATAERR, r.stdout + r.stderr)
         return [x for x in r.stdout.splitlines() if x.startswith("BROKEN: ")][0]
+
+
+class RowidReuseTest(kit.KitBase):
+    """Retention empties the tables; the next rows must not take the ids of
+    rows whose links the chain still holds."""
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["ledger"]["retention"] = "2s"
+        cfg["otp"]["ttl"] = "10s"
+        return cfg
+
+    def test_emptied_tables_then_new_rows_verify(self):
+        db = self.otpd.config["ledger"]["path"]
+
+        def issue(phone):
+            """Issues for phone; its request row's id is past every id the chain has linked."""
+            top = one(db, "SELECT COALESCE(max(row_id), 0) FROM chain WHERE tbl = 'requests'")[0]
+            body, _ = self.issue_and_code(phone)
+            rid = self.otpd.rows("SELECT id FROM requests WHERE message_id = ?", body["id"])[0]["id"]
+            self.assertGreater(rid, top)
+            return rid
+
+        for i in range(3):
+            rid = issue("+9198100000%02d" % i)
+            # Retention empties the requests and sends tables; the verification's link (it expires in 10 s)
+            # keeps theirs in the chain.
+            wait_until(lambda: not self.otpd.rows("SELECT 1 FROM requests UNION ALL SELECT 1 FROM sends"),
+                       timeout=20, what="retention emptying requests and sends")
+            self.assertTrue(self.otpd.rows("SELECT 1 FROM chain WHERE tbl = 'requests' AND row_id = ?", rid))
+            issue("+9198200000%02d" % i)
+            r = self.otpctl("verify", "--db", db)
+            self.assertEqual(r.returncode, 0, "round %d:\n%s%s" % (i, r.stdout, r.stderr))
+
+
+class MigrationTest(kit.KitBase):
+    """A schema 7 ledger, as the version before this one left it, migrated."""
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["ledger"]["retention"] = "1h"
+        return cfg
+
+    def make_v7(self, path, now):
+        """Requests pruned with their links kept (a live verification's link
+        holds the base back), the requests table empty, a message sent and
+        one queued (another instance sends those) linked again by the prune."""
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+        con = sqlite3.connect(path)
+        for f in sorted(glob.glob(os.path.join(ROOT, "schema", "00[1-7]_*.sql"))):
+            with open(f) as fh:
+                con.executescript(fh.read())
+        con.execute("PRAGMA user_version = 7")
+        ch, old = PyChain(con), now - 3 * 3600 * 1000
+
+        def req(ts, phone):
+            cur = con.execute("INSERT INTO requests (ts_ms, kind, api_key, phone, decision, http_status, purpose) "
+                              "VALUES (?, 'issue', 'login-web', ?, 'accepted', 202, 'default')", (ts, phone))
+            ch.link("requests", cur.lastrowid)
+
+        def msg(mid, state, ts, expires):
+            cur = con.execute("INSERT INTO messages (id, verification_id, api_key, phone, state, created_ms, "
+                              "expires_ms, updated_ms) VALUES (?, 'v-live', 'login-web', '+919811111111', ?, ?, ?, ?)",
+                              (mid, state, ts, expires, ts))
+            ch.link("messages", cur.lastrowid)
+
+        req(old, "+919811111110")
+        con.execute("INSERT INTO verifications (id, phone, api_key, created_ms, expires_ms) VALUES "
+                    "('v-live', '+919811111111', 'login-web', ?, ?)", (old, now + 1800 * 1000))
+        ch.link("verifications", 1)
+        req(old + 1, "+919811111111")
+        req(old + 2, "+919811111112")
+        msg("m-sent", "sent", old + 3, old + 600000)
+        # Queued for two hours (a code's life is an hour at most, but sending is not the point here): older
+        # than the prune's cutoff, so schema 7 linked it again with its own time.
+        msg("m-queued", "queued", now - 2 * 3600 * 1000, now + 3000 * 1000)
+        ch.prune_v7(now - 3600 * 1000)
+        con.commit()
+        con.close()
+        self.assertEqual(one(path, "SELECT count(*) FROM requests")[0], 0)
+        self.assertEqual(one(path, "SELECT max(row_id) FROM chain WHERE tbl = 'requests'")[0], 3)
+
+    def test_migrate_a_schema_7_ledger(self):
+        db = self.db_path = self.otpd.config["ledger"]["path"]
+        self.assertEqual(self.otpd.stop(), 0)
+        self.make_v7(db, now_ms())
+        r = self.otpctl("verify", "--db", db)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.restart()
+        self.issue_and_code(kit.P)
+        self.assertEqual(self.otpd.stop(), 0)
+        self.assertGreaterEqual(one(db, "PRAGMA user_version")[0], 8)
+        # New rows take ids after every one the chain has seen, whatever the tables hold.
+        self.assertEqual(one(db, "SELECT min(id) FROM requests")[0], 4)
+        self.assertEqual(one(db, "SELECT seq FROM messages WHERE id = 'm-queued'")[0], 2)
+        self.assertGreater(one(db, "SELECT min(seq) FROM messages WHERE id NOT LIKE 'm-%'")[0], 2)
+        # The rows retention keeps kept their ids (and, below, their links: rows_ok).
+        self.assertEqual(one(db, "SELECT seq FROM verifications WHERE id = 'v-live'")[0], 1)
+        r = self.otpctl("verify", "--db", db)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        seq, hexhash, rows_ok = kit.py_chain(db)
+        self.assertIn("head: %d %s" % (seq, hexhash), r.stdout)
+        self.assertTrue(rows_ok)

@@ -78,6 +78,22 @@ MUTANTS = [
          new="    else if (h->seq <= r->base_seq || w->head_seen != 0 || 1)",
          test="test_ledger_chain.PrunedForgeryTest.test_tail_cut_shows_against_a_kept_head",
          why="--head is taken as held whatever the chain holds: a cut tail passes"),
+    dict(name="schema-reuses-request-ids",
+         file="schema/008_autoincrement.sql",
+         old="""CREATE TABLE requests_008 (
+  id              INTEGER PRIMARY KEY AUTOINCREMENT,""",
+         new="""CREATE TABLE requests_008 (
+  id              INTEGER PRIMARY KEY,""",
+         test="test_ledger_chain.RowidReuseTest",
+         why="an emptied requests table hands out a pruned row's id again: verify takes the new row for a "
+             "changed one"),
+    dict(name="schema-counters-ignore-the-chain",
+         file="schema/008_autoincrement.sql",
+         old="COALESCE((SELECT max(row_id) FROM chain WHERE tbl = t.name), 0)",
+         new="0",
+         test="test_ledger_chain.MigrationTest",
+         why="a table emptied before the upgrade starts its counter at 0: the next rows take ids the chain "
+             "still links"),
     dict(name="stats-conversion-counts-rows",
          file="src/ledger/summary.c",
          old='"ON CONFLICT (id) DO UPDATE SET status = max(status, excluded.status)"',
