@@ -22,6 +22,15 @@
  * older ones are history the chain itself protects. Row ids are never
  * reused (AUTOINCREMENT, schema 008), so a link names one row for ever.
  *
+ * A link's ts_ms is the time retention may delete its row by (the row's
+ * chain_tables[].ts_col), and retention deletes a row only once its newest
+ * link's ts_ms is before the cutoff. Messages still queued or sending are
+ * kept whatever their time: the prune whose cutoff first passes such a
+ * message's time links it once more (a keep link) dated its code's expiry
+ * plus CHAIN_UNFINISHED_MS, and a prune whose cutoff passes that ends it
+ * ('expired', its outcome unknown here). So a row missing while no later
+ * prune link's cutoff is past its newest link's time was deleted by hand.
+ *
  * A prune link (tbl "prune", row_id the new base's seq, ts_ms the cutoff)
  * carries the genesis hash as its digest: every prune binds the start
  * marks again, which the base's hash alone would not do once the genesis
@@ -49,6 +58,14 @@ enum chain_table { CT_REQUESTS, CT_VERIFICATIONS, CT_MESSAGES, CT_MESSAGE_EVENTS
 
 /* The tag of a prune link (tbl), which no table has. */
 #define CHAIN_PRUNE "prune"
+
+/* How long past its code's expiry a message that never ended is kept as it
+ * is: the life of its hash in Redis (queue.lua), after which no instance
+ * can say what became of it. */
+#define CHAIN_UNFINISHED_MS (24 * 3600 * 1000LL)
+
+/* The states of a message that has not ended, as an SQL list. */
+#define CHAIN_UNFINISHED_SQL "('queued', 'sending')"
 
 struct chain_table_info {
     const char *name;

@@ -14,7 +14,13 @@ new row), three times over.
 
 MigrationTest: a ledger as schema 7 wrote it (built here in Python, with a
 prune, an emptied table and a message left queued) is migrated by otpd,
-keeps every row and its chain, and hands out no row id twice.
+keeps every row and its chain, hands out no row id twice, and from its
+first prune on detects a deleted queued message.
+
+FleetSweepTest: in a fleet of two, messages instance A accepted and B sent
+end in A's ledger from the fleet's record (or as unknown once Redis forgot
+them); while they wait, prunes do not link them again and deleting one is
+detected.
 """
 import glob
 import hashlib
@@ -24,10 +30,12 @@ import struct
 import time
 
 import test_otpctl_kit as kit
-from harness import ROOT, wait_until
+from fleet import FleetTest, message_id
+from harness import ROOT, run_bin, wait_until
 
 EX_USAGE, EX_DATAERR = 64, 65
 ADMIN_KEY = "key-ops-admin-0123456789ab"
+DAY_MS = 86400 * 1000
 # Each table's retention time among its chained columns (chain.c, chain_tables[].ts_col).
 TS_COL = {"requests": 1, "verifications": 5, "messages": 8, "message_events": 2, "sends": 2, "admin_actions": 1}
 
@@ -45,6 +53,16 @@ def backup(src, dst):
         a.close()
         b.close()
     return dst
+
+
+def sql_on(path, *sql):
+    con = sqlite3.connect(path)
+    try:
+        for s in sql:
+            con.execute(s)
+        con.commit()
+    finally:
+        con.close()
 
 
 def one(path, sql, *args):
@@ -353,3 +371,95 @@ class MigrationTest(kit.KitBase):
         seq, hexhash, rows_ok = kit.py_chain(db)
         self.assertIn("head: %d %s" % (seq, hexhash), r.stdout)
         self.assertTrue(rows_ok)
+        # The queued message's link from schema 7 carried a time the new prune's cutoff is past; the first
+        # prune linked it again, so deleting it now is seen.
+        line = self.broken(self.tamper("q.db", "DELETE FROM messages WHERE id = 'm-queued'"))
+        self.assertIn("messages id 2 ", line)
+        self.assertIn("missing", line)
+
+
+class FleetSweepTest(FleetTest):
+    """Instance 0 (A) accepts; its first provider call hangs, so with
+    max_inflight 1 it claims nothing more, and instance 1 (B), started
+    after that call, sends the rest."""
+
+    n = 0
+    providers = 2
+
+    def configure(self, cfg, i):
+        cfg["otp"]["ttl"] = "10s"
+        cfg["ledger"]["retention"] = "2s"
+        if i == 0:
+            cfg["pacer"]["max_inflight"] = 1
+            cfg["pacer"]["timeout"] = "3s"
+        return cfg
+
+    def links(self, db, seq):
+        return one(db, "SELECT count(*) FROM chain WHERE tbl = 'messages' AND row_id = ?", seq)[0]
+
+    def prunes(self, db, after):
+        """after 0: the newest prune link's seq; else how many prune links came after link after."""
+        if after == 0:
+            return one(db, "SELECT max(seq) FROM chain WHERE tbl = 'prune'")[0]
+        return one(db, "SELECT count(*) FROM chain WHERE tbl = 'prune' AND seq > ?", after)[0]
+
+    def test_messages_b_sent_end_in_a_ledger(self):
+        # A alone first, so that its call is the one that hangs; then B.
+        self.fakes[0].control(hang=True)
+        self.fleet.start(1, **self.overrides())
+        a = self.fleet[0]
+        db = a.config["ledger"]["path"]
+        st, _, body = a.issue("+919830000000")
+        self.assertEqual(st, 202, body)
+        self.wait_provider_count(1, fake=0)
+        self.fleet.start(1, **self.overrides())
+        b = self.fleet[1]
+        mids = []
+        for k in range(3):
+            st, _, body = a.issue("+91983000000%d" % (k + 1))
+            self.assertEqual(st, 202, body)
+            mids.append(body["id"])
+        wait_until(lambda: set(mids) <= {message_id(r) for r in self.fakes[1].requests()}, timeout=15,
+                   what="B sending A's messages")
+        seqs = {m: a.rows("SELECT seq FROM messages WHERE id = ?", m)[0]["seq"] for m in mids}
+        self.assertEqual({a.rows("SELECT state FROM messages WHERE id = ?", m)[0]["state"] for m in mids}, {"queued"})
+        # While they wait, prunes come and go (every 2 s): the first one past a message's time links it once
+        # more (a keep link, dated a day past its code's expiry), and no later one does.
+        wait_until(lambda: all(self.links(db, s) == 2 for s in seqs.values()), timeout=10, what="the keep links")
+        last = self.prunes(db, 0)
+        wait_until(lambda: self.prunes(db, last) >= 2, timeout=10, what="two more prunes")
+        self.assertEqual({m: self.links(db, s) for m, s in seqs.items()}, {m: 2 for m in seqs})
+        keep = one(db, "SELECT c.ts_ms, m.expires_ms FROM chain c, messages m WHERE c.tbl = 'messages' AND "
+                       "c.row_id = m.seq AND m.id = ? ORDER BY c.seq DESC", mids[0])
+        self.assertEqual(keep[0], keep[1] + DAY_MS)
+        # A copy taken now: deleting a waiting row is seen.
+        copy = backup(db, os.path.join(self.tmp, "a-copy.db"))
+        sql_on(copy, "DELETE FROM messages WHERE id = '%s'" % mids[0])
+        r = run_bin(self.tmp, "otpctl", ["verify", "--db", copy], kit.clean_env())
+        self.assertEqual(r.returncode, EX_DATAERR, r.stdout + r.stderr)
+        self.assertIn("messages id %d " % seqs[mids[0]], r.stdout)
+        # Redis forgets the last one (as after its hash's 24 h): it ends as unknown.
+        self.redis.cmd("DEL", "otp:msg:" + mids[2])
+        # The sweep: once the code's life (10 s) and A's provider timeout (3 s) are over.
+        wait_until(lambda: all(a.rows("SELECT state FROM messages WHERE id = ?", m)[0]["state"] != "queued"
+                               for m in mids), timeout=30, what="A's sweep ending the messages B sent")
+        rows = {m: a.rows("SELECT state, detail FROM messages WHERE id = ?", m)[0] for m in mids}
+        for m in mids[:2]:
+            self.assertEqual(rows[m]["state"], "sent", rows[m])
+            self.assertIn("the fleet", rows[m]["detail"])
+        self.assertEqual(rows[mids[2]]["state"], "expired", rows[mids[2]])
+        self.assertIn("unknown", rows[mids[2]]["detail"])
+        events = a.rows("SELECT state, detail FROM message_events WHERE message_id = ? ORDER BY id", mids[0])
+        self.assertEqual([e["state"] for e in events][-1], "sent")
+        # Ended, they go with retention like any row, and the ledger verifies.
+        wait_until(lambda: not a.rows("SELECT 1 FROM messages WHERE id IN (?, ?, ?)", *mids), timeout=15,
+                   what="retention pruning the ended messages")
+        r = run_bin(self.tmp, "otpctl", ["verify", "--db", db], kit.clean_env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.fakes[0].control(hang=False)
+        for i, rc in self.fleet.stop_all().items():
+            self.assertEqual(rc, 0, i)
+        for o in (a, b):
+            r = run_bin(self.tmp, "otpctl", ["verify", "--db", o.config["ledger"]["path"]], kit.clean_env())
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
