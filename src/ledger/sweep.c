@@ -40,7 +40,7 @@ static const char *sweep_verdict(const struct sweep_seen *s, char *detail, size_
     }
     for (i = 0; i < sizeof(final) / sizeof(final[0]); i++)
         if (strcmp(s->state, final[i]) == 0) {
-            snprintf(detail, detail_cap, "from the fleet's record (another instance ended it)%s%s",
+            snprintf(detail, detail_cap, "ended here by the sweep, from the fleet's record%s%s",
                      s->detail[0] ? ": " : "", s->detail);
             return final[i];
         }

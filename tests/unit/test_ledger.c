@@ -419,7 +419,7 @@ static void test_sweep_ends_what_the_fleet_ended(void **state)
           v, sizeof(v));
     assert_string_equal(v, "expired 24, queued 23, sent 24");
     query(f->path, "SELECT detail FROM messages WHERE id = 'm003'", v, sizeof(v));
-    assert_string_equal(v, "from the fleet's record (another instance ended it): provider 200");
+    assert_string_equal(v, "ended here by the sweep, from the fleet's record: provider 200");
     query(f->path,
           "SELECT detail || ' ' || ts_ms FROM message_events WHERE message_id = 'm004' AND "
           "state = 'expired'",
