@@ -1,11 +1,14 @@
 /*
- * otpctl verify --db FILE: checks a ledger's hash chain
- * (src/ledger/chaincheck.c) and names the first broken row. Needs no
+ * otpctl verify --db FILE [--head SEQ:HASH]: checks a ledger's hash chain
+ * (src/ledger/chaincheck.c) and names the first broken row; with --head,
+ * also that the chain still holds a head an earlier run printed. Needs no
  * config and no secret; opens the file read-only. Exit 0 when the chain
  * holds, EX_DATAERR when it is broken or has none, EX_NOINPUT when the
  * file is missing or no ledger, EX_USAGE for bad flags.
  */
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
@@ -15,9 +18,9 @@
 
 void otpctl_verify_usage(FILE *f)
 {
-    fprintf(f,
-            "       otpctl verify --db FILE\n"
-            "         checks the ledger's hash chain; exit 0 ok, 65 broken (the first broken row named)\n");
+    fprintf(f, "       otpctl verify --db FILE [--head SEQ:HASH]\n"
+               "         checks the ledger's hash chain; exit 0 ok, 65 broken (the first broken row named);\n"
+               "         --head: a head an earlier verify printed, which the chain must still hold\n");
 }
 
 static int verify_usage_error(const char *what, const char *arg)
@@ -27,10 +30,44 @@ static int verify_usage_error(const char *what, const char *arg)
     return EX_USAGE;
 }
 
+/* "SEQ:HASH" (HASH 64 hex digits) into *h; 0, or -1 when malformed. */
+static int verify_parse_head(const char *s, struct chaincheck_head *h)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *end;
+    int i;
+
+    h->seq = strtoll(s, &end, 10);
+    if (end == s || *end != ':' || h->seq < 0 || strlen(end + 1) != 2 * CHAINCHECK_HASH_LEN)
+        return -1;
+    for (i = 0; i < 2 * CHAINCHECK_HASH_LEN; i++) {
+        const char *d = strchr(hex, tolower((unsigned char)end[1 + i]));
+        if (d == NULL || *d == '\0')
+            return -1;
+        h->hash[i / 2] = (unsigned char)(h->hash[i / 2] << 4 | (d - hex));
+    }
+    return 0;
+}
+
+/* The lines beside ok or BROKEN: what the check could not cover. */
+static void verify_notes(const struct chaincheck_result *r, const struct chaincheck_head *head)
+{
+    if (!r->marks_bound)
+        printf("start marks: not bound since prune link %lld (written before schema 8); the next prune binds "
+               "them\n",
+               (long long)r->unbound_seq);
+    if (r->head_found == CHAINCHECK_HEAD_HELD)
+        printf("holds the head given: link %lld\n", (long long)head->seq);
+    else if (r->head_found == CHAINCHECK_HEAD_PRUNED)
+        printf("the head given (link %lld) is pruned (retention): not checked\n", (long long)head->seq);
+}
+
 int otpctl_verify(int argc, char **argv)
 {
     struct chaincheck_result r;
+    struct chaincheck_head head = {0, {0}};
     const char *path = NULL;
+    int has_head = 0;
     char err[OTP_ERR_LEN], when[TIMESTAMP_LEN];
     enum otp_rc rc;
     int i, t;
@@ -41,6 +78,16 @@ int otpctl_verify(int argc, char **argv)
             fputs("usage:", stdout);
             otpctl_verify_usage(stdout);
             return EX_OK;
+        }
+        if (strcmp(argv[i], "--head") == 0 || strncmp(argv[i], "--head=", 7) == 0) {
+            const char *h = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (h == NULL)
+                return verify_usage_error("a value is missing after ", "--head");
+            if (has_head || verify_parse_head(h, &head) < 0)
+                return verify_usage_error("--head takes one SEQ:HASH as verify printed it (head: SEQ HASH): ",
+                                          h);
+            has_head = 1;
+            continue;
         }
         if (strncmp(argv[i], "--db=", 5) == 0)
             v = argv[i] + 5;
@@ -56,7 +103,7 @@ int otpctl_verify(int argc, char **argv)
     }
     if (path == NULL)
         return verify_usage_error("no ledger: give --db FILE", "");
-    if ((rc = chaincheck_run(path, &r, err)) != OTP_OK) {
+    if ((rc = chaincheck_run(path, has_head ? &head : NULL, &r, err)) != OTP_OK) {
         fprintf(stderr, "otpctl verify: %s\n", err);
         return rc == OTP_ENOTFOUND                                ? EX_NOINPUT
                : rc == OTP_EINVAL && strstr(err, "no hash chain") ? EX_DATAERR
@@ -85,6 +132,7 @@ int otpctl_verify(int argc, char **argv)
         fflush(stdout);
         return EX_DATAERR;
     }
+    verify_notes(&r, &head);
     printf("ok: %lld links (%lld to %lld), %lld rows checked, %lld pruned\n", (long long)r.links,
            (long long)(r.base_seq + 1), (long long)r.head_seq, (long long)r.rows, (long long)r.pruned);
     printf("head: %lld %s\n", (long long)r.head_seq, r.head);

@@ -28,6 +28,10 @@
  * mutexes, each held for one lookup, insert or clear and never with another;
  * the tick also adds the penalty hits it answered to Redis
  * (limits_penalties_flush) and clears it when the admin counter moved.
+ * Last on the tick, the ledger's sweep (src/ledger/sweep.h) ends the
+ * messages this instance accepted and another one sent: one read of the
+ * ledger's readers' connection, and at most one call on the pacer's store,
+ * none for a while after one failed.
  *
  * HTTP. With listen_internal set, a second libmicrohttpd daemon (one
  * thread) serves the probes and metrics; both share http's deadline reaper
@@ -55,12 +59,14 @@
 #include <time.h>
 
 #include "../../src/admin/admin.h"
+#include "../../src/base/clock.h"
 #include "../../src/base/config.h"
 #include "../../src/base/log.h"
 #include "../../src/base/timestamp.h"
 #include "../../src/http/http.h"
 #include "../../src/http/tls.h"
 #include "../../src/ledger/ledger.h"
+#include "../../src/ledger/sweep.h"
 #include "../../src/limits/limits.h"
 #include "../../src/otp/code.h"
 #include "../../src/otp/otp.h"
@@ -95,6 +101,7 @@ struct otpd {
     struct otp *otp;
     struct tls *tls; /* tls: the certificate HTTPS serves; NULL for plain HTTP */
     struct http *http;
+    struct sweep sweep; /* the tick's */
 };
 
 static void otpd_free(struct otpd *d)
@@ -215,6 +222,14 @@ out:
     limits_cache_vouch(d->limits, admin_read_ms(d->admin));
     free(lo);
     free(ov);
+}
+
+/* The sweep's read of the fleet's record (sweep_read_fn): the pacer's. */
+static enum otp_rc otpd_fleet_states(void *ctx, const char *const *ids, int n,
+                                     void (*put)(void *put_ctx, int i, const char *state, const char *detail),
+                                     void *put_ctx, char *err)
+{
+    return pacer_states(ctx, ids, n, put, put_ctx, err);
 }
 
 /* Builds and starts everything; returns 0, or logs and returns -1. */
@@ -487,6 +502,11 @@ int main(int argc, char **argv)
             if (limits_holds(d.limits, &dropped, err) != OTP_OK)
                 log_msg(LOG_WARN, "cannot look for lapsed holds: %s", err);
             otpd_admin_tick(&d);
+            /* After the code's life, a call begun before it ends within pacer.timeout. */
+            if (sweep_run(&d.sweep, d.ledger, clock_wall_ms(), d.cfg->pacer.timeout_ms, otpd_fleet_states,
+                          d.pacer, err) < 0)
+                log_msg(LOG_WARN, "cannot end the messages other instances sent (tried again later): %s",
+                        err);
             continue;
         }
         if (sig == SIGHUP) {

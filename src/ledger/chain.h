@@ -1,7 +1,7 @@
 /*
  * chain: the format of the ledger's hash chain (schema/007_chain.sql), one
  * definition shared by the writer (ledger.c), which appends links, and the
- * checker (chain_verify.c), which recomputes them. Private to src/ledger.
+ * checker (chaincheck.c), which recomputes them. Private to src/ledger.
  *
  * A row's digest is SHA-256 over "otpd-row-v1", NUL, the table's name, NUL,
  * then each column of chain_tables[t].cols in order, each as one tag byte
@@ -19,14 +19,31 @@
  * link per row. messages and verifications are updated in place: each
  * insert or update that changed the row appends a link with the row as it
  * now is, so only a row's newest link can be checked against the row;
- * older ones are history the chain itself protects.
+ * older ones are history the chain itself protects. Row ids are never
+ * reused (AUTOINCREMENT, schema 008), so a link names one row for ever.
+ *
+ * A link's ts_ms is the time retention may delete its row by (the row's
+ * chain_tables[].ts_col), and retention deletes a row only once its newest
+ * link's ts_ms is before the cutoff. Messages still queued or sending are
+ * kept whatever their time: the prune whose cutoff first passes such a
+ * message's time links it once more (a keep link) dated its code's expiry
+ * plus CHAIN_UNFINISHED_MS, and a prune whose cutoff passes that ends it
+ * ('expired', its outcome unknown here). So a row missing while no later
+ * prune link's cutoff is past its newest link's time was deleted by hand.
+ *
+ * A prune link (tbl "prune", row_id the new base's seq, ts_ms the cutoff)
+ * carries the genesis hash as its digest: every prune binds the start
+ * marks again, which the base's hash alone would not do once the genesis
+ * is pruned away. Prune links written before schema 008 carry 32 zero
+ * bytes instead (`otpctl verify` says the marks are unbound until the next
+ * prune).
  *
  * SHA-256 rather than libsodium's BLAKE2b: libsodium lives in src/otp,
  * above the ledger, and SHA-256 is in every standard library, so a chain
  * can be checked without otpd's code (tests/integration does, in Python).
  * The chain has no key: it proves that a ledger is the one otpd wrote only
  * up to its newest link. Keep `otpctl verify`'s head hash somewhere else
- * to know that no tail was cut or rewritten.
+ * to know that no tail was cut or rewritten (`otpctl verify --head`).
  */
 #ifndef OTPD_CHAIN_H
 #define OTPD_CHAIN_H
@@ -41,6 +58,14 @@ enum chain_table { CT_REQUESTS, CT_VERIFICATIONS, CT_MESSAGES, CT_MESSAGE_EVENTS
 
 /* The tag of a prune link (tbl), which no table has. */
 #define CHAIN_PRUNE "prune"
+
+/* How long past its code's expiry a message that never ended is kept as it
+ * is: the life of its hash in Redis (queue.lua), after which no instance
+ * can say what became of it. */
+#define CHAIN_UNFINISHED_MS (24 * 3600 * 1000LL)
+
+/* The states of a message that has not ended, as an SQL list. */
+#define CHAIN_UNFINISHED_SQL "('queued', 'sending')"
 
 struct chain_table_info {
     const char *name;

@@ -13,6 +13,8 @@
 #include "chain.h"
 #include "ro.h"
 
+_Static_assert(CHAINCHECK_HASH_LEN == SHA256_LEN, "a head's hash is a link's hash");
+
 /* Links before the chain existed: a ledger of schema 7 or later has one. */
 #define CHAINCHECK_SCHEMA_MIN 7
 
@@ -97,12 +99,45 @@ static int chaincheck_was_pruned(const struct chaincheck_prunes *p, int64_t seq,
     return lo < p->n && ts_ms < p->cutoff[lo];
 }
 
+/* What the walk checks besides links and rows, and what it saw. */
+struct chaincheck_walk {
+    const struct chaincheck_prunes *p;
+    unsigned char marks[SHA256_LEN];    /* a prune link's digest: the genesis hash of chain_start's marks */
+    const struct chaincheck_head *head; /* NULL: none given */
+    int bound_seen;                     /* a prune link that binds the marks went by */
+    int newest_legacy;                  /* the last prune link so far is from before schema 8 */
+    int head_seen;                      /* 1: head->seq went by with head's hash; -1: with another */
+};
+
+/* A prune link binds the start marks (its digest is their genesis hash),
+ * or, before schema 8 and so before any link that binds them, carries
+ * zeros. 0, or -1 after a fault. */
+static int chaincheck_prune_link(struct chaincheck_result *r, struct chaincheck_walk *w, int64_t seq,
+                                 const unsigned char *digest)
+{
+    static const unsigned char zero[SHA256_LEN];
+
+    if (memcmp(digest, w->marks, SHA256_LEN) == 0) {
+        w->bound_seen = 1;
+        w->newest_legacy = 0;
+        return 0;
+    }
+    if (!w->bound_seen && memcmp(digest, zero, SHA256_LEN) == 0) {
+        w->newest_legacy = 1;
+        r->unbound_seq = seq;
+        return 0;
+    }
+    chaincheck_fault(
+        r, "chain_start", -1, seq,
+        "the start marks are not those the prune links bind (a mark moved to hide rows from the chain)");
+    return -1;
+}
+
 /* The walk over the links; SQLite's result code (SQLITE_OK when the walk
  * ended, at the end or at a fault). */
 static int chaincheck_walk(sqlite3 *db, struct chaincheck_result *r, unsigned char prev[SHA256_LEN],
-                           const struct chaincheck_prunes *p)
+                           struct chaincheck_walk *w)
 {
-    static const unsigned char zero[SHA256_LEN];
     sqlite3_stmt *links = NULL, *row[CT_N] = {NULL};
     int64_t expect = r->base_seq + 1;
     int rc, t;
@@ -150,11 +185,11 @@ static int chaincheck_walk(sqlite3 *db, struct chaincheck_result *r, unsigned ch
         r->links++;
         r->head_seq = seq;
         expect = seq + 1;
+        if (w->head != NULL && seq == w->head->seq)
+            w->head_seen = memcmp(want, w->head->hash, SHA256_LEN) == 0 ? 1 : -1;
         if (strcmp(tbl, CHAIN_PRUNE) == 0) {
-            if (memcmp(digest, zero, SHA256_LEN) != 0) {
-                chaincheck_fault(r, tbl, row_id, seq, "a prune link with a digest");
+            if (chaincheck_prune_link(r, w, seq, digest) < 0)
                 break;
-            }
             continue;
         }
         if ((t = chain_table_find(tbl)) < 0) {
@@ -178,7 +213,7 @@ static int chaincheck_walk(sqlite3 *db, struct chaincheck_result *r, unsigned ch
             goto out;
         }
         if (step == SQLITE_DONE) {
-            if (chaincheck_was_pruned(p, seq, ts_ms)) {
+            if (chaincheck_was_pruned(w->p, seq, ts_ms)) {
                 r->pruned++;
                 continue;
             }
@@ -227,10 +262,28 @@ static int chaincheck_unlinked(sqlite3 *db, struct chaincheck_result *r)
     return rc;
 }
 
-enum otp_rc chaincheck_run(const char *path, struct chaincheck_result *r, char *err)
+/* Whether the chain still holds the head given (w->head): at the base, or
+ * seen with its hash on the walk. */
+static void chaincheck_head(struct chaincheck_result *r, const struct chaincheck_walk *w,
+                            const unsigned char base_hash[SHA256_LEN])
+{
+    const struct chaincheck_head *h = w->head;
+
+    if (h->seq < r->base_seq)
+        r->head_found = CHAINCHECK_HEAD_PRUNED;
+    else if (h->seq == r->base_seq ? memcmp(h->hash, base_hash, SHA256_LEN) == 0 : w->head_seen == 1)
+        r->head_found = CHAINCHECK_HEAD_HELD;
+    else
+        chaincheck_fault(r, "chain", -1, h->seq,
+                         "the chain does not hold the head given (--head): its tail was cut or rewritten");
+}
+
+enum otp_rc chaincheck_run(const char *path, const struct chaincheck_head *head, struct chaincheck_result *r,
+                           char *err)
 {
     struct chaincheck_prunes p = {NULL, NULL, 0};
-    unsigned char prev[SHA256_LEN];
+    struct chaincheck_walk w = {.p = &p, .head = head};
+    unsigned char prev[SHA256_LEN], base_hash[SHA256_LEN];
     sqlite3 *db = NULL;
     enum otp_rc rc;
     int version, t, src;
@@ -259,11 +312,14 @@ enum otp_rc chaincheck_run(const char *path, struct chaincheck_result *r, char *
         goto fail;
     }
     r->head_seq = r->base_seq;
+    memcpy(base_hash, prev, SHA256_LEN);
+    chain_genesis(r->marks, w.marks);
     if ((src = chaincheck_load_prunes(db, &p)) != SQLITE_OK)
         goto fail;
-    if ((src = chaincheck_walk(db, r, prev, &p)) != SQLITE_OK)
+    if ((src = chaincheck_walk(db, r, prev, &w)) != SQLITE_OK)
         goto fail;
     chaincheck_hex(prev, r->head);
+    r->marks_bound = r->base_seq == 0 || !w.newest_legacy;
     /* Retention moves the base and says so in a prune link; nothing else does. */
     if (r->ok && (p.n > 0 ? 0 : r->base_seq != 0)) {
         chaincheck_fault(r, "chain", -1, -1, "the chain's base moved without a prune link");
@@ -279,6 +335,8 @@ enum otp_rc chaincheck_run(const char *path, struct chaincheck_result *r, char *
     }
     if (r->ok && (src = chaincheck_unlinked(db, r)) != SQLITE_OK)
         goto fail;
+    if (r->ok && head != NULL)
+        chaincheck_head(r, &w, base_hash);
     rc = OTP_OK;
 out:
     free(p.seq);

@@ -10,8 +10,12 @@
  *    later prune link's cutoff is past the link's time);
  *  - a row differs from its newest link (a field changed, or two rows
  *    swapped);
- * then checks that chain_base is where the last prune put it, and that no
- * row after the chain's start lacks a link (a row added behind otpd).
+ *  - a prune link does not bind the start marks chain_start holds (a mark
+ *    raised to hide a forged row below it);
+ * then checks that chain_base is where the last prune put it, that no row
+ * after the chain's start lacks a link (a row added behind otpd), and,
+ * when given one, that the chain still holds a head read earlier (a cut
+ * or rewritten tail, which nothing else can show).
  */
 #ifndef OTPD_CHAINCHECK_H
 #define OTPD_CHAINCHECK_H
@@ -21,7 +25,21 @@
 #include "../base/rc.h"
 
 #define CHAINCHECK_TABLES 6
+#define CHAINCHECK_HASH_LEN 32
 #define CHAINCHECK_HASH_HEX 65
+
+/* A head an earlier check printed (seq and hash), kept elsewhere. */
+struct chaincheck_head {
+    int64_t seq;
+    unsigned char hash[CHAINCHECK_HASH_LEN];
+};
+
+/* What became of the head given. */
+enum chaincheck_head_found {
+    CHAINCHECK_HEAD_NONE,   /* none was given */
+    CHAINCHECK_HEAD_HELD,   /* the chain holds it: nothing before it was cut or rewritten */
+    CHAINCHECK_HEAD_PRUNED, /* retention has pruned past it: it cannot be checked */
+};
 
 struct chaincheck_result {
     int ok;                         /* 1: no fault found */
@@ -32,6 +50,12 @@ struct chaincheck_result {
     int64_t head_seq;               /* the newest link (base_seq when none) */
     char head[CHAINCHECK_HASH_HEX]; /* its hash, hex: keep it elsewhere to detect a cut tail later */
     int64_t started_ms; /* when the chain began (the upgrade to schema 7, or the ledger's creation) */
+    /* The start marks are bound by the genesis (base_seq 0) or the newest
+     * prune link; that link is from before schema 8 when 0 (the next prune
+     * binds them), and unbound_seq is it. */
+    int marks_bound;
+    int64_t unbound_seq;
+    enum chaincheck_head_found head_found;
     /* Rows older than the chain, per table (tables[i]): rowid at or below
      * marks[i] carry no link; unchained[i] of them are still there. */
     const char *tables[CHAINCHECK_TABLES];
@@ -45,11 +69,13 @@ struct chaincheck_result {
 };
 
 /*
- * Checks the ledger at path into *r. OTP_OK when the check ran (r->ok says
+ * Checks the ledger at path into *r, and that it still holds head (NULL:
+ * none given). OTP_OK when the check ran (r->ok says
  * what it found); else err says why: OTP_ENOTFOUND (no such file),
  * OTP_EINVAL (not a ledger, or one without a chain: schema before 7),
  * OTP_EIO (it could not be read), OTP_ENOMEM.
  */
-enum otp_rc chaincheck_run(const char *path, struct chaincheck_result *r, char *err);
+enum otp_rc chaincheck_run(const char *path, const struct chaincheck_head *head, struct chaincheck_result *r,
+                           char *err);
 
 #endif

@@ -211,6 +211,25 @@ static void ops_free(struct ledger_op **ops, int n)
             op_free(ops[i]);
 }
 
+/* A message's move to state (ledger_message_state). */
+static struct ledger_op *op_message_state(const char *id, const char *state, const char *from,
+                                          const char *provider_id, const char *detail, int attempts,
+                                          int64_t ts_ms)
+{
+    struct ledger_op *op = op_new(LK_MSG_STATE);
+
+    if (op != NULL) {
+        op_text(op, id);
+        op_text(op, state);
+        op_text(op, from);
+        op_text(op, provider_id);
+        op_text(op, detail);
+        op_int(op, attempts);
+        op_int(op, ts_ms);
+    }
+    return op;
+}
+
 /* Appends op (a group of one) to the writer's queue; under mu. */
 static void ledger_enqueue_locked(struct ledger *l, struct ledger_op *op)
 {
@@ -595,43 +614,86 @@ static void ledger_log_failure(int failed, uint64_t rows, uint64_t bad_groups, c
 }
 
 /*
- * The chain's part of a prune (chain.h), inside its transaction, after the
- * rows went: every link before the first one a row still needs goes, the
- * base moves to the link before it, and a prune link records the cutoff
- * and the new base. A row still needs its newest link; rows kept whatever
- * their age (messages queued or sending) are linked again first so that
- * their newest link is recent. `otpctl verify` accepts a missing row whose
- * link's time is before a later prune link's cutoff.
+ * The keep links (chain.h): each message still queued or sending whose
+ * time (updated_ms) the cutoff has passed since the last prune (from_ms
+ * on) is linked once more, dated its code's expiry plus
+ * CHAIN_UNFINISHED_MS, so that `otpctl verify` does not take it for pruned.
+ * Once per row and change: the next prune's window starts at this cutoff.
  */
-static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
+static int ledger_keep_unfinished(struct ledger *l, int64_t from_ms, int64_t cutoff_ms)
 {
-    static const unsigned char zero[SHA256_LEN];
     sqlite3_stmt *st = NULL;
-    unsigned char base_hash[SHA256_LEN];
-    int64_t keep_from, base_seq;
     char sql[512];
-    int rc;
+    int rc, ncols = chain_ncols(CT_MESSAGES);
 
-    if (l->chain_stale && (rc = chain_head(l->wdb, &l->chain_seq, l->chain_prev)) != SQLITE_OK)
-        return rc;
-    l->chain_stale = 0;
-    keep_from = l->chain_seq + 1;
-    snprintf(sql, sizeof(sql), "SELECT %s FROM messages WHERE state IN ('queued', 'sending') AND updated_ms < ?1",
+    snprintf(sql, sizeof(sql),
+             "SELECT %s, max(updated_ms, expires_ms + ?3) FROM messages WHERE state IN " CHAIN_UNFINISHED_SQL
+             " AND updated_ms >= ?1 AND updated_ms < ?2",
              chain_tables[CT_MESSAGES].cols);
     if ((rc = sqlite3_prepare_v2(l->wdb, sql, -1, &st, NULL)) != SQLITE_OK)
         return rc;
-    sqlite3_bind_int64(st, 1, cutoff_ms);
+    sqlite3_bind_int64(st, 1, from_ms);
+    sqlite3_bind_int64(st, 2, cutoff_ms);
+    sqlite3_bind_int64(st, 3, CHAIN_UNFINISHED_MS);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         unsigned char digest[SHA256_LEN];
         chain_row_digest(CT_MESSAGES, st, 0, digest);
         if ((rc = ledger_link(l, chain_tables[CT_MESSAGES].name, sqlite3_column_int64(st, 0),
-                              sqlite3_column_int64(st, chain_tables[CT_MESSAGES].ts_col), digest)) != SQLITE_OK)
+                              sqlite3_column_int64(st, ncols), digest)) != SQLITE_OK)
             break;
     }
     sqlite3_finalize(st);
-    st = NULL;
-    if (rc != SQLITE_DONE && rc != SQLITE_OK)
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Where the last prune's keep links stopped: its cutoff (INT64_MIN before
+ * any prune). A last prune from before schema 008 (its digest zeros, not
+ * the marks) linked waiting messages again at each prune with their own
+ * time: then every waiting message is linked once more (INT64_MIN). The
+ * newest prune link lies within the last prune period of links, so the
+ * backward scan is short. */
+static int ledger_keep_from(struct ledger *l, int64_t *from_ms)
+{
+    static const unsigned char zero[SHA256_LEN];
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    *from_ms = INT64_MIN;
+    if ((rc = sqlite3_prepare_v2(l->wdb,
+                                 "SELECT ts_ms, digest FROM chain WHERE tbl = '" CHAIN_PRUNE
+                                 "' ORDER BY seq DESC LIMIT 1",
+                                 -1, &st, NULL)) != SQLITE_OK)
         return rc;
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW && !(sqlite3_column_bytes(st, 1) == SHA256_LEN &&
+                                                   memcmp(sqlite3_column_blob(st, 1), zero, SHA256_LEN) == 0))
+        *from_ms = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/*
+ * The chain's part of a prune (chain.h), inside its transaction, after the
+ * rows went: the keep links first; then every link before the first one
+ * whose time is not past the cutoff goes (a row still there needs its
+ * newest link, and retention keeps exactly the rows whose newest link is
+ * that recent), the base moves to the link before it, and a prune link
+ * records the cutoff and the new base and binds the start marks (its
+ * digest is the genesis hash). `otpctl verify` accepts a missing row whose
+ * newest link's time is before a later prune link's cutoff.
+ */
+static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
+{
+    sqlite3_stmt *st = NULL;
+    unsigned char base_hash[SHA256_LEN], marks_digest[SHA256_LEN];
+    int64_t keep_from, base_seq, marks[CT_N], from_ms;
+    int rc;
+
+    if ((rc = chain_base(l->wdb, &base_seq, base_hash, marks, NULL)) != SQLITE_OK ||
+        (rc = ledger_keep_from(l, &from_ms)) != SQLITE_OK ||
+        (rc = ledger_keep_unfinished(l, from_ms, cutoff_ms)) != SQLITE_OK)
+        return rc;
+    chain_genesis(marks, marks_digest);
+    keep_from = l->chain_seq + 1;
     /* The first link whose row may still be there. */
     if ((rc = sqlite3_prepare_v2(l->wdb, "SELECT min(seq) FROM chain WHERE ts_ms >= ?1 AND tbl <> 'prune'", -1, &st,
                                  NULL)) != SQLITE_OK)
@@ -645,8 +707,6 @@ static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
     if (rc != SQLITE_ROW)
         return rc;
     /* The new base: the link before keep_from, or the old base. */
-    if ((rc = chain_base(l->wdb, &base_seq, base_hash, NULL, NULL)) != SQLITE_OK)
-        return rc;
     if (keep_from - 1 > base_seq) {
         if ((rc = sqlite3_prepare_v2(l->wdb, "SELECT hash FROM chain WHERE seq = ?1", -1, &st, NULL)) != SQLITE_OK)
             return rc;
@@ -673,27 +733,79 @@ static int ledger_prune_chain(struct ledger *l, int64_t cutoff_ms)
         st = NULL;
         if (rc != SQLITE_DONE)
             return rc;
-        snprintf(sql, sizeof(sql), "DELETE FROM chain WHERE seq <= %lld", (long long)base_seq);
-        if ((rc = sqlite3_exec(l->wdb, sql, NULL, NULL, NULL)) != SQLITE_OK)
+        if ((rc = sqlite3_prepare_v2(l->wdb, "DELETE FROM chain WHERE seq <= ?1", -1, &st, NULL)) !=
+            SQLITE_OK)
+            return rc;
+        sqlite3_bind_int64(st, 1, base_seq);
+        rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
             return rc;
     }
-    return ledger_link(l, CHAIN_PRUNE, base_seq, cutoff_ms, zero);
+    return ledger_link(l, CHAIN_PRUNE, base_seq, cutoff_ms, marks_digest);
 }
 
-/* Deletes what is older than the retention; on the writer thread. Messages
- * still queued or sending stay whatever their age. */
-static void ledger_prune(struct ledger *l, int64_t cutoff_ms)
+/* Ends each message still queued or sending whose keep link's time (a day
+ * past its code's expiry, or its last change if later) is before
+ * cutoff_ms: no instance can say any more what became of it, and the chain
+ * must not keep it for ever. Inside the prune's transaction; now_ms is its
+ * time. */
+static int ledger_prune_unfinished(struct ledger *l, int64_t now_ms, int64_t cutoff_ms)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t after = 0;
+    int rc;
+
+    if ((rc = sqlite3_prepare_v2(
+             l->wdb,
+             "SELECT seq, id, state FROM messages WHERE state IN " CHAIN_UNFINISHED_SQL
+             " AND max(updated_ms, expires_ms + ?2) < ?1 AND seq > ?3 ORDER BY seq LIMIT 1",
+             -1, &st, NULL)) != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, cutoff_ms);
+    sqlite3_bind_int64(st, 2, CHAIN_UNFINISHED_MS);
+    /* One at a time, each read after the last one's update. */
+    while (sqlite3_bind_int64(st, 3, after), (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        char detail[128];
+        struct ledger_op *op;
+        after = sqlite3_column_int64(st, 0);
+        snprintf(detail, sizeof(detail),
+                 "ended by retention: still %s a day after its code's expiry, outcome unknown here",
+                 (const char *)sqlite3_column_text(st, 2));
+        op = op_message_state((const char *)sqlite3_column_text(st, 1), "expired", "queued,sending", NULL,
+                              detail, -1, now_ms);
+        sqlite3_reset(st);
+        rc = op != NULL ? ledger_exec(l, op) : SQLITE_NOMEM;
+        if (op != NULL)
+            op_free(op);
+        if (rc != SQLITE_OK)
+            break;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Deletes what is older than the retention (cutoff_ms = now_ms minus it);
+ * on the writer thread. Messages still queued or sending stay until they
+ * end (ledger_prune_unfinished ends those no one can end any more). */
+static void ledger_prune(struct ledger *l, int64_t now_ms, int64_t cutoff_ms)
 {
     char sql[768];
     int rc;
 
-    snprintf(sql, sizeof(sql),
-             "DELETE FROM requests WHERE ts_ms < %1$lld; DELETE FROM sends WHERE ts_ms < %1$lld; "
-             "DELETE FROM message_events WHERE ts_ms < %1$lld; DELETE FROM messages WHERE updated_ms < %1$lld "
-             "AND state NOT IN ('queued', 'sending'); DELETE FROM verifications WHERE expires_ms < %1$lld; "
-             "DELETE FROM admin_actions WHERE ts_ms < %1$lld",
-             (long long)cutoff_ms);
+    snprintf(
+        sql, sizeof(sql),
+        "DELETE FROM requests WHERE ts_ms < %1$lld; DELETE FROM sends WHERE ts_ms < %1$lld; "
+        "DELETE FROM message_events WHERE ts_ms < %1$lld; DELETE FROM messages WHERE updated_ms < %1$lld "
+        "AND state NOT IN " CHAIN_UNFINISHED_SQL "; DELETE FROM verifications WHERE expires_ms < %1$lld; "
+        "DELETE FROM admin_actions WHERE ts_ms < %1$lld",
+        (long long)cutoff_ms);
     rc = sqlite3_exec(l->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK && l->chain_stale &&
+        (rc = chain_head(l->wdb, &l->chain_seq, l->chain_prev)) == SQLITE_OK)
+        l->chain_stale = 0;
+    if (rc == SQLITE_OK)
+        rc = ledger_prune_unfinished(l, now_ms, cutoff_ms);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(l->wdb, sql, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
@@ -723,7 +835,7 @@ static int ledger_idle(struct ledger *l)
         int64_t every_ms = l->retention_ms < LEDGER_PRUNE_EVERY_MS ? l->retention_ms : LEDGER_PRUNE_EVERY_MS;
         l->next_prune_ms = now_ms + every_ms;
         pthread_mutex_unlock(&l->mu);
-        ledger_prune(l, now_ms - l->retention_ms);
+        ledger_prune(l, now_ms, now_ms - l->retention_ms);
         pthread_mutex_lock(&l->mu);
         return 1;
     }
@@ -1033,36 +1145,17 @@ enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const c
 enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
                                  const char *provider_id, const char *detail, int attempts, int64_t ts_ms)
 {
-    struct ledger_op *op = op_new(LK_MSG_STATE);
-
-    if (op != NULL) {
-        op_text(op, id);
-        op_text(op, state);
-        op_text(op, from);
-        op_text(op, provider_id);
-        op_text(op, detail);
-        op_int(op, attempts);
-        op_int(op, ts_ms);
-    }
-    return ledger_submit_paced(l, op);
+    return ledger_submit_paced(l, op_message_state(id, state, from, provider_id, detail, attempts, ts_ms));
 }
 
 enum otp_rc ledger_message_report(struct ledger *l, const char *id, const char *state, const char *from,
                                   const char *detail, int64_t ts_ms, int *moved)
 {
-    struct ledger_op *op = op_new(LK_MSG_STATE);
+    struct ledger_op *op = op_message_state(id, state, from, NULL, detail, -1, ts_ms);
 
     *moved = 0;
-    if (op != NULL) {
-        op_text(op, id);
-        op_text(op, state);
-        op_text(op, from);
-        op_text(op, NULL);
-        op_text(op, detail);
-        op_int(op, -1);
-        op_int(op, ts_ms);
+    if (op != NULL)
         op->moved = moved;
-    }
     return ledger_submit(l, &op, 1, 1, 1);
 }
 
@@ -1159,6 +1252,36 @@ enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct 
         rc = OTP_EIO;
     }
 out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&l->rmu);
+    return rc;
+}
+
+enum otp_rc ledger_unfinished(struct ledger *l, int64_t before_ms, int64_t after_seq,
+                              struct ledger_unfinished *out, int max, int *n, char *err)
+{
+    static const char sql[] = "SELECT seq, id FROM messages WHERE state IN " CHAIN_UNFINISHED_SQL
+                              " AND seq > ?2 AND expires_ms < ?1 ORDER BY seq LIMIT ?3";
+    sqlite3_stmt *st = NULL;
+    enum otp_rc rc = OTP_OK;
+    int step = SQLITE_DONE;
+
+    *n = 0;
+    pthread_mutex_lock(&l->rmu);
+    if (sqlite3_prepare_v2(l->rdb, sql, -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, before_ms);
+        sqlite3_bind_int64(st, 2, after_seq);
+        sqlite3_bind_int(st, 3, max);
+        while (*n < max && (step = sqlite3_step(st)) == SQLITE_ROW) {
+            out[*n].seq = sqlite3_column_int64(st, 0);
+            snprintf(out[*n].id, sizeof(out[*n].id), "%s", (const char *)sqlite3_column_text(st, 1));
+            (*n)++;
+        }
+    }
+    if (st == NULL || (step != SQLITE_DONE && step != SQLITE_ROW)) {
+        snprintf(err, OTP_ERR_LEN, "ledger: %s", sqlite3_errmsg(l->rdb));
+        rc = OTP_EIO;
+    }
     sqlite3_finalize(st);
     pthread_mutex_unlock(&l->rmu);
     return rc;

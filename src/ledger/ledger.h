@@ -139,6 +139,21 @@ int ledger_healthy(struct ledger *l);
 enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct ledger_message *m), void *ctx,
                            char *err);
 
+/* A message of this ledger's that has not ended: what the sweep (sweep.h)
+ * asks the fleet about. */
+#define LEDGER_ID_MAX 64
+struct ledger_unfinished {
+    int64_t seq;
+    char id[LEDGER_ID_MAX];
+};
+
+/* Up to max messages of this ledger still queued or sending whose code
+ * expired before before_ms, of seq after after_seq, in seq order, into
+ * out; *n is how many. On the caller's thread, through the readers'
+ * connection: one indexed query. OTP_OK, or OTP_EIO with detail in err. */
+enum otp_rc ledger_unfinished(struct ledger *l, int64_t before_ms, int64_t after_seq,
+                              struct ledger_unfinished *out, int max, int *n, char *err);
+
 /* Counters for /metrics. */
 struct ledger_stats {
     uint64_t commits, rows, failures;

@@ -1534,3 +1534,10 @@ size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
 #undef PACER_PUT
     return n;
 }
+
+enum otp_rc pacer_states(struct pacer *pc, const char *const *ids, int n,
+                         void (*put)(void *ctx, int i, const char *state, const char *detail), void *ctx,
+                         char *err)
+{
+    return queue_states(pc->queue, ids, n, put, ctx, err);
+}

@@ -141,6 +141,14 @@ void pacer_wake(struct pacer *pc);
 #define PACER_STATE_MAX 16
 enum otp_rc pacer_status(struct pacer *pc, const char *api_key, const char *id, char *state, char *err);
 
+/* What the fleet's record says of messages ids[0..n) (n at most 64), any
+ * instance's, in one Redis call: put(ctx, i, state, detail) for each, state
+ * "" when Redis does not know it. Any thread; blocks for one store call.
+ * OTP_OK, or OTP_ESTORE with detail in err. */
+enum otp_rc pacer_states(struct pacer *pc, const char *const *ids, int n,
+                         void (*put)(void *ctx, int i, const char *state, const char *detail), void *ctx,
+                         char *err);
+
 /* A delivery report for message id: *moved 1 when it changed its state in
  * Redis (sending or sent to delivered or failed), for any instance's message. */
 enum otp_rc pacer_report(struct pacer *pc, const char *id, int delivered, int *moved, char *err);

@@ -302,3 +302,32 @@ enum otp_rc queue_report(struct queue *q, const char *id, const char *state, int
     *moved = r == 1;
     return rc;
 }
+
+enum otp_rc queue_states(struct queue *q, const char *const *ids, int n,
+                         void (*put)(void *ctx, int i, const char *state, const char *detail), void *ctx,
+                         char *err)
+{
+    char keys[QUEUE_STATES_MAX][QUEUE_KEY_MAX];
+    const char *args[QUEUE_STATES_MAX + 3];
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+    int i, k = 0;
+
+    if (n <= 0 || n > QUEUE_STATES_MAX) {
+        snprintf(err, OTP_ERR_LEN, "queue: %d states asked at once", n);
+        return OTP_EINVAL;
+    }
+    args[k++] = STORE_QUEUE_KEY;
+    for (i = 0; i < n; i++) {
+        store_msg_key(ids[i], keys[i], sizeof(keys[i]));
+        args[k++] = keys[i];
+    }
+    args[k++] = "states";
+    args[k++] = q->consumer;
+    if ((rc = store_eval(q->store, q->h_queue, 1 + n, k, args, &rep, err)) != OTP_OK)
+        return rc;
+    for (i = 0; i < n; i++)
+        put(ctx, i, queue_str(rep, 2 * (size_t)i), queue_str(rep, 2 * (size_t)i + 1));
+    store_reply_free(rep);
+    return OTP_OK;
+}

@@ -116,4 +116,12 @@ enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key
  * *moved 0 when it did not (ended, or unknown). */
 enum otp_rc queue_report(struct queue *q, const char *id, const char *state, int *moved, char *err);
 
+/* The states and details of messages ids[0..n) (n at most QUEUE_STATES_MAX)
+ * in one script run: put(ctx, i, state, detail) for each, "" when Redis
+ * does not know it. */
+#define QUEUE_STATES_MAX 64
+enum otp_rc queue_states(struct queue *q, const char *const *ids, int n,
+                         void (*put)(void *ctx, int i, const char *state, const char *detail), void *ctx,
+                         char *err);
+
 #endif

@@ -39,6 +39,8 @@
 --   It names no verification field (sc ''), so slot.lua does not check
 --   its verification. Returns 1 when added.
 -- get: returns {api key, state} ("" when unknown).
+-- states: KEYS[2..] message hashes: returns {s, d} of each ('' when unknown),
+--   for the ledger's sweep of messages another instance ended.
 -- report: ARGV state (delivered, failed): a delivery report moves a message
 --   that is queued (a retry), sending or sent; returns 1, or 0 when it did
 --   not move.
@@ -150,6 +152,16 @@ if op == 'report' then
   if s ~= 'queued' and s ~= 'sending' and s ~= 'sent' then return 0 end
   redis.call('HSET', KEYS[2], 's', ARGV[3])
   return 1
+end
+
+if op == 'states' then
+  local out = {}
+  for i = 2, #KEYS do
+    local m = redis.call('HMGET', KEYS[i], 's', 'd')
+    out[#out + 1] = m[1] or ''
+    out[#out + 1] = m[2] or ''
+  end
+  return out
 end
 
 return redis.error_reply('queue.lua: unknown op ' .. tostring(op))

@@ -1,7 +1,7 @@
 """Mutants for the ledger's hash chain (src/ledger/chain.c, the writer's
-links in ledger.c, the checker src/ledger/chaincheck.c) and otpctl stats
-(src/ledger/summary.c). Each a small plausible bug in verify's checks or the
-figures, and the test that must catch it.
+links and prunes in ledger.c, schema/008, the checker src/ledger/chaincheck.c)
+and otpctl stats (src/ledger/summary.c). Each a small plausible bug in
+verify's checks or the figures, and the test that must catch it.
 
 Not here: a group rolled back inside a batch must put the chain's head back
 (ledger.c, ledger_commit); no test makes a group fail on a live otpd yet, so
@@ -16,7 +16,7 @@ MUTANTS = [
          why="verify checks the links but never the rows: a changed field passes"),
     dict(name="chain-missing-row-ok",
          file="src/ledger/chaincheck.c",
-         old="            if (chaincheck_was_pruned(p, seq, ts_ms)) {",
+         old="            if (chaincheck_was_pruned(w->p, seq, ts_ms)) {",
          new="            if (1) {",
          test=T + "test_deleted_row",
          why="a row that is gone is always taken for pruned: a deleted row passes"),
@@ -59,6 +59,66 @@ MUTANTS = [
          test=T + "test_verify_ok_and_independent",
          why="the last column (requests.count, sends.cost_minor ...) is not hashed: a changed count or cost "
              "passes, and the digests differ from the documented format"),
+    dict(name="chain-marks-unchecked",
+         file="src/ledger/chaincheck.c",
+         old="    if (memcmp(digest, w->marks, SHA256_LEN) == 0) {",
+         new="    if (1) {",
+         test="test_ledger_chain.PrunedForgeryTest.test_forged_verified_row_below_a_raised_mark",
+         why="a prune link's digest is not compared with the start marks: a mark raised over a forged row passes"),
+    dict(name="chain-prune-binds-no-marks",
+         file="src/ledger/ledger.c",
+         old="    chain_genesis(marks, marks_digest);",
+         new="    memset(marks_digest, 0, SHA256_LEN);",
+         test="test_ledger_chain.PrunedForgeryTest.test_forged_admin_action_below_a_raised_mark",
+         why="the writer's prune links carry zeros, as before schema 008: nothing binds the marks once the "
+             "base moved"),
+    dict(name="chain-head-not-compared",
+         file="src/ledger/chaincheck.c",
+         old="    else if (h->seq == r->base_seq ? memcmp(h->hash, base_hash, SHA256_LEN) == 0 : w->head_seen == 1)",
+         new="    else if (h->seq <= r->base_seq || w->head_seen != 0 || 1)",
+         test="test_ledger_chain.PrunedForgeryTest.test_tail_cut_shows_against_a_kept_head",
+         why="--head is taken as held whatever the chain holds: a cut tail passes"),
+    dict(name="chain-keep-link-missing",
+         file="src/ledger/ledger.c",
+         old="""        (rc = ledger_keep_unfinished(l, from_ms, cutoff_ms)) != SQLITE_OK)""",
+         new="""        (rc = SQLITE_OK) != SQLITE_OK)""",
+         test="unit:test_ledger",
+         why="a message still queued when the cutoff passes it gets no keep link: deleting it passes for pruned"),
+    dict(name="chain-keep-link-every-prune",
+         file="src/ledger/ledger.c",
+         old="        *from_ms = sqlite3_column_int64(st, 0);",
+         new="        *from_ms = INT64_MIN;",
+         test="unit:test_ledger",
+         why="every prune links each waiting message again: one link per row per prune, without end"),
+    dict(name="chain-keep-link-own-time",
+         file="src/ledger/ledger.c",
+         old='"SELECT %s, max(updated_ms, expires_ms + ?3) FROM messages WHERE state IN "',
+         new='"SELECT %s, updated_ms + 0 * ?3 FROM messages WHERE state IN "',
+         test="unit:test_ledger",
+         why="the keep link carries the message's own time, which the cutoff is past: deleting it passes"),
+    dict(name="chain-legacy-keeps-nothing",
+         file="src/ledger/ledger.c",
+         old="""    if ((rc = sqlite3_step(st)) == SQLITE_ROW && !(sqlite3_column_bytes(st, 1) == SHA256_LEN &&""",
+         new="""    if ((rc = sqlite3_step(st)) == SQLITE_ROW && !(sqlite3_column_bytes(st, 1) == SHA256_LEN + 1 &&""",
+         test="test_ledger_chain.MigrationTest",
+         why="after a prune from before schema 008, waiting messages (linked again then with their own time) "
+             "get no keep link: deleting one passes for pruned"),
+    dict(name="schema-reuses-request-ids",
+         file="schema/008_autoincrement.sql",
+         old="""CREATE TABLE requests_008 (
+  id              INTEGER PRIMARY KEY AUTOINCREMENT,""",
+         new="""CREATE TABLE requests_008 (
+  id              INTEGER PRIMARY KEY,""",
+         test="test_ledger_chain.RowidReuseTest",
+         why="an emptied requests table hands out a pruned row's id again: verify takes the new row for a "
+             "changed one"),
+    dict(name="schema-counters-ignore-the-chain",
+         file="schema/008_autoincrement.sql",
+         old="COALESCE((SELECT max(row_id) FROM chain WHERE tbl = t.name), 0)",
+         new="0",
+         test="test_ledger_chain.MigrationTest",
+         why="a table emptied before the upgrade starts its counter at 0: the next rows take ids the chain "
+             "still links"),
     dict(name="stats-conversion-counts-rows",
          file="src/ledger/summary.c",
          old='"ON CONFLICT (id) DO UPDATE SET status = max(status, excluded.status)"',

@@ -5,6 +5,10 @@
  * then read back from the file. The rows' second lies an hour ahead, so
  * the writer never commits them as "past" while the test submits: only
  * ledger_close (which commits everything) and the 1,024-row cap do.
+ *
+ * Then the messages that never end here: the sweep (src/ledger/sweep.c)
+ * against a fake fleet and a fake clock, and retention's keep links and
+ * last resort end, each checked with `otpctl verify`'s chaincheck_run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,7 +23,9 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "../../src/ledger/chaincheck.h"
 #include "../../src/ledger/ledger.h"
+#include "../../src/ledger/sweep.h"
 
 /* The ledger's cap on rows counted at once (LEDGER_AGG_MAX in ledger.c). */
 #define AGG_MAX 1024
@@ -270,6 +276,206 @@ static void test_past_second_commits_alone(void **state)
     assert_int_equal(counts[2], 1);
 }
 
+/* An accepted message "m<k>" (verification "v<k>"), created and expiring
+ * at the times given. */
+static void accept_msg(struct ledger *l, int k, int64_t created_ms, int64_t expires_ms)
+{
+    char id[16], vid[16];
+    struct ledger_message m = {0};
+    struct ledger_request r = {0};
+
+    snprintf(id, sizeof(id), "m%03d", k);
+    snprintf(vid, sizeof(vid), "v%03d", k);
+    m.id = r.message_id = id;
+    m.verification_id = r.verification_id = vid;
+    m.api_key = r.api_key = "login-web";
+    m.phone = r.phone = "+919812345678";
+    m.created_ms = r.ts_ms = created_ms;
+    m.expires_ms = expires_ms;
+    m.price_minor = -1;
+    r.kind = "issue";
+    r.decision = "accepted";
+    r.http_status = 202;
+    assert_int_equal(ledger_accept(l, &m, expires_ms, &r), OTP_OK);
+}
+
+/* The fleet, as the sweep reads it: m<k> with k % 3 == 0 was sent by another
+ * instance, k % 3 == 1 is forgotten (no record), k % 3 == 2 is still
+ * sending. fail: Redis does not answer. */
+struct fake_fleet {
+    int fail, calls, asked;
+};
+
+static enum otp_rc fake_read(void *ctx, const char *const *ids, int n,
+                             void (*put)(void *put_ctx, int i, const char *state, const char *detail),
+                             void *put_ctx, char *err)
+{
+    struct fake_fleet *f = ctx;
+    int i;
+
+    f->calls++;
+    if (f->fail) {
+        snprintf(err, OTP_ERR_LEN, "redis: connection refused");
+        return OTP_ESTORE;
+    }
+    f->asked += n;
+    for (i = 0; i < n; i++) {
+        int k = (int)strtol(ids[i] + 1, NULL, 10);
+        if (k % 3 == 0)
+            put(put_ctx, i, "sent", "provider 200");
+        else if (k % 3 == 2)
+            put(put_ctx, i, "sending", "");
+    }
+    return OTP_OK;
+}
+
+/* One value of the ledger at path: the first column of sql's first row, as
+ * text into out (cap bytes; "" for none). */
+static void query(const char *path, const char *sql, char *out, size_t cap)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+
+    out[0] = '\0';
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL)
+        snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void assert_chain(const char *path, int ok, const char *why)
+{
+    struct chaincheck_result r;
+    char err[OTP_ERR_LEN];
+
+    assert_int_equal(chaincheck_run(path, NULL, &r, err), OTP_OK);
+    if (r.ok != ok)
+        fail_msg("chain %s: %s %lld: %s", ok ? "broken" : "holds", r.table, (long long)r.row_id,
+                 r.why ? r.why : "");
+    if (!ok)
+        assert_non_null(strstr(r.why, why));
+}
+
+/* Waits (10 s at most) until the writer committed at least rows rows. */
+static void wait_rows(struct ledger *l, uint64_t rows)
+{
+    int64_t deadline_ms = wall_ms() + 10000;
+    struct ledger_stats st;
+
+    do {
+        ledger_stats(l, &st);
+        if (st.rows >= rows)
+            return;
+        usleep(1000);
+    } while (wall_ms() < deadline_ms);
+    fail_msg("%llu rows committed, not %llu", (unsigned long long)st.rows, (unsigned long long)rows);
+}
+
+/*
+ * 70 messages whose code expired a minute ago, and one not yet: the sweep
+ * asks the fleet about the 70 in two batches (64, then 6) and ends those
+ * sent elsewhere ('sent', the fleet's detail) and those forgotten
+ * ('expired', outcome unknown); the ones still sending wait for a later
+ * pass, which starts over. A fleet that does not answer costs one read,
+ * then none for SWEEP_BACKOFF_MS.
+ */
+static void test_sweep_ends_what_the_fleet_ended(void **state)
+{
+    struct ledger_fixture *f = *state;
+    struct fake_fleet fleet = {0, 0, 0};
+    struct sweep sw = {0, 0};
+    char err[OTP_ERR_LEN], v[256];
+    struct ledger *l = ledger_open(f->path, err);
+    int64_t now = 1700000000000LL, grace = 10000;
+    int k, n;
+
+    assert_non_null(l);
+    for (k = 0; k < 70; k++)
+        accept_msg(l, k, now - 120000, now - 60000);
+    accept_msg(l, 70, now - 5000, now - 5000); /* within its grace: not asked yet */
+    n = sweep_run(&sw, l, now, grace, fake_read, &fleet, err);
+    assert_int_equal(n, 22 + 21); /* of m000 to m063: 22 sent, 21 forgotten */
+    assert_int_equal(fleet.asked, 64);
+    n = sweep_run(&sw, l, now, grace, fake_read, &fleet, err);
+    assert_int_equal(fleet.asked, 70);
+    assert_int_equal(n, 4); /* m064, m066, m067, m069 */
+    wait_rows(l, 71 * 3 + 47);
+    /* A new pass, 11 s on: the ones still sending, and m070 (its grace is
+     * over: forgotten). */
+    fleet.fail = 1;
+    assert_int_equal(sweep_run(&sw, l, now + 1000, grace, fake_read, &fleet, err), -1);
+    assert_non_null(strstr(err, "connection refused"));
+    assert_int_equal(sweep_run(&sw, l, now + 2000, grace, fake_read, &fleet, err), 0);
+    assert_int_equal(fleet.calls, 3); /* backing off */
+    fleet.fail = 0;
+    assert_int_equal(sweep_run(&sw, l, now + 1000 + SWEEP_BACKOFF_MS, grace, fake_read, &fleet, err), 1);
+    assert_int_equal(fleet.asked, 70 + 23 + 1);
+    ledger_close(l);
+    query(f->path,
+          "SELECT group_concat(state || ' ' || count, ', ') FROM (SELECT state, count(*) AS count "
+          "FROM messages GROUP BY state ORDER BY state)",
+          v, sizeof(v));
+    assert_string_equal(v, "expired 24, queued 23, sent 24");
+    query(f->path, "SELECT detail FROM messages WHERE id = 'm003'", v, sizeof(v));
+    assert_string_equal(v, "ended here by the sweep, from the fleet's record: provider 200");
+    query(f->path,
+          "SELECT detail || ' ' || ts_ms FROM message_events WHERE message_id = 'm004' AND "
+          "state = 'expired'",
+          v, sizeof(v));
+    assert_non_null(strstr(v, "outcome unknown here"));
+    assert_non_null(strstr(v, " 1700000000000"));
+    assert_chain(f->path, 1, NULL);
+}
+
+/*
+ * Retention and messages that do not end: one waiting two hours (its code
+ * still has ten minutes) gets one keep link from the first prune past its
+ * time and none from later ones, so deleting it is seen; one whose code
+ * died two days ago is ended by the prune, as no one can say any more what
+ * became of it.
+ */
+static void test_retention_keeps_then_ends_unfinished(void **state)
+{
+    struct ledger_fixture *f = *state;
+    char err[OTP_ERR_LEN], v[256], ended[256] = "";
+    struct ledger *l = ledger_open(f->path, err);
+    int64_t now = wall_ms(), deadline_ms;
+
+    assert_non_null(l);
+    accept_msg(l, 1, now - 7200000, now + 600000);
+    accept_msg(l, 2, now - 2 * 86400000LL, now - 2 * 86400000LL + 600000);
+    wait_rows(l, 6);
+    ledger_set_retention(l, 1000);
+    /* The writer prunes every second (the retention): m002's end is pruned
+     * a second or two after the prune that ended it, so it is read as it
+     * goes by; then three prunes. */
+    deadline_ms = wall_ms() + 10000;
+    do {
+        usleep(20000);
+        if (ended[0] == '\0')
+            query(f->path,
+                  "SELECT state || ': ' || detail FROM messages WHERE id = 'm002' AND state <> 'queued'",
+                  ended, sizeof(ended));
+        query(f->path, "SELECT count(*) FROM chain WHERE tbl = 'prune'", v, sizeof(v));
+    } while ((strtol(v, NULL, 10) < 3 || ended[0] == '\0') && wall_ms() < deadline_ms);
+    ledger_close(l);
+    query(f->path, "SELECT count(*) FROM chain WHERE tbl = 'messages' AND row_id = 1", v, sizeof(v));
+    assert_string_equal(v, "2"); /* its insert and one keep link */
+    query(f->path,
+          "SELECT c.ts_ms = m.expires_ms + 86400000 FROM chain c, messages m WHERE c.tbl = 'messages' "
+          "AND c.row_id = m.seq AND m.seq = 1 ORDER BY c.seq DESC",
+          v, sizeof(v));
+    assert_string_equal(v, "1");
+    assert_string_equal(ended,
+                        "expired: ended by retention: still queued a day after its code's expiry, outcome "
+                        "unknown here");
+    assert_chain(f->path, 1, NULL);
+    query(f->path, "DELETE FROM messages WHERE id = 'm001' RETURNING id", v, sizeof(v));
+    assert_chain(f->path, 0, "missing");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +483,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_distinct_keys_past_the_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_same_key_other_rule_is_another_row, setup, teardown),
         cmocka_unit_test_setup_teardown(test_past_second_commits_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_ends_what_the_fleet_ended, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retention_keeps_then_ends_unfinished, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
