@@ -70,6 +70,8 @@ UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
 LIB          := $(B)/libotpd.a
+TLIB_OBJ     := $(LIB_SRC:%.c=$(B)/t/%.o) $(CXX_SRC:%.cc=$(B)/t/%.o)
+TLIB         := $(B)/libotpd_test.a
 
 .PHONY: all test unit unit-bins integration run deps deps-test config-doc lint bench clean fmt fuzz mutate coverage \
         coverage-report install npm-tools openapi-lint size FORCE
@@ -93,9 +95,9 @@ src/pacer/%.lua.h: src/pacer/%.lua
 src/admin/%.lua.h: src/admin/%.lua
 	@{ echo "static const char admin_$*_lua[] ="; \
 	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
-$(B)/src/limits/limits.o: $(LUA_H)
-$(B)/src/pacer/queue.o: $(LUA_H)
-$(B)/src/admin/admin.o: $(LUA_H)
+# Generated headers exist before any object is compiled; after that each object's -MMD file names the ones it
+# includes, so a changed script rebuilds exactly its users.
+$(LIB_OBJ) $(TLIB_OBJ): | $(LUA_H) src/ledger/schema.h
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -138,9 +140,23 @@ src/ledger/schema.h: $(sort $(wildcard schema/*.sql))
 	@{ echo "static const char *const ledger_migrations[] = {"; for f in $^; do \
 	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $$f; echo "    ,"; done; \
 	   echo "};"; } > $@.tmp && mv $@.tmp $@
-$(B)/src/ledger/ledger.o: src/ledger/schema.h
 
-$(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
+# The test build: the library again with -DOTPD_TESTING (into $(B)/t), where a UNITTEST function is external
+# (src/base/unittest.h), so a cmocka suite reaches file-local code without the product exporting it.
+$(B)/t/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DOTPD_TESTING $(PKG_CFLAGS) -c $< -o $@
+
+$(B)/t/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -DOTPD_TESTING -c $< -o $@
+
+$(TLIB): $(TLIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/tests/unit/%.o: CFLAGS += -DOTPD_TESTING
+$(B)/tests/%: $(B)/tests/unit/%.o $(TLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
 
@@ -246,9 +262,7 @@ build/fuzz/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
 	clang++ $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(FUZZ_CFLAGS)) -std=c++17 \
 	  -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
-build/fuzz/obj/src/limits/limits.o: $(LUA_H)
-build/fuzz/obj/src/admin/admin.o: $(LUA_H)
-build/fuzz/obj/src/ledger/ledger.o: src/ledger/schema.h
+$(FUZZ_OBJ): | $(LUA_H) src/ledger/schema.h
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -fsanitize-link-c++-runtime $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
