@@ -18,13 +18,13 @@
 
 #include "../base/clock.h"
 #include "../base/duration.h"
+#include "../base/fresh.h"
 #include "../base/fnv.h"
 #include "../base/log.h"
 #include "../base/phone.h"
 #include "../base/timestamp.h"
 #include "../base/unittest.h"
 #include "../limits/fraud.h"
-#include "../limits/rcache.h"
 #include "admin.lua.h"
 
 #define ADMIN_OV_KEY "otp:adm:o"
@@ -55,8 +55,8 @@ struct admin {
     struct admin_snap *snap;
     char version[32];     /* the change counter the snapshot was read at; "" before the first read */
     int64_t offset_ms;    /* Redis's clock minus ours, at the last read */
-    int64_t read_ms;      /* local monotonic, taken before the last read of the rows: RCACHE_NEVER
-                           * when it failed (rcache_fresh says whether the snapshot may answer) */
+    int64_t read_ms;      /* local monotonic, taken before the last read of the rows: FRESH_NEVER
+                           * when it failed (fresh_ok says whether the snapshot may answer) */
     char pushed[64];      /* a digest of the overrides last reported changed */
     struct admin_stats stats;
 };
@@ -118,7 +118,7 @@ struct admin *admin_new(struct store *s, struct ledger *lg, const struct limits_
         return NULL;
     }
     a->snap->refs = 1;
-    a->read_ms = RCACHE_NEVER;
+    a->read_ms = FRESH_NEVER;
     a->n_rules = c->n_rules;
     a->store = s;
     a->ledger = lg;
@@ -296,7 +296,7 @@ int admin_blocked(struct admin *a, const struct admin_subject *s, char *what, si
             pthread_mutex_lock(&a->mu);
             /* A block removed while the rows could not be read must not
              * refuse from memory past the bound every instance keeps. */
-            hit = rcache_fresh(a->read_ms, mono_ms()) ? 1 : -1;
+            hit = fresh_ok(a->read_ms, mono_ms()) ? 1 : -1;
             if (hit > 0)
                 a->stats.blocked[b->match]++;
             pthread_mutex_unlock(&a->mu);
@@ -1148,7 +1148,7 @@ enum otp_rc admin_refresh(struct admin *a, int *changed, char *err)
         }
         a->read_ms = t0_ms;
     } else {
-        a->read_ms = RCACHE_NEVER;
+        a->read_ms = FRESH_NEVER;
         a->stats.refresh_failures++;
     }
     now_ms = clock_wall_ms() + a->offset_ms;

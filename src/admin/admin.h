@@ -134,8 +134,8 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
 enum otp_rc admin_refresh(struct admin *a, int *changed, char *err);
 
 /* Local monotonic ms taken before the last read of the rows, or
- * RCACHE_NEVER (src/limits/rcache.h) when it failed: what vouches for
- * the snapshot and for the refusal cache (limits_cache_vouch). */
+ * FRESH_NEVER (src/base/fresh.h) when it failed: what vouches for the
+ * snapshot and for the refusal cache (limits_cache_vouch). */
 int64_t admin_read_ms(struct admin *a);
 
 /* The live overrides, malloc'd into *out (caller frees); their count. -1
@@ -144,7 +144,7 @@ long admin_overrides(struct admin *a, struct admin_override **out);
 
 /* 1 when a live block matches s (then the match kind's name in what,
  * "phone", "client_ip", ...), else 0. -1 when one matches but the snapshot
- * is stale (rcache_fresh of admin_read_ms fails: the block may be gone
+ * is stale (fresh_ok of admin_read_ms fails: the block may be gone
  * and this instance could not see it): the caller fails closed, 503
  * store_unavailable, as it would without Redis. A block added while the
  * rows cannot be read is not seen until they can. No Redis call; takes a
