@@ -52,7 +52,8 @@ LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/chain.c src/
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
-ADMIN_SRC    := src/admin/admin.c
+ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c src/admin/admin_rows.c \
+                src/admin/admin_snap.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
 HTTP_SRC     := src/http/http.c src/http/framing.c src/http/listener.c src/http/logsum.c src/http/problem.c src/http/tls.c

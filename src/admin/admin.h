@@ -1,11 +1,11 @@
 /*
- * admin: the operators' rows (DESIGN.md, "Limits": overrides and blocks
- * are rows, not code) and the wrong-guess unlock. Rows live in Redis
- * (admin.lua) with an expiry on Redis's clock; every instance keeps a
- * snapshot refreshed at least once a second (admin_refresh, on the main
- * thread), so a change reaches the whole fleet within 2 s; a snapshot
- * whose last read failed or is older than that refuses nothing from
- * memory (admin_blocked, admin_read_ms). Blocks are
+ * admin: the operators' rows (docs/architecture.md, "Limits and rules":
+ * overrides and blocks are rows, not code) and the wrong-guess unlock.
+ * Rows live in Redis (admin.lua) with an expiry on Redis's clock; every
+ * instance keeps a snapshot refreshed at least once a second
+ * (admin_refresh, on the main thread), so a change reaches the whole fleet
+ * within 2 s; a snapshot whose last read failed or is older than that
+ * refuses nothing from memory (admin_blocked, admin_read_ms). Blocks are
  * matched here, in C, before any Redis call; overrides are handed to the
  * limits through the caller (cmd/otpd wires them: admin and limits sit on
  * one level and know nothing of each other). Rare calls: an admin action
