@@ -4,7 +4,9 @@
  * (swapped on SIGHUP), and its counters for /metrics. The rest lives in
  * admin_net.c (addresses), admin_body.c (bodies into rows), admin_rows.c
  * (the rows in Redis and the ledger) and admin_snap.c (the snapshot every
- * instance refreshes, and block matching).
+ * instance refreshes, and block matching). Runs at start-up, on SIGHUP,
+ * per /metrics scrape (admin_stats), and per admin request that reads the
+ * rules (a copy of a few rules).
  */
 #include <stdlib.h>
 #include <string.h>

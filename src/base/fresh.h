@@ -6,6 +6,7 @@
  * only while the last read succeeded within the fleet's bound for an admin
  * change to reach every instance. Here, below both admin and limits, so
  * that neither has to know the other. Pure: the caller passes the times.
+ * Asked on every refusal-cache lookup and every block that matches.
  */
 #ifndef OTPD_FRESH_H
 #define OTPD_FRESH_H
