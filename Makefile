@@ -53,7 +53,8 @@ LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/chain.c src/
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
-ADMIN_SRC    := src/admin/admin.c
+ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c src/admin/admin_rows.c \
+                src/admin/admin_snap.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
 HTTP_SRC     := src/http/http.c src/http/framing.c src/http/listener.c src/http/logsum.c src/http/problem.c src/http/tls.c
@@ -65,7 +66,7 @@ LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_problem test_phone test_ledger test_config test_config_rows test_code test_limits_keys test_schedule test_timestamp \
-                test_fraud test_rc test_log test_sha256 test_rcache test_logsum
+                test_fraud test_rc test_log test_sha256 test_rcache test_logsum test_admin
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)

@@ -14,7 +14,7 @@
  * the live overrides to the limits, so an admin change or expiry reaches
  * this instance within about a second, two at most. What this instance
  * remembers (the refusal cache, the snapshot's blocks) answers only while
- * that read succeeded less than 2 s ago (rcache_fresh): cut off from
+ * that read succeeded less than 2 s ago (src/base/fresh.h): cut off from
  * Redis, it answers 503 rather than contradict a change it cannot see.
  * The admin's mu guards its snapshot (workers take a reference to match
  * blocks) and is never held across a Redis or ledger call. The pacer runs

@@ -1,11 +1,11 @@
 /*
- * admin: the operators' rows (DESIGN.md, "Limits": overrides and blocks
- * are rows, not code) and the wrong-guess unlock. Rows live in Redis
- * (admin.lua) with an expiry on Redis's clock; every instance keeps a
- * snapshot refreshed at least once a second (admin_refresh, on the main
- * thread), so a change reaches the whole fleet within 2 s; a snapshot
- * whose last read failed or is older than that refuses nothing from
- * memory (admin_blocked, admin_read_ms). Blocks are
+ * admin: the operators' rows (docs/architecture.md, "Limits and rules":
+ * overrides and blocks are rows, not code) and the wrong-guess unlock.
+ * Rows live in Redis (admin.lua) with an expiry on Redis's clock; every
+ * instance keeps a snapshot refreshed at least once a second
+ * (admin_refresh, on the main thread), so a change reaches the whole fleet
+ * within 2 s; a snapshot whose last read failed or is older than that
+ * refuses nothing from memory (admin_blocked, admin_read_ms). Blocks are
  * matched here, in C, before any Redis call; overrides are handed to the
  * limits through the caller (cmd/otpd wires them: admin and limits sit on
  * one level and know nothing of each other). Rare calls: an admin action
@@ -134,8 +134,8 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
 enum otp_rc admin_refresh(struct admin *a, int *changed, char *err);
 
 /* Local monotonic ms taken before the last read of the rows, or
- * RCACHE_NEVER (src/limits/rcache.h) when it failed: what vouches for
- * the snapshot and for the refusal cache (limits_cache_vouch). */
+ * FRESH_NEVER (src/base/fresh.h) when it failed: what vouches for the
+ * snapshot and for the refusal cache (limits_cache_vouch). */
 int64_t admin_read_ms(struct admin *a);
 
 /* The live overrides, malloc'd into *out (caller frees); their count. -1
@@ -144,7 +144,7 @@ long admin_overrides(struct admin *a, struct admin_override **out);
 
 /* 1 when a live block matches s (then the match kind's name in what,
  * "phone", "client_ip", ...), else 0. -1 when one matches but the snapshot
- * is stale (rcache_fresh of admin_read_ms fails: the block may be gone
+ * is stale (fresh_ok of admin_read_ms fails: the block may be gone
  * and this instance could not see it): the caller fails closed, 503
  * store_unavailable, as it would without Redis. A block added while the
  * rows cannot be read is not seen until they can. No Redis call; takes a

@@ -1,6 +1,6 @@
--- admin.lua: the admin rows (overrides and blocks, DESIGN.md "Limits":
--- "Overrides and blocks are rows, not code") and the wrong-guess unlock,
--- each in one atomic step on Redis's clock.
+-- admin.lua: the admin rows (overrides and blocks, docs/architecture.md,
+-- "Limits and rules": overrides and blocks are rows, not code) and the
+-- wrong-guess unlock, each in one atomic step on Redis's clock.
 --
 -- Rows: a hash id -> row (JSON text) and a sorted set id -> expires_at
 -- (Unix ms, Redis's clock) per kind. Every op first removes the rows whose

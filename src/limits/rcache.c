@@ -201,8 +201,7 @@ int rcache_cacheable(const struct cfg_rule *r)
 
 int rcache_fresh(int64_t read_ms, int64_t now_ms)
 {
-    /* Compared before subtracting: RCACHE_NEVER is INT64_MIN. */
-    return read_ms != RCACHE_NEVER && now_ms - read_ms <= RCACHE_FRESH_MS;
+    return fresh_ok(read_ms, now_ms);
 }
 
 void rcache_vouch(struct rcache *c, int64_t read_ms)

@@ -33,13 +33,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/fresh.h"
+
 #define RCACHE_SHARDS 16
 #define RCACHE_NAME_MAX 33 /* a rule's name and its NUL (CFG_NAME_MAX) */
-/* How long one whole read of the admin rows vouches for memory (the
- * refusal cache, and the admin snapshot's blocks): the contract's bound for
- * an admin change to reach every instance. */
-#define RCACHE_FRESH_MS 2000
-#define RCACHE_NEVER INT64_MIN /* no read vouches: none yet, or the last one failed */
+/* How long one whole read of the admin rows vouches for the cache, and
+ * the value of a read that vouches for nothing: src/base/fresh.h's, which
+ * the admin snapshot's blocks share. */
+#define RCACHE_FRESH_MS FRESH_MS
+#define RCACHE_NEVER FRESH_NEVER
 
 struct rcache;
 struct cfg_rule;
@@ -118,7 +120,8 @@ int64_t rcache_deadline_ms(int64_t t0_ms, int64_t retry_ms);
  * at read_ms (local monotonic, taken before the read began; RCACHE_NEVER
  * when never, or when the last read failed), at most RCACHE_FRESH_MS
  * before now_ms. A read_ms after now_ms (a read that began after the
- * caller took now_ms) is fresh. Pure. */
+ * caller took now_ms) is fresh. fresh_ok (src/base/fresh.h), the rule the
+ * admin snapshot's blocks follow too. Pure. */
 int rcache_fresh(int64_t read_ms, int64_t now_ms);
 
 /* Sets the read that vouches for the cache (as rcache_fresh takes it):
