@@ -75,6 +75,7 @@ struct pacer_stats {
     uint64_t lost;                   /* claims another instance took over while this one held them */
     uint64_t paused_429;             /* times a 429 paused every send */
     uint64_t refunds, refund_dups, refund_anomalies, refunds_lost, refunds_kept;
+    uint64_t refunds_taken_over;     /* not asked: the message's end was another instance's */
     uint64_t reservations, reserve_refused;
     uint64_t ledger_failures;        /* ledger submissions that failed even when tried again */
     /* Spend, counted once per attempt when it could first be billed: when
