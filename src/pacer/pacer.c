@@ -22,10 +22,11 @@
  * written on (marked, then stopped before its call went out, or held by a
  * 429's pause, or its slot missed): else the next start would reserve
  * again for a price never spent. Only the instance that owns a message
- * ends it and gives its money back (queue.lua's end checks it): one cut
- * off from Redis while another took its messages over and sent them gives
- * nothing back when it has Redis again, and its ledger says the message
- * was taken over rather than claim an end that was not its own.
+ * ends it and gives its money back (queue.lua's end and refund.lua check
+ * it): one cut off from Redis while another took its messages over and
+ * sent them gives nothing back when it has Redis again, and its ledger
+ * says the message was taken over rather than claim an end that was not
+ * its own.
  *
  * Locks: mu guards the lists, the registry and the stats; wmu/wcond wake
  * the queue thread. They never nest, and no Redis call or curl call is
@@ -697,8 +698,8 @@ static void pacer_refund(struct pacer *pc, struct pacer_item *it)
     int result = 0, tries = 0;
     enum otp_rc rc;
 
-    while ((rc = pc->money.refund(pc->money.ctx, it->e.id, it->rsv_idx, it->e.price_minor, it->e.cost_ms, it->e.caps,
-                                  &result, err)) != OTP_OK &&
+    while ((rc = pc->money.refund(pc->money.ctx, it->e.id, pc->consumer, it->rsv_idx, it->e.price_minor,
+                                  it->e.cost_ms, it->e.caps, &result, err)) != OTP_OK &&
            pacer_again(pc, &tries, "the refund", it->e.id, err))
         ;
     if (rc != OTP_OK) {
@@ -710,6 +711,10 @@ static void pacer_refund(struct pacer *pc, struct pacer_item *it)
     } else if (result == 2) {
         log_msg(LOG_INFO, "pacer: message %s ended after a takeover; its cost is kept: its call may have left",
                 it->e.id);
+        PACER_COUNT(pc, refunds_kept, 1);
+    } else if (result == 3) {
+        log_msg(LOG_WARN, "pacer: message %s: reservation %d is not this instance's to give back (another "
+                "instance ended the message or marked it used): its cost is kept", it->e.id, it->rsv_idx);
         PACER_COUNT(pc, refunds_kept, 1);
     } else if (result == 0) {
         PACER_COUNT(pc, refund_dups, 1);
@@ -733,8 +738,9 @@ static void pacer_unmark(struct pacer *pc, struct pacer_item *it)
     enum otp_rc rc;
 
     it->unmark = 0;
-    while ((rc = pc->money.reserve(pc->money.ctx, it->e.id, it->rsv_idx, PACER_UNUSE, it->e.price_minor,
-                                   it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err)) != OTP_OK &&
+    while ((rc = pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, it->rsv_idx, PACER_UNUSE,
+                                   it->e.price_minor, it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err)) !=
+               OTP_OK &&
            pacer_again(pc, &tries, "giving back a use mark", it->e.id, err))
         ;
     if (rc != OTP_OK)
@@ -1004,8 +1010,8 @@ static int pacer_reserve(struct pacer *pc, struct pacer_item *it, enum pacer_use
     if (it->adopted && !it->held) {
         /* Taken over: what it holds is not known here (an earlier call may
          * have spent it). Past every reservation used on the wire. */
-        if (pc->money.reserve(pc->money.ctx, it->e.id, 1, PACER_RESTORE, it->e.price_minor, it->e.cost_ms, &ok,
-                              &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
+        if (pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, 1, PACER_RESTORE, it->e.price_minor,
+                              it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
             goto down;
         if (!ok)
             goto full;
@@ -1014,7 +1020,7 @@ static int pacer_reserve(struct pacer *pc, struct pacer_item *it, enum pacer_use
         it->rsv_idx = idx;
         it->held = 1;
     }
-    if (pc->money.reserve(pc->money.ctx, it->e.id, it->held ? it->rsv_idx : it->rsv_idx + 1, use,
+    if (pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, it->held ? it->rsv_idx : it->rsv_idx + 1, use,
                           it->e.price_minor, it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
         goto down;
     if (!ok)
