@@ -111,14 +111,15 @@ if op == 'touch' then
 end
 
 if op == 'end' then
+  local function write()
+    redis.call('HSET', KEYS[2], 's', ARGV[4], 'd', ARGV[5])
+    if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'pid', ARGV[6]) end
+  end
   local m = redis.call('HMGET', KEYS[2], 's', 'o')
   local s, own = m[1], owner(ARGV[3])
   if own ~= me then
     if not own and m[2] == me then return 0 end -- ended here; its reply was lost
-    if ARGV[4] == 'sent' and s and not FINAL[s] then
-      redis.call('HSET', KEYS[2], 's', 'sent', 'd', ARGV[5])
-      if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'pid', ARGV[6]) end
-    end
+    if ARGV[4] == 'sent' and s and not FINAL[s] then write() end
     return -1
   end
   redis.call('HSET', KEYS[2], 'o', me)
@@ -130,8 +131,7 @@ if op == 'end' then
   local sh = KEYS[3] and redis.call('HGET', KEYS[2], 'sh')
   if sh then redis.call('ZREM', KEYS[3], sh) end
   if s and FINAL[s] then return 0 end
-  redis.call('HSET', KEYS[2], 's', ARGV[4], 'd', ARGV[5])
-  if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'pid', ARGV[6]) end
+  write()
   return 1
 end
 
