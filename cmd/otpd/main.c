@@ -124,14 +124,14 @@ static void otpd_free(struct otpd *d)
 }
 
 /* The pacer's cost hooks (struct pacer_money), on its money thread. */
-static enum otp_rc otpd_reserve(void *ctx, const char *id, int need, enum pacer_use use, int64_t price_minor,
-                                int64_t issue_ms, int *ok, int *idx, int64_t *at_ms, char *why, size_t why_cap,
-                                char *err)
+static enum otp_rc otpd_reserve(void *ctx, const char *id, const char *owner, int need, enum pacer_use use,
+                                int64_t price_minor, int64_t issue_ms, int *ok, int *idx, int64_t *at_ms, char *why,
+                                size_t why_cap, char *err)
 {
     static const enum limits_use uses[] = {[PACER_RESERVE] = LIMITS_RESERVE, [PACER_USE] = LIMITS_USE,
                                            [PACER_RESTORE] = LIMITS_RESTORE, [PACER_UNUSE] = LIMITS_UNUSE};
     struct limits_grant g;
-    enum otp_rc rc = limits_reserve(ctx, id, need, uses[use], price_minor, issue_ms, &g, err);
+    enum otp_rc rc = limits_reserve(ctx, id, owner, need, uses[use], price_minor, issue_ms, &g, err);
 
     if (rc != OTP_OK)
         return rc;
@@ -144,11 +144,12 @@ static enum otp_rc otpd_reserve(void *ctx, const char *id, int need, enum pacer_
     return OTP_OK;
 }
 
-static enum otp_rc otpd_refund(void *ctx, const char *id, int idx, int64_t price_minor, int64_t cost_ms,
-                               const char *cost_caps, int *result, char *err)
+static enum otp_rc otpd_refund(void *ctx, const char *id, const char *owner, int idx, int64_t price_minor,
+                               int64_t cost_ms, const char *cost_caps, int *result, char *err)
 {
     int anomalies = 0;
-    enum otp_rc rc = limits_refund_once(ctx, id, idx, price_minor, cost_ms, cost_caps, result, &anomalies, err);
+    enum otp_rc rc =
+        limits_refund_once(ctx, id, owner, idx, price_minor, cost_ms, cost_caps, result, &anomalies, err);
 
     if (rc == OTP_OK && anomalies > 0) {
         /* A cap window holds less than this refund: money given back twice,

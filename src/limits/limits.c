@@ -1744,11 +1744,9 @@ void limits_money_free(struct limits_money *m)
     free(m);
 }
 
-/* The money hash of message id. */
-
-
-enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, enum limits_use use,
-                           int64_t price_minor, int64_t issue_ms, struct limits_grant *out, char *err)
+enum otp_rc limits_reserve(struct limits_money *m, const char *id, const char *owner, int need,
+                           enum limits_use use, int64_t price_minor, int64_t issue_ms, struct limits_grant *out,
+                           char *err)
 {
     struct limits_rules *rs = rules_get(m->l);
     struct limits_args a = {0};
@@ -1779,6 +1777,7 @@ enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, enu
         args_int(&a, rs->caps[i].window_ms);
         args_int(&a, rs->caps[i].max_minor);
     }
+    args_str(&a, owner);
     rc = store_eval(m->store, m->h_reserve, 2, a.n, a.v, &rep, err);
     if (rc != OTP_OK)
         goto out;
@@ -1799,8 +1798,9 @@ out:
     return rc;
 }
 
-enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, int64_t price_minor,
-                               int64_t cost_ms, const char *windows, int *result, int *anomalies, char *err)
+enum otp_rc limits_refund_once(struct limits_money *m, const char *id, const char *owner, int idx,
+                               int64_t price_minor, int64_t cost_ms, const char *windows, int *result,
+                               int *anomalies, char *err)
 {
     struct limits_args a = {0};
     struct store_reply *rep = NULL;
@@ -1820,6 +1820,7 @@ enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, 
     /* Not the caps in force now: the windows this money was counted in. */
     args_str(&a, windows != NULL ? windows : "");
     args_int(&a, idx);
+    args_str(&a, owner);
     rc = store_eval(m->store, m->h_refund, 2, a.n, a.v, &rep, err);
     if (rc != OTP_OK)
         goto out;

@@ -358,23 +358,29 @@ enum limits_use {
 
 /* Makes sure message id holds reservation need or a later one not given
  * back, taking a new one of price_minor against every cap if not (and
- * recording the cap windows it was counted in), then does what use says.
- * issue_ms is the Redis time of the issue's reservation. OTP_OK with the
- * decision in *out, or OTP_ESTORE with detail in err. Blocks on Redis. */
-enum otp_rc limits_reserve(struct limits_money *m, const char *id, int need, enum limits_use use,
-                           int64_t price_minor, int64_t issue_ms, struct limits_grant *out, char *err);
+ * recording the cap windows it was counted in), then does what use says;
+ * owner is the asking instance's consumer name (a use mark records it, and
+ * a reservation another instance marked is never used again). issue_ms is
+ * the Redis time of the issue's reservation. OTP_OK with the decision in
+ * *out, or OTP_ESTORE with detail in err. Blocks on Redis. */
+enum otp_rc limits_reserve(struct limits_money *m, const char *id, const char *owner, int need,
+                           enum limits_use use, int64_t price_minor, int64_t issue_ms, struct limits_grant *out,
+                           char *err);
 
 /* Gives back reservation idx of message id (0: its latest, for a message
  * that was never tried), at most once ever, to the cap windows it was
  * counted in, whatever the caps are now: for reservation 1, windows (the
  * issue's cost_caps, at price_minor and Redis time cost_ms); later ones
- * recorded theirs in Redis. *result: 1 given back, 0 it already was
- * (nothing done), -1 idx is not the message's latest reservation (nothing
- * done), 2 (idx 0) the latest was used on the wire before a restart and is
- * kept. *anomalies counts cap windows whose sum was below the price (left
- * as they were). OTP_ESTORE with detail in err when Redis fails. Blocks on
- * Redis. */
-enum otp_rc limits_refund_once(struct limits_money *m, const char *id, int idx, int64_t price_minor,
-                               int64_t cost_ms, const char *windows, int *result, int *anomalies, char *err);
+ * recorded theirs in Redis. Only for owner, the consumer that ended the
+ * message (refund.lua). *result: 1 given back, 0 it already was (nothing
+ * done), -1 idx is not the message's latest reservation (nothing done), 2
+ * (idx 0) the latest was used on the wire before a restart and is kept, 3
+ * not owner's to give back (another instance ended the message or marked
+ * the reservation used: kept). *anomalies counts cap windows whose sum was
+ * below the price (left as they were). OTP_ESTORE with detail in err when
+ * Redis fails. Blocks on Redis. */
+enum otp_rc limits_refund_once(struct limits_money *m, const char *id, const char *owner, int idx,
+                               int64_t price_minor, int64_t cost_ms, const char *windows, int *result,
+                               int *anomalies, char *err);
 
 #endif

@@ -12,6 +12,13 @@
 -- read from that hash; ARGV's are the issue's own (reservation 1: the
 -- windows issue.lua counted it in, carried by the pacer and the ledger).
 --
+-- Only the instance that owns the message gives its money back: the
+-- consumer that ended it (o, written by queue.lua's end while it owned the
+-- stream entry), and never a reservation another consumer marked used (uo,
+-- reserve.lua): an instance cut off from Redis while another took its
+-- messages over and sent them must not refund what that one spent, even
+-- when a late refund reaches Redis after the partition.
+--
 -- A window whose sum is below the price can only mean money was given back
 -- twice or never taken: it is not clamped to 0 (that would hide the bug and
 -- eat another message's reservation); it is left as it is and reported.
@@ -23,24 +30,29 @@
 --       c<window_ms>; then, when a caller's own caps counted it, ';', the
 --       caller (two letters a-p per byte), ':' and its windows (a letter a-j
 --       per digit), field k<window_ms>:<caller>), idx, the reservation to give
---       back (0: the latest, for a message restored and never tried)
+--       back (0: the latest, for a message restored and never tried),
+--       the consumer asking (pacer.instance)
 -- Returns {status, anomalies}: status 1 given back, 0 already given back
 -- (nothing done), -1 idx is not the message's latest reservation (nothing
 -- done), 2 (idx 0 only) the latest was used on the wire before a restart
--- (u, see reserve.lua): it may be billed, so it is kept; anomalies counts
--- the windows that would have gone below zero.
+-- (u, see reserve.lua): it may be billed, so it is kept, 3 not this
+-- consumer's to give back (another ended the message, or marked the
+-- reservation used): kept; anomalies counts the windows that would have
+-- gone below zero.
 local price, at, windows = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local DAY_MS = 86400000
 
-local idx = tonumber(ARGV[4])
-local m = redis.call('HMGET', KEYS[2], 'r', 'f', 'p', 't', 'k', 'u')
-local r, f = tonumber(m[1] or 1), tonumber(m[2] or 0)
+local idx, me = tonumber(ARGV[4]), ARGV[5] or ''
+local m = redis.call('HMGET', KEYS[2], 'r', 'f', 'p', 't', 'k', 'u', 'o', 'uo')
+local r, f, u = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[6] or 0)
+if me == '' or m[7] ~= me then return {3, 0} end
 if idx == 0 then
   idx = r
-  if tonumber(m[6] or 0) >= r and f < r then return {2, 0} end
+  if u >= r and f < r then return {2, 0} end
 end
 if f >= idx then return {0, 0} end
 if idx ~= r then return {-1, 0} end
+if u >= idx and m[8] ~= me then return {3, 0} end
 if m[3] then price, at, windows = tonumber(m[3]), tonumber(m[4]), m[5] or windows end
 redis.call('HSET', KEYS[2], 'f', idx)
 redis.call('PEXPIRE', KEYS[2], DAY_MS)

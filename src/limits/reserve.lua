@@ -11,16 +11,20 @@
 -- windows it was counted in (the cap windows text of limits_caps_text:
 -- global window_ms comma-separated, then the caller's own after a ';' with
 -- no digits; refund.lua gives back only to those), f (the latest one given back by refund.lua, 0 when
--- absent) and u (the highest one used on the wire, 0 when absent). It
--- lives a day.
+-- absent), u (the highest one used on the wire, 0 when absent) and uo
+-- (the consumer that marked u). It lives a day.
 --
 -- "need" asks for reservation need or a later one that is still held: if
 -- r >= need and r was not given back, nothing is taken (so a call repeated
 -- after a lost reply never takes twice); else reservation max(r + 1, need)
 -- is taken when every cap has room.
 -- mode 0: just that. mode 1 (use): the reservation held is then marked
--- used (u), before the call goes on the wire: a restart reads it, since the
--- ledger's 'sending' row may not have committed before a crash. mode 2
+-- used (u, by this consumer: uo), before the call goes on the wire: a
+-- restart reads it, since the ledger's 'sending' row may not have
+-- committed before a crash. A reservation another consumer marked is never
+-- used again here (it may have been spent: a takeover raced this
+-- instance's arm, or this instance holds a message it lost and got back):
+-- need is raised past it. mode 2
 -- (restore): need is raised past u, so a restored message never goes out
 -- again on a reservation an earlier call may have spent. mode 3 (unuse):
 -- a stopping instance gives back the use mark of reservation need, made
@@ -29,16 +33,19 @@
 -- mark is the latest word on the message: r == u == need, not given back,
 -- and the message back in the queue (s 'queued', queue.lua's retry): an
 -- instance that armed it since (s 'sending') may have marked it for a call
--- of its own. u goes to need - 1 (u is only ever read against r: below r,
--- every value means the same). Nothing else changes; a second run finds
--- u below need and changes nothing.
+-- of its own, and only the consumer that marked it (uo). u goes to
+-- need - 1 (u is only ever read against r: below r, every value means the
+-- same). Nothing else changes; a second run finds u below need and
+-- changes nothing.
 --
 -- KEYS[1] the global cost hash; KEYS[2] the message hash
 -- ARGV: need, price, issue_ms (Redis time of reservation 1), mode, ncaps,
 --       then 3 per cap: field, window_ms, max. A field k<window_ms> is a
 --       per-caller cap: its sum is k<window_ms>:<caller>, the caller being
 --       the message's api key (a in the message hash), so a retry's later
---       reservations count against that caller's budget too.
+--       reservations count against that caller's budget too. Then,
+--       last, this instance's consumer name (pacer.instance; modes 1 and 3
+--       need it).
 -- Returns {ok, idx, at_ms, retry_ms, cap}: ok 1 with the reservation held
 -- (idx, taken at at_ms), or 0 when cap number `cap` (0-based) has no room
 -- until retry_ms from now. mode 3: ok 1 when the mark was given back, 0
@@ -51,19 +58,22 @@ local DAY_MS = 86400000
 
 local function fmt(n) return string.format('%.0f', n) end
 
-local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't', 'u', 'a', 's')
+local me = ARGV[6 + ncaps * 3] or ''
+if me == '' and (mode == 1 or mode == 3) then return redis.error_reply('reserve.lua: no consumer name') end
+
+local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't', 'u', 'a', 's', 'uo')
 local r, f, u = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[4] or 0)
 if mode == 3 then
-  if r == need and u == need and f < need and m[6] == 'queued' then
+  if r == need and u == need and f < need and m[6] == 'queued' and m[7] == me then
     redis.call('HSET', KEYS[2], 'u', need - 1)
     return {1, need, tonumber(m[3] or issue_ms), 0, -1}
   end
   return {0, r, 0, 0, -1}
 end
-if mode == 2 and need <= u then need = u + 1 end
+if (mode == 2 or (mode == 1 and m[7] ~= me)) and need <= u then need = u + 1 end
 if r >= need and f < r then
   if mode == 1 and u < r then
-    redis.call('HSET', KEYS[2], 'u', r)
+    redis.call('HSET', KEYS[2], 'u', r, 'uo', me)
     redis.call('PEXPIRE', KEYS[2], DAY_MS)
   end
   return {1, r, tonumber(m[3] or issue_ms), 0, -1}
@@ -111,6 +121,6 @@ end
 if keep > 0 and redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
 local idx = math.max(r + 1, need)
 redis.call('HSET', KEYS[2], 'r', idx, 'p', fmt(price), 't', fmt(now), 'k', text)
-if mode == 1 then redis.call('HSET', KEYS[2], 'u', idx) end
+if mode == 1 then redis.call('HSET', KEYS[2], 'u', idx, 'uo', me) end
 redis.call('PEXPIRE', KEYS[2], DAY_MS)
 return {1, idx, now, 0, -1}

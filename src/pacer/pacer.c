@@ -21,7 +21,12 @@
  * gives back the mark of a message whose reservation no call was ever
  * written on (marked, then stopped before its call went out, or held by a
  * 429's pause, or its slot missed): else the next start would reserve
- * again for a price never spent.
+ * again for a price never spent. Only the instance that owns a message
+ * ends it and gives its money back (queue.lua's end and refund.lua check
+ * it): one cut off from Redis while another took its messages over and
+ * sent them gives nothing back when it has Redis again, and its ledger
+ * says the message was taken over rather than claim an end that was not
+ * its own.
  *
  * Locks: mu guards the lists, the registry and the stats; wmu/wcond wake
  * the queue thread. They never nest, and no Redis call or curl call is
@@ -93,6 +98,7 @@ struct pacer_item {
     char detail[PROVIDER_ERR_MAX + 64];
     char provider_id[PROVIDER_ID_MAX];
     int refund;                      /* PACER_JOB_END: give back its reservation */
+    int ledger_end;                  /* PACER_JOB_END: its state goes to the ledger once Redis ends it here */
 };
 
 struct pacer {
@@ -323,12 +329,19 @@ static void pacer_job(struct pacer *pc, struct pacer_item *it, enum pacer_job jo
     pacer_kick(pc);
 }
 
-/* Ends it: 'state' in the ledger now, in Redis on the queue thread, with
- * its reservation given back when it holds one unspent. */
+/* Ends it in Redis on the queue thread, with its reservation given back
+ * when it holds one unspent. A 'sent' goes to the ledger now (the provider
+ * accepted this instance's call, whoever owns the message now); any other
+ * end only once Redis has ended the message here (pacer_end_now): one
+ * another instance took over meanwhile is not this instance's to end. */
 static void pacer_end(struct pacer *pc, struct pacer_item *it, const char *state, const char *detail,
                       const char *provider_id)
 {
-    pacer_ledger_state(pc, it->e.id, state, detail, provider_id, it->attempt);
+    it->ledger_end = strcmp(state, "sent") != 0;
+    if (!it->ledger_end) {
+        pacer_ledger_state(pc, it->e.id, state, detail, provider_id, it->attempt);
+        PACER_COUNT(pc, sent, 1);
+    }
     snprintf(it->state, sizeof(it->state), "%s", state);
     snprintf(it->detail, sizeof(it->detail), "%s", detail ? detail : "");
     snprintf(it->provider_id, sizeof(it->provider_id), "%s", provider_id ? provider_id : "");
@@ -337,17 +350,34 @@ static void pacer_end(struct pacer *pc, struct pacer_item *it, const char *state
      * reservation only if Redis shows it was never used on the wire
      * (refund.lua's reservation 0). */
     it->refund = (it->held || (it->adopted && it->rsv_idx == 0)) && pacer_priced(pc, it) && it->e.price_minor > 0;
+    pacer_job(pc, it, PACER_JOB_END);
+}
+
+/* Its end ('failed' or 'expired') is this instance's: in the ledger and the stats. */
+static void pacer_ended(struct pacer *pc, struct pacer_item *it)
+{
+    pacer_ledger_state(pc, it->e.id, it->state, it->detail, it->provider_id[0] ? it->provider_id : NULL,
+                       it->attempt);
     pthread_mutex_lock(&pc->mu);
-    if (strcmp(state, "expired") == 0) {
+    if (strcmp(it->state, "expired") == 0) {
         pc->stats.expired++;
         pc->stats.cause[PROVIDER_C_EXPIRED]++; /* never reached: not billed */
-    } else if (strcmp(state, "sent") == 0) {
-        pc->stats.sent++;
     } else {
         pc->stats.failed++;
     }
     pthread_mutex_unlock(&pc->mu);
-    pacer_job(pc, it, PACER_JOB_END);
+}
+
+/* Another instance took it over: what happens to it next, its end and its
+ * money, is that instance's, and it leaves this one. The ledger here says
+ * so and claims no end (its row stays 'queued', as an accepting instance's
+ * row of a message another instance sent does); a 'sent' row stays, since
+ * the provider accepted this instance's call. */
+static void pacer_taken_over(struct pacer *pc, struct pacer_item *it)
+{
+    if (strcmp(it->state, "sent") != 0)
+        pacer_ledger_state(pc, it->e.id, "queued", "taken over by another instance", NULL, it->attempt);
+    pacer_item_free(pc, it);
 }
 
 /* ---- the sender thread: owns the wire ---- */
@@ -586,7 +616,7 @@ static void *pacer_sender_main(void *arg)
         it->next = NULL;
         pacer_kick(pc); /* room for the next slot */
         if (lost) {
-            pacer_item_free(pc, it); /* taken over: its new owner sends it */
+            pacer_taken_over(pc, it); /* its new owner sends it */
         } else if (cancelled) {
             pacer_end(pc, it, "failed", "cancelled", NULL);
         } else if (pc->pause_until_ns > clock_mono_ns()) {
@@ -668,8 +698,8 @@ static void pacer_refund(struct pacer *pc, struct pacer_item *it)
     int result = 0, tries = 0;
     enum otp_rc rc;
 
-    while ((rc = pc->money.refund(pc->money.ctx, it->e.id, it->rsv_idx, it->e.price_minor, it->e.cost_ms, it->e.caps,
-                                  &result, err)) != OTP_OK &&
+    while ((rc = pc->money.refund(pc->money.ctx, it->e.id, pc->consumer, it->rsv_idx, it->e.price_minor,
+                                  it->e.cost_ms, it->e.caps, &result, err)) != OTP_OK &&
            pacer_again(pc, &tries, "the refund", it->e.id, err))
         ;
     if (rc != OTP_OK) {
@@ -681,6 +711,10 @@ static void pacer_refund(struct pacer *pc, struct pacer_item *it)
     } else if (result == 2) {
         log_msg(LOG_INFO, "pacer: message %s ended after a takeover; its cost is kept: its call may have left",
                 it->e.id);
+        PACER_COUNT(pc, refunds_kept, 1);
+    } else if (result == 3) {
+        log_msg(LOG_WARN, "pacer: message %s: reservation %d is not this instance's to give back (another "
+                "instance ended the message or marked it used): its cost is kept", it->e.id, it->rsv_idx);
         PACER_COUNT(pc, refunds_kept, 1);
     } else if (result == 0) {
         PACER_COUNT(pc, refund_dups, 1);
@@ -704,8 +738,9 @@ static void pacer_unmark(struct pacer *pc, struct pacer_item *it)
     enum otp_rc rc;
 
     it->unmark = 0;
-    while ((rc = pc->money.reserve(pc->money.ctx, it->e.id, it->rsv_idx, PACER_UNUSE, it->e.price_minor,
-                                   it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err)) != OTP_OK &&
+    while ((rc = pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, it->rsv_idx, PACER_UNUSE,
+                                   it->e.price_minor, it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err)) !=
+               OTP_OK &&
            pacer_again(pc, &tries, "giving back a use mark", it->e.id, err))
         ;
     if (rc != OTP_OK)
@@ -719,24 +754,42 @@ static void pacer_unmark(struct pacer *pc, struct pacer_item *it)
                 "Redis has a later word on it): its price may be counted again", it->e.id, it->rsv_idx);
 }
 
-/* Ends it in Redis (and its entry leaves the stream), refunds, frees it. */
+/* Ends it in Redis (and its entry leaves the stream), refunds, frees it;
+ * unless another instance took it over (its touch saw it, or Redis says so
+ * now: after a partition, say): then its end and its money are that
+ * instance's, and nothing is given back here. */
 static void pacer_end_now(struct pacer *pc, struct pacer_item *it)
 {
     char err[OTP_ERR_LEN] = "";
-    int moved = 0, tries = 0, lost;
+    enum queue_end_result res = QUEUE_END_LOST;
+    enum otp_rc rc = OTP_OK;
+    int tries = 0, lost;
 
     pthread_mutex_lock(&pc->mu);
     lost = it->lost;
     pthread_mutex_unlock(&pc->mu);
-    if (lost && strcmp(it->state, "sent") != 0) {
-        /* Taken over: its new owner ends it, with what it holds. A sent one
-         * is still written, so the new owner does not send it again. */
-        pacer_item_free(pc, it);
+    /* A sent one is still written when lost, so the new owner does not send it again. */
+    if (!lost || strcmp(it->state, "sent") == 0)
+        while ((rc = queue_end(pc->queue, &it->e, it->state, it->detail, it->provider_id, &res, err)) != OTP_OK &&
+               pacer_again(pc, &tries, "the end", it->e.id, err))
+            ;
+    if (rc != OTP_OK) {
+        pacer_item_free(pc, it); /* lost at the stop: still this instance's in the stream, for its next start */
         return;
     }
-    while (queue_end(pc->queue, &it->e, it->state, it->detail, it->provider_id, &moved, err) != OTP_OK &&
-           pacer_again(pc, &tries, "the end", it->e.id, err))
-        ;
+    if (res == QUEUE_END_LOST) {
+        if (!lost)
+            log_msg(LOG_WARN, "pacer: message %s was taken over by another instance before it ended here; "
+                    "its end and its cost are that instance's", it->e.id);
+        pthread_mutex_lock(&pc->mu);
+        pc->stats.lost += !lost;
+        pc->stats.refunds_taken_over += it->refund;
+        pthread_mutex_unlock(&pc->mu);
+        pacer_taken_over(pc, it);
+        return;
+    }
+    if (it->ledger_end)
+        pacer_ended(pc, it);
     pthread_mutex_lock(&pc->mu);
     if (pc->depth > 0)
         pc->depth--; /* its entry left the stream; the next claim reads the depth afresh */
@@ -785,9 +838,13 @@ static void pacer_jobs(struct pacer *pc)
             while ((rc = queue_retry(pc->queue, &it->e, it->detail, &owned, err)) != OTP_OK &&
                    pacer_again(pc, &tries, "a retry", it->e.id, err))
                 ;
-            if (rc != OTP_OK || !owned) {
+            if (rc != OTP_OK) {
+                pacer_item_free(pc, it); /* lost at the stop: the next start takes it back */
+                break;
+            }
+            if (!owned) {
                 PACER_COUNT(pc, lost, 1);
-                pacer_item_free(pc, it); /* another instance has it now (or the next start) */
+                pacer_taken_over(pc, it);
                 break;
             }
             if (it->unmark)
@@ -953,8 +1010,8 @@ static int pacer_reserve(struct pacer *pc, struct pacer_item *it, enum pacer_use
     if (it->adopted && !it->held) {
         /* Taken over: what it holds is not known here (an earlier call may
          * have spent it). Past every reservation used on the wire. */
-        if (pc->money.reserve(pc->money.ctx, it->e.id, 1, PACER_RESTORE, it->e.price_minor, it->e.cost_ms, &ok,
-                              &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
+        if (pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, 1, PACER_RESTORE, it->e.price_minor,
+                              it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
             goto down;
         if (!ok)
             goto full;
@@ -963,7 +1020,7 @@ static int pacer_reserve(struct pacer *pc, struct pacer_item *it, enum pacer_use
         it->rsv_idx = idx;
         it->held = 1;
     }
-    if (pc->money.reserve(pc->money.ctx, it->e.id, it->held ? it->rsv_idx : it->rsv_idx + 1, use,
+    if (pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, it->held ? it->rsv_idx : it->rsv_idx + 1, use,
                           it->e.price_minor, it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
         goto down;
     if (!ok)
@@ -1004,7 +1061,7 @@ static int pacer_verdict(struct pacer *pc, struct pacer_item *it, enum queue_ver
         return 0;
     case QUEUE_LOST:
         PACER_COUNT(pc, lost, 1);
-        pacer_item_free(pc, it); /* its new owner sends or ends it */
+        pacer_taken_over(pc, it); /* its new owner sends or ends it */
         return 0;
     case QUEUE_GONE:
         /* Cancelled, verified or replaced before it was sent. */
@@ -1125,7 +1182,7 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
     lost = it->lost;
     pthread_mutex_unlock(&pc->mu);
     if (lost) {
-        pacer_item_free(pc, it); /* another instance has it */
+        pacer_taken_over(pc, it); /* another instance has it */
         return;
     }
     if (cancelled) {
@@ -1499,6 +1556,7 @@ size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
               "otpd_cost_refunds_total{result=\"anomaly\"} %llu\n"
               "otpd_cost_refunds_total{result=\"lost\"} %llu\n"
               "otpd_cost_refunds_total{result=\"kept\"} %llu\n"
+              "otpd_cost_refunds_total{result=\"taken_over\"} %llu\n"
               "# HELP otpd_cost_reservations_total Reservations the pacer asked for a retry, by result.\n"
               "# TYPE otpd_cost_reservations_total counter\n"
               "otpd_cost_reservations_total{result=\"taken\"} %llu\n"
@@ -1509,7 +1567,7 @@ size_t pacer_metrics(struct pacer *pc, char *out, size_t cap)
               "# TYPE otpd_pacer_ledger_failures_total counter\notpd_pacer_ledger_failures_total %llu\n",
               (unsigned long long)st.refunds, (unsigned long long)st.refund_dups,
               (unsigned long long)st.refund_anomalies, (unsigned long long)st.refunds_lost,
-              (unsigned long long)st.refunds_kept,
+              (unsigned long long)st.refunds_kept, (unsigned long long)st.refunds_taken_over,
               (unsigned long long)st.reservations, (unsigned long long)st.reserve_refused,
               (unsigned long long)st.paused_429, (unsigned long long)st.ledger_failures);
     PACER_PUT("# HELP otpd_queue_capacity The fleet's queue capacity (pacer.capacity).\n"

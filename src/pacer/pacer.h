@@ -42,25 +42,28 @@ enum pacer_use {
 /*
  * The cost caps, as the pacer needs them; called on the pacer's money
  * thread only, never on the thread that owns the wire (both block on
- * Redis). Each returns OTP_OK, or OTP_ESTORE with detail in err (the pacer
- * tries again later).
+ * Redis). owner is this instance's consumer name in the fleet's queue:
+ * Redis records it with each use mark and each end, so money is given back
+ * only by the instance that owns the message. Each returns OTP_OK, or
+ * OTP_ESTORE with detail in err (the pacer tries again later).
  */
 struct pacer_money {
     /* Makes sure message id holds reservation need or a later one not
      * given back (a new one is taken against every cap if not), then does
      * what use says. *ok 0 when a cap has no room; then why names it. On
      * *ok 1, *idx and *at_ms are the reservation held. */
-    enum otp_rc (*reserve)(void *ctx, const char *id, int need, enum pacer_use use, int64_t price_minor,
-                           int64_t issue_ms, int *ok, int *idx, int64_t *at_ms, char *why, size_t why_cap,
-                           char *err);
+    enum otp_rc (*reserve)(void *ctx, const char *id, const char *owner, int need, enum pacer_use use,
+                           int64_t price_minor, int64_t issue_ms, int *ok, int *idx, int64_t *at_ms, char *why,
+                           size_t why_cap, char *err);
     /* Gives back reservation idx of message id (0: its latest), at most
      * once ever, to the cap windows it was counted in (cost_caps, price
      * and cost_ms describe reservation 1).
      * *result: 1 given back, 0 it already was, -1 an anomaly (logged and
      * counted by the pacer), 2 (idx 0) kept: used on the wire before a
-     * restart. */
-    enum otp_rc (*refund)(void *ctx, const char *id, int idx, int64_t price_minor, int64_t cost_ms,
-                          const char *cost_caps, int *result, char *err);
+     * restart, 3 kept: not owner's (another instance ended the message, or
+     * marked that reservation used). */
+    enum otp_rc (*refund)(void *ctx, const char *id, const char *owner, int idx, int64_t price_minor,
+                          int64_t cost_ms, const char *cost_caps, int *result, char *err);
     void *ctx;
 };
 
@@ -75,6 +78,7 @@ struct pacer_stats {
     uint64_t lost;                   /* claims another instance took over while this one held them */
     uint64_t paused_429;             /* times a 429 paused every send */
     uint64_t refunds, refund_dups, refund_anomalies, refunds_lost, refunds_kept;
+    uint64_t refunds_taken_over;     /* not asked: the message's end was another instance's */
     uint64_t reservations, reserve_refused;
     uint64_t ledger_failures;        /* ledger submissions that failed even when tried again */
     /* Spend, counted once per attempt when it could first be billed: when

@@ -229,18 +229,17 @@ static enum otp_rc queue_on_msg(struct queue *q, const char *op, const char *id,
 }
 
 enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, const char *state, const char *detail,
-                      const char *provider_id, int *moved, char *err)
+                      const char *provider_id, enum queue_end_result *res, char *err)
 {
     char d[65];
     const char *extra[4] = {e->eid, state, d, provider_id ? provider_id : ""};
-    int64_t r = 0;
+    int64_t r = -1;
     enum otp_rc rc;
 
     /* A day in Redis per message: the detail is cut short there (the ledger keeps it whole). */
     snprintf(d, sizeof(d), "%s", detail ? detail : "");
     rc = queue_on_msg(q, "end", e->id, extra, 4, &r, err);
-
-    *moved = r == 1;
+    *res = r == 1 ? QUEUE_END_MOVED : r == 0 ? QUEUE_END_ALREADY : QUEUE_END_LOST;
     return rc;
 }
 

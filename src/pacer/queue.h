@@ -95,10 +95,19 @@ enum otp_rc queue_arm(struct queue *q, const struct queue_entry *e, int64_t min_
 /* A provider 429: no slot before pause_us from now, for the whole fleet. */
 enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err);
 
+/* What queue_end did. */
+enum queue_end_result {
+    QUEUE_END_MOVED,   /* it ended as asked */
+    QUEUE_END_ALREADY, /* it had ended already (a report, an abandon, this instance's own end) */
+    QUEUE_END_LOST,    /* another instance owns it or ended it: nothing changed but a 'sent' */
+};
+
 /* Ends e's message as state ("sent", "failed", "expired") and takes its
- * entry out of the stream. *moved 0 when it had ended already. */
+ * entry out of the stream, while this instance owns the entry; *res says
+ * what happened. A message another instance took over is that instance's
+ * to end: only a 'sent' is written then, so it is not sent again. */
 enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, const char *state, const char *detail,
-                      const char *provider_id, int *moved, char *err);
+                      const char *provider_id, enum queue_end_result *res, char *err);
 
 /* Puts e's message back to 'queued' for a retry this instance makes;
  * *owned 0 when another instance took it over meanwhile (drop it). */

@@ -12,8 +12,8 @@
 -- cap windows it was counted in), pk (the phone's hash, where the
 -- verification lives). What changes lives in the message's
 -- hash otp:msg:<id> (24 h): s (state), d (detail), pid (provider id), n
--- (attempts), a (the issuing API key), and the money fields of
--- reserve.lua and refund.lua.
+-- (attempts), a (the issuing API key), o (the consumer that ended it), and
+-- the money fields of reserve.lua and refund.lua.
 --
 -- KEYS[1] the stream; KEYS[2] the holds (claim) or the message's hash;
 -- KEYS[3] (end only) the callers' shares otp:share (issue.lua, "Shares")
@@ -28,10 +28,19 @@
 -- touch: ARGV entry ids: resets their idle time while this consumer still
 --   owns them (so they are not taken over); returns the ones it lost.
 -- end: ARGV entry id, state (sent, failed, expired), detail, provider id:
---   the message ends (and leaves its caller's share); returns 1, or 0 when
---   it had ended already.
+--   while this consumer owns the entry, the message ends (and leaves its
+--   caller's share), and its hash records this consumer as the one that
+--   ended it (o: refund.lua gives back money only to that consumer);
+--   returns 1, or 0 when it had ended already (by a delivery report, an
+--   abandon, or this consumer's own end whose reply was lost). Returns -1
+--   when another consumer owns the entry or ended it (a takeover): nothing
+--   changes, so a partitioned instance never ends, nor refunds, what
+--   another sends. Only a 'sent' is still written then (the entry and the
+--   share stay the owner's), so the owner does not send it again.
 -- retry: ARGV entry id, detail: back to 'queued' while this consumer owns
 --   it; returns 1, or 0 when it lost it (another instance took it over).
+--   A final state written meanwhile (an old owner's 'sent', a delivery
+--   report) stays: the next slot ends the message.
 -- depth: returns the fleet's queue (stream and holds).
 -- import: ARGV id, v, to, e, a, p, t, k: a message a ledger of a version
 --   before the fleet holds as queued (its queue was the process's own):
@@ -104,7 +113,19 @@ if op == 'touch' then
 end
 
 if op == 'end' then
-  local s = redis.call('HGET', KEYS[2], 's')
+  local function write()
+    redis.call('HSET', KEYS[2], 's', ARGV[4], 'd', ARGV[5])
+    if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'pid', ARGV[6]) end
+  end
+  local m = redis.call('HMGET', KEYS[2], 's', 'o')
+  local s, own = m[1], owner(ARGV[3])
+  if own ~= me then
+    if not own and m[2] == me then return 0 end -- ended here; its reply was lost
+    if ARGV[4] == 'sent' and s and not FINAL[s] then write() end
+    return -1
+  end
+  redis.call('HSET', KEYS[2], 'o', me)
+  redis.call('PEXPIRE', KEYS[2], 86400000)
   redis.call('XACK', q, G, ARGV[3])
   redis.call('XDEL', q, ARGV[3])
   -- Also when it had ended already (an abandon after its commit): ZREM of
@@ -112,15 +133,13 @@ if op == 'end' then
   local sh = KEYS[3] and redis.call('HGET', KEYS[2], 'sh')
   if sh then redis.call('ZREM', KEYS[3], sh) end
   if s and FINAL[s] then return 0 end
-  redis.call('HSET', KEYS[2], 's', ARGV[4], 'd', ARGV[5])
-  if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'pid', ARGV[6]) end
-  redis.call('PEXPIRE', KEYS[2], 86400000)
+  write()
   return 1
 end
 
 if op == 'retry' then
   if owner(ARGV[3]) ~= me then return 0 end
-  redis.call('HSET', KEYS[2], 's', 'queued', 'd', ARGV[4])
+  if not FINAL[redis.call('HGET', KEYS[2], 's')] then redis.call('HSET', KEYS[2], 's', 'queued', 'd', ARGV[4]) end
   return 1
 end
 

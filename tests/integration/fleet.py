@@ -148,6 +148,7 @@ class Fleet:
         self.configure = configure
         self.otpds = []
         self.dead = set()  # indexes killed or stopped by the test
+        self.paused = set()  # indexes SIGSTOPped by the test (pause)
 
     def __len__(self):
         return len(self.otpds)
@@ -194,6 +195,15 @@ class Fleet:
         o.proc.wait(15)
         self.dead.add(i)
         return o.proc.returncode
+
+    def pause(self, i):
+        """SIGSTOPs instance i: it holds what it holds and answers nothing until resume(i)."""
+        self.otpds[i].kill(signal.SIGSTOP)
+        self.paused.add(i)
+
+    def resume(self, i):
+        self.otpds[i].kill(signal.SIGCONT)
+        self.paused.discard(i)
 
     def stop(self, i, sig=signal.SIGTERM):
         """Stops instance i (Otpd.stop); returns its exit code."""

@@ -169,14 +169,16 @@ class CapTextTest(CallersTest):
         for field in ("c%d" % HOUR_MS, "k%d:%s" % (HOUR_MS, A)):
             self.redis.cmd("HSET", "otp:cost", field, "%d:%d" % (idx, 3 * PRICE))
         new = "%d;%s:%s" % (HOUR_MS, enc, "".join(chr(97 + int(d)) for d in str(HOUR_MS)))
-        args = (2, "otp:cost", "otp:msg:m1", PRICE, t, new, 1)
+        for mid in ("m1", "m2"):  # ended by this consumer (queue.lua's end): its to give back
+            self.redis.cmd("HSET", "otp:msg:" + mid, "o", "otpd0")
+        args = (2, "otp:cost", "otp:msg:m1", PRICE, t, new, 1, "otpd0")
         self.assertEqual(self.redis.cmd("EVAL", script, *args), [1, 0])
         self.assertEqual((self.sum_of("c%d" % HOUR_MS), self.sum_of("k%d:%s" % (HOUR_MS, A))), (2 * PRICE, 2 * PRICE))
         self.assertEqual(self.redis.cmd("EVAL", script, *args), [0, 0])
         self.assertEqual((self.sum_of("c%d" % HOUR_MS), self.sum_of("k%d:%s" % (HOUR_MS, A))), (2 * PRICE, 2 * PRICE))
         # Old text: the global window alone.
-        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m2", PRICE, t, str(HOUR_MS), 1),
-                         [1, 0])
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m2", PRICE, t, str(HOUR_MS), 1,
+                                        "otpd0"), [1, 0])
         self.assertEqual((self.sum_of("c%d" % HOUR_MS), self.sum_of("k%d:%s" % (HOUR_MS, A))), (PRICE, 2 * PRICE))
 
 

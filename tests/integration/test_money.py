@@ -214,19 +214,21 @@ class RefusedConnectionTest(MoneyTest):
         idx = now_ms // window
         self.redis.cmd("HSET", "otp:cost", "c%d" % window, "%d:%d" % (idx, 3 * PRICE))
         args = [PRICE, now_ms, str(window)]
-        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m1", *args, 1), [1, 0])
+        for mid in ("m1", "m2", "m3"):  # ended by this consumer (queue.lua's end): its to give back
+            self.redis.cmd("HSET", "otp:msg:" + mid, "o", "otpd0")
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m1", *args, 1, "otpd0"), [1, 0])
         self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c%d" % window), "%d:%d" % (idx, 2 * PRICE))
-        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m1", *args, 1), [0, 0])
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m1", *args, 1, "otpd0"), [0, 0])
         self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c%d" % window), "%d:%d" % (idx, 2 * PRICE))
         self.assertGreater(self.redis.cmd("PTTL", "otp:msg:m1"), 86000000)  # the mark lives a day
         # idx 0: the latest reservation, here reserve.lua's second one.
         self.redis.cmd("HSET", "otp:msg:m3", "r", 2, "p", PRICE, "t", now_ms, "k", str(window))
-        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m3", *args, 0), [1, 0])
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m3", *args, 0, "otpd0"), [1, 0])
         self.assertEqual(self.redis.cmd("HGET", "otp:msg:m3", "f"), "2")
         self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c%d" % window), "%d:%d" % (idx, PRICE))
         # Less in the window than the price: reported, and the window kept.
         self.redis.cmd("HSET", "otp:cost", "c%d" % window, "%d:%d" % (idx, PRICE // 2))
-        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m2", *args, 1), [1, 1])
+        self.assertEqual(self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:m2", *args, 1, "otpd0"), [1, 1])
         self.assertEqual(self.redis.cmd("HGET", "otp:cost", "c%d" % window), "%d:%d" % (idx, PRICE // 2))
 
 

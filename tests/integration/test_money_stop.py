@@ -175,31 +175,35 @@ class UnuseScriptTest(MoneyTest):
 
         def unuse(mid, need):
             return self.redis.cmd("EVAL", script, 2, "otp:cost", "otp:msg:" + mid, need, PRICE, 5, 3, 1,
-                                  "c%d" % window, window, 100 * PRICE)[0]
+                                  "c%d" % window, window, 100 * PRICE, "otpd0")[0]
 
         def put(mid, **fields):
             self.redis.cmd("DEL", "otp:msg:" + mid)
             self.redis.cmd("HSET", "otp:msg:" + mid, *[x for kv in sorted(fields.items()) for x in kv])
 
-        put("m1", r=2, u=2, s="queued", t=7)
+        put("m1", r=2, u=2, uo="otpd0", s="queued", t=7)
         self.assertEqual(unuse("m1", 2), 1)
-        self.assertEqual(self.money("m1"), {"r": "2", "u": "1", "s": "queued", "t": "7"})
+        self.assertEqual(self.money("m1"), {"r": "2", "u": "1", "uo": "otpd0", "s": "queued", "t": "7"})
         self.assertEqual(unuse("m1", 2), 0)  # once: a second run changes nothing
-        self.assertEqual(self.money("m1"), {"r": "2", "u": "1", "s": "queued", "t": "7"})
+        self.assertEqual(self.money("m1"), {"r": "2", "u": "1", "uo": "otpd0", "s": "queued", "t": "7"})
+        # Marked by another instance (it took the message over): its mark, never given back here.
+        put("m6", r=2, u=2, uo="otpd1", s="queued")
+        self.assertEqual(unuse("m6", 2), 0)
+        self.assertEqual(self.money("m6")["u"], "2")
         # Armed again since (an instance's own mark for a call of its own).
-        put("m2", r=1, u=1, s="sending")
+        put("m2", r=1, u=1, uo="otpd0", s="sending")
         self.assertEqual(unuse("m2", 1), 0)
         self.assertEqual(self.money("m2")["u"], "1")
         # A later reservation taken since (a restart reserved past the mark).
-        put("m3", r=2, u=1, s="queued")
+        put("m3", r=2, u=1, uo="otpd0", s="queued")
         self.assertEqual(unuse("m3", 1), 0)
         self.assertEqual(self.money("m3")["u"], "1")
         # Marked for another reservation, or never marked.
-        put("m4", r=3, u=1, s="queued")
+        put("m4", r=3, u=1, uo="otpd0", s="queued")
         self.assertEqual(unuse("m4", 3), 0)
         self.assertEqual(self.money("m4")["u"], "1")
         # Given back already (refund.lua): no mark to give back.
-        put("m5", r=1, u=1, f=1, s="queued")
+        put("m5", r=1, u=1, f=1, uo="otpd0", s="queued")
         self.assertEqual(unuse("m5", 1), 0)
         self.assertEqual(self.money("m5")["u"], "1")
         # The caps are never touched.

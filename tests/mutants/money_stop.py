@@ -7,8 +7,8 @@ STOP = "test_money_stop.MoneyStopTest"
 MUTANTS = [
     dict(name="unuse-after-a-new-arm",
          file="src/limits/reserve.lua",
-         old="f < need and m[6] == 'queued' then",
-         new="f < need then",
+         old="f < need and m[6] == 'queued' and m[7] == me then",
+         new="f < need and m[7] == me then",
          test=UNUSE,
          why=("the unuse does not ask whether the message is still back in the queue: a stale unuse (its reply "
               "lost, run again) takes away the mark another instance made since for a call of its own, and that "
