@@ -101,22 +101,27 @@ static size_t xfer_on_header(char *data, size_t size, size_t n, void *arg)
  * goes out: the moment the provider's second counts. A call is started
  * ahead of its slot by the time connections have been taking (xfer_lead_ns),
  * so one that is ready early waits here for its slot; one that is ready
- * too late is not written at all. curl can run this again when it retries
- * on a fresh connection after writing: that write too must fit the slot,
- * else the call ends as written (it may have been billed). */
+ * too late is not written at all. curl runs this again when it would send
+ * the request a second time by itself, on a fresh connection, after a
+ * reused one died before any answer: the first copy may have reached the
+ * provider and be billed, and a second would be a copy no reservation and
+ * no spend counted, off its slot. That is refused: the call ends as
+ * written (billed), and the pacer's retry, if any, is a new attempt with a
+ * reservation and a slot of its own. */
 static int xfer_on_prereq(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
 {
     struct xfer_call *k = arg;
-    uint64_t now = clock_mono_ns();
+    uint64_t now = clock_mono_ns(), took, lead;
 
     (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
-    if (!k->wrote) {
-        uint64_t took = now - k->start_ns, lead = __atomic_load_n(&k->x->lead_ns, __ATOMIC_RELAXED);
-        /* An average over the last calls: a cold pool raises it, warm ones
-         * bring it down. Other threads read it (xfer_lead_ns). */
-        lead = lead - lead / 4 + took / 4;
-        __atomic_store_n(&k->x->lead_ns, lead < XFER_LEAD_MAX_NS ? lead : XFER_LEAD_MAX_NS, __ATOMIC_RELAXED);
-    }
+    if (k->wrote)
+        return CURL_PREREQFUNC_ABORT;
+    /* An average over the last calls: a cold pool raises it, warm ones
+     * bring it down. Other threads read it (xfer_lead_ns). */
+    took = now - k->start_ns;
+    lead = __atomic_load_n(&k->x->lead_ns, __ATOMIC_RELAXED);
+    lead = lead - lead / 4 + took / 4;
+    __atomic_store_n(&k->x->lead_ns, lead < XFER_LEAD_MAX_NS ? lead : XFER_LEAD_MAX_NS, __ATOMIC_RELAXED);
     if (now < k->slot.due_ns) {
         struct timespec ts = {(time_t)(k->slot.due_ns / SCHED_NS_PER_S), (long)(k->slot.due_ns % SCHED_NS_PER_S)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
@@ -124,11 +129,10 @@ static int xfer_on_prereq(void *arg, char *primary_ip, char *local_ip, int prima
         now = clock_mono_ns();
     }
     if (!sched_write_ok(&k->slot, now)) {
-        k->missed = !k->wrote;
+        k->missed = 1;
         return CURL_PREREQFUNC_ABORT;
     }
-    if (!k->wrote)
-        k->x->hooks.wrote(k->x->hooks.ctx, k->item);
+    k->x->hooks.wrote(k->x->hooks.ctx, k->item);
     k->wrote = 1;
     return CURL_PREREQFUNC_OK;
 }

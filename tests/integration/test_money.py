@@ -78,6 +78,75 @@ class ResetServer:
         self.sock.close()
 
 
+class ReuseResetServer:
+    """A provider that keeps each connection open: the first request on a connection it answers 200, the second it
+    reads whole and then resets. The request left, and a client that sends it again on a fresh connection (curl does
+    so by itself for a reused connection that died before any answer) puts a second copy on the provider's wire.
+    log: (connection, request on it, answered) per request read."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.conns = 0
+        self.log = []
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def count(self):
+        with self.lock:
+            return len(self.log)
+
+    @staticmethod
+    def read_request(c):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = c.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        m = re.search(rb"content-length: *(\d+)", data, re.I)
+        want = data.index(b"\r\n\r\n") + 4 + (int(m.group(1)) if m else 0)
+        while len(data) < want:
+            chunk = c.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns += 1
+                n = self.conns
+            threading.Thread(target=self.one, args=(c, n), daemon=True).start()
+
+    def one(self, c, conn):
+        with c:
+            for n in range(2):
+                try:
+                    if self.read_request(c) is None:
+                        return
+                except OSError:
+                    return
+                with self.lock:
+                    self.log.append((conn, n, n == 0))
+                if n == 1:
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    return
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+
+    def close(self):
+        self.sock.close()
+
+
 class MoneyTest(OtpdTest):
     pacer = {"rate": 20, "capacity": 100, "max_inflight": 8, "retry": {"max": 2, "base": "100ms"},
              "timeout": "2s"}
@@ -494,6 +563,44 @@ class ResetTest(MoneyTest):
         self.assertEqual(self.reserved(), 2 * PRICE)
         self.assertEqual(self.spend("unknown"), 2 * PRICE)
         self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="broken"), 2)
+
+
+class ReusedConnectionResetTest(MoneyTest):
+    """A reused connection reset after the request left: curl would send the request again on a fresh connection by
+    itself, a second copy the provider may bill that no reservation or spend counted. otpd never lets curl resend:
+    the attempt ends as written (billed), and its retry is a new attempt on a reservation of its own."""
+    pacer = dict(MoneyTest.pacer, max_inflight=1, retry={"max": 2, "base": "100ms"})
+    server = None
+    provider_url = staticmethod(lambda: "http://127.0.0.1:%d/sms" % ReusedConnectionResetTest.server.port)
+
+    def setUp(self):
+        ReusedConnectionResetTest.server = ReuseResetServer()
+        super().setUp()
+
+    def tearDown(self):
+        try:
+            super().tearDown()
+        finally:
+            ReusedConnectionResetTest.server.close()
+
+    def test_every_copy_on_the_wire_is_counted(self):
+        # Messages one after the other, so a call finds the last one's connection idle in curl's cache; until three
+        # reused connections were reset (curl may open a fresh one instead when a slot is missed on a busy machine,
+        # and sends again by itself only when the reset finds it waiting for the answer: about two times in three).
+        mids = []
+        for i in range(12):
+            mids.append(self.issue_ok("+9198000000%02d" % (i + 1)))
+            self.wait_state(mids[-1], "sent", "failed")
+            if sum(n == 1 for _, n, _ in self.server.log) >= 3:
+                break
+        self.assertTrue(any(n == 1 for _, n, _ in self.server.log),
+                        "no call reused a connection: the test proved nothing (%r)" % (self.server.log,))
+        sends = [s for m in mids for s in self.sends(m)]
+        self.assertEqual(sum(s["cost_minor"] for s in sends), self.server.count * PRICE,
+                         "every request the provider saw is billed in the ledger: %r, sends %r" % (
+                             self.server.log, [(s["outcome"], s["cost_minor"]) for s in sends]))
+        self.assertEqual(self.spend("unknown") + self.spend("accepted"), self.server.count * PRICE)
+        self.assertEqual(self.reserved(), self.server.count * PRICE)
 
 
 class UnsentTest(MoneyTest):

@@ -129,3 +129,12 @@ MUTANTS = [
          test="test_money.WireKillDeadTest",
          why="a dead code whose call left before a crash gives back money the provider may bill"),
 ]
+MUTANTS += [
+    dict(name="xfer-curl-resends-by-itself",
+         file="src/pacer/xfer.c",
+         old="    if (k->wrote)\n        return CURL_PREREQFUNC_ABORT;\n",
+         new="",
+         test="test_money.ReusedConnectionResetTest",
+         why=("curl sends a request again on a fresh connection after a reused one died before any answer: a "
+              "second copy on the provider's wire that no reservation, spend or ledger row counted")),
+]
