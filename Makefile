@@ -86,10 +86,12 @@ $(B)/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-# Lua scripts are embedded as C strings: one line of Lua, one line of C.
+# Lua scripts are embedded as C strings: one line of Lua, one line of C. issue.lua and verify.lua start with
+# prelude.lua, what both share: its lines come first in their string (tests/integration/luascript.py reads them so).
+src/limits/issue.lua.h src/limits/verify.lua.h: src/limits/prelude.lua
 src/limits/%.lua.h: src/limits/%.lua
-	@{ echo "static const char limits_$*_lua[] ="; \
-	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
+	@{ echo "static const char limits_$*_lua[] ="; cat $(filter %/prelude.lua,$^) $< | \
+	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/'; echo "    ;"; } > $@.tmp && mv $@.tmp $@
 src/pacer/%.lua.h: src/pacer/%.lua
 	@{ echo "static const char pacer_$*_lua[] ="; \
 	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
