@@ -52,7 +52,9 @@ LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/chain.c src/
                 src/ledger/sweep.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
-LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
+LIMITS_SRC   := src/limits/limits.c src/limits/limits_rules.c src/limits/limits_keys.c src/limits/limits_args.c \
+                src/limits/limits_issue.c src/limits/limits_verify.c src/limits/limits_undo.c \
+                src/limits/limits_cache.c src/limits/limits_money.c src/limits/fraud.c src/limits/rcache.c
 ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c src/admin/admin_rows.c \
                 src/admin/admin_snap.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
