@@ -100,7 +100,7 @@
 -- below), after, within_ms, block_ms and n, the refusals to count now.
 -- Returns how many blocks it started.
 -- Two more ops serve the drop of lapsed holds: 'h' (KEYS: the holds)
--- returns up to ARGV[2] lapsed holds; 'k' (KEYS: an undo key) returns the
+-- returns up to IA_HOLDS_MAX lapsed holds; 'k' (KEYS: an undo key) returns the
 -- KEYS its issue ran with (JSON), or false when its record is gone.
 -- kinds: 1 sliding_log, 2 fixed_window, 3 token_bucket, 4 resend_delay,
 --        5 wrong_guess_cap (a log of wrong-guess times, written by verify),
@@ -177,7 +177,8 @@
 -- the undo key (the prelude's undo_key, the last); op 'c' on those four
 -- alone; op 'C' on an Idempotency-Key's hash and count, then those four or
 -- (a verify's commit) the undo key alone; op 'h' on the holds alone.
-local phone_key = KEYS[1]                                          -- IK_PHONE
+local IK_PHONE = 1
+local phone_key = KEYS[IK_PHONE]
 local queue_key, holds_key, msg_key = KEYS[#KEYS - 3], KEYS[#KEYS - 2], KEYS[#KEYS - 1] -- IK_QUEUE, IK_HOLDS, IK_MSG
 local first_key, second_key = KEYS[1], KEYS[2]                     -- op 'h': the holds; op 'C': an Idempotency-Key's hash, its count
 -- ARGV of op 'i' (enum issue_argv, IA_OP to IA_AT); its groups follow from
@@ -541,7 +542,7 @@ else
   out[IR_VID], out[IR_IS_NEW] = vid, 1
 end
 out[IR_ALLOWED], out[IR_EXPIRES], out[IR_NEXT] = 1, exp - now, next_ms
-want(1, exp - now)
+want(IK_PHONE, exp - now)
 
 local member = mid .. ':' .. rid
 redis.call('ZADD', holds_key, now + hold_ms, member)

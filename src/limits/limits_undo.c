@@ -66,7 +66,7 @@ static int undo_keys_read(const char *json, struct limits_undo *u)
         if (*p == ',')
             p++;
     }
-    return *p == ']' && n >= 4 ? n : 0;
+    return *p == ']' && n >= IK_TAIL ? n : 0; /* at least issue.lua's last IK_TAIL */
 }
 
 /* Runs one abandon (op 'a' of issue.lua or verify.lua; or op 'd', the

@@ -1,9 +1,9 @@
 -- verify.lua: one guess against the live verification of (phone, caller,
--- purpose), in one
--- atomic step on Redis's clock: the lock check, the comparison of keyed
--- hashes, the attempt count on the code and on the phone's wrong-guess
--- log, and the end of the verification on success. Like issue.lua, it
--- starts with prelude.lua (the build puts it before this text).
+-- purpose), in one atomic step on Redis's clock: the lock check, the
+-- comparison of keyed hashes, the attempt count on the code and on the
+-- phone's wrong-guess log, and the end of the verification on success.
+-- Like issue.lua, it starts with prelude.lua (the build puts it before
+-- this text).
 --
 -- wrong_guess_cap counts over a sliding window: its field holds the times
 -- of the wrong guesses still inside the window ("ts ts ..."), at most
