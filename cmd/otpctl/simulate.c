@@ -47,17 +47,33 @@
 
 enum sim_format { SIM_JSON, SIM_TABLE };
 
-void otpctl_simulate_usage(FILE *f)
-{
-    fprintf(f, "       otpctl simulate --db LEDGER [--db LEDGER...] -c NEW.json [--format json|table]\n"
-               "                       [--top N] [--reveal-phones]\n");
-}
+struct sim_opts {
+    struct flag_list db;
+    const char *config, *format;
+    long long top;
+    int reveal;
+};
 
-static int sim_usage_error(const char *what, const char *arg)
+#define O(field) offsetof(struct sim_opts, field)
+
+static const struct flag sim_flags[] = {
+    {"db", 0, FLAG_LIST, 1, O(db), "LEDGER", "a ledger to replay; again for each instance's", 0, 0},
+    {"config", 'c', FLAG_STR, 1, O(config), "NEW.json", "the config whose rules, prices, caps to try", 0, 0},
+    {"format", 0, FLAG_STR, 0, O(format), "F", "json (default) or table", 0, 0},
+    {"top", 0, FLAG_INT, 0, O(top), "N", "the N keys each rule refuses most (default 5)", 0, SIM_TOP_MAX},
+    {"reveal-phones", 0, FLAG_BOOL, 0, O(reveal), NULL, "phones in keys in full, not masked", 0, 0},
+};
+
+static const struct flag_cmd sim_cmd = {
+    .name = "otpctl simulate",
+    .flags = FLAGS_OF(sim_flags),
+    .notes = "  replays the ledgers' requests against NEW.json's rules in a private redis-server\n"
+             "  (redis-server from PATH); reads no secret and opens the ledgers read-only\n",
+};
+
+void otpctl_simulate_synopsis(FILE *f)
 {
-    fprintf(stderr, "otpctl simulate: %s%s\nusage:", what, arg);
-    otpctl_simulate_usage(stderr);
-    return EX_USAGE;
+    flags_synopsis(&sim_cmd, "  ", f);
 }
 
 /* The sysexits code of a history error, as otpctl ledger maps them. */
@@ -182,93 +198,41 @@ static int sim_output(const struct sim *s, enum sim_format fmt, int top)
     return ex;
 }
 
-/* The flags that take a value; "--db FILE" and "--db=FILE" alike. */
-static const char *const sim_flags[] = {"--db", "-c", "--format", "--top", NULL};
-
 int otpctl_simulate(int argc, char **argv)
 {
-    const char **paths = calloc((size_t)argc + 1, sizeof(*paths));
-    const char *values[4] = {NULL, NULL, NULL, NULL};
+    struct sim_opts o;
     struct history_filter filter = {NULL, INT64_MIN, INT64_MAX};
     struct history *h = NULL;
     struct simredis r;
     struct sim s;
     enum sim_format fmt = SIM_JSON;
     enum otp_rc rc;
-    char err[OTP_ERR_LEN], *end;
-    long top = SIM_TOP_DEFAULT;
-    int i, k, n_paths = 0, ex = EX_OK;
+    char err[OTP_ERR_LEN];
+    int ex;
 
+    memset(&o, 0, sizeof(o));
     memset(&s, 0, sizeof(s));
     memset(&r, 0, sizeof(r));
-    if (paths == NULL) {
-        fputs("otpctl simulate: out of memory\n", stderr);
-        return EX_OSERR;
-    }
-    for (i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        size_t len = 0;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs("usage:", stdout);
-            otpctl_simulate_usage(stdout);
-            goto out;
-        }
-        if (strcmp(a, "--reveal-phones") == 0) {
-            s.reveal = 1;
-            continue;
-        }
-        for (k = 0; sim_flags[k]; k++) {
-            len = strlen(sim_flags[k]);
-            if (strncmp(a, sim_flags[k], len) == 0 && (a[len] == '\0' || a[len] == '='))
-                break;
-        }
-        if (sim_flags[k] == NULL) {
-            ex = sim_usage_error("unknown argument ", a);
-            goto out;
-        }
-        if (a[len] == '=')
-            v = a + len + 1;
-        else if (i + 1 < argc)
-            v = argv[++i];
-        if (v == NULL) {
-            ex = sim_usage_error("a value is missing after ", sim_flags[k]);
-            goto out;
-        }
-        if (k == 0)
-            paths[n_paths++] = v;
-        else if (values[k] != NULL) {
-            ex = sim_usage_error("given twice: ", sim_flags[k]);
-            goto out;
-        } else
-            values[k] = v;
-    }
-    if (n_paths == 0 || values[1] == NULL) {
-        ex = sim_usage_error(n_paths == 0 ? "no ledger: give --db LEDGER" : "no rules: give -c NEW.json", "");
+    o.top = SIM_TOP_DEFAULT;
+    if ((ex = flags_parse(&sim_cmd, argc, argv, &o)) != FLAGS_GO)
         goto out;
-    }
-    if (values[2] == NULL || strcmp(values[2], "json") == 0)
-        fmt = SIM_JSON;
-    else if (strcmp(values[2], "table") == 0)
+    if (o.format != NULL && strcmp(o.format, "table") == 0) {
         fmt = SIM_TABLE;
-    else {
-        ex = sim_usage_error("--format must be json or table, not ", values[2]);
+    } else if (o.format != NULL && strcmp(o.format, "json") != 0) {
+        ex = flags_usage_error(&sim_cmd, "--format must be json or table, not %s", o.format);
         goto out;
     }
-    if (values[3] != NULL && ((top = strtol(values[3], &end, 10)) < 0 || top > SIM_TOP_MAX || *end != '\0' ||
-                              end == values[3])) {
-        ex = sim_usage_error("--top must be a number from 0 to 1000, not ", values[3]);
+    s.reveal = o.reveal;
+    if ((ex = sim_setup(&s, o.config)) != EX_OK)
         goto out;
-    }
-    /* The rules, prices and caps; no secret is read or needed. */
-    if ((ex = sim_setup(&s, values[1])) != EX_OK)
-        goto out;
-    if ((rc = history_open(paths, n_paths, &h, err)) != OTP_OK || (rc = history_query(h, &filter, err)) != OTP_OK) {
+    if ((rc = history_open(o.db.v, o.db.n, &h, err)) != OTP_OK ||
+        (rc = history_query(h, &filter, err)) != OTP_OK) {
         fprintf(stderr, "otpctl simulate: %s\n", err);
         ex = sim_history_exit(rc);
         goto out;
     }
     if ((ex = sim_start(&s, &r)) == EX_OK && (ex = sim_walk(&s, h)) == EX_OK)
-        ex = sim_output(&s, fmt, (int)top);
+        ex = sim_output(&s, fmt, (int)o.top);
 out:
     /* The store's connections close before their server stops. */
     limits_free(s.limits);
@@ -278,6 +242,6 @@ out:
     simredis_stop(&r); /* also when it never started, or half did */
     sim_free(&s);
     history_close(h);
-    free(paths);
+    flags_free(&sim_cmd, &o);
     return ex;
 }

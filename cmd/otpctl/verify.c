@@ -13,49 +13,37 @@
 #include "../../src/ledger/chaincheck.h"
 #include "otpctl.h"
 
-void otpctl_verify_usage(FILE *f)
-{
-    fprintf(f,
-            "       otpctl verify --db FILE\n"
-            "         checks the ledger's hash chain; exit 0 ok, 65 broken (the first broken row named)\n");
-}
+struct verify_opts {
+    const char *db;
+};
 
-static int verify_usage_error(const char *what, const char *arg)
+static const struct flag verify_flags[] = {
+    {"db", 0, FLAG_STR, 1, offsetof(struct verify_opts, db), "FILE", "the ledger to check", 0, 0},
+};
+
+static const struct flag_cmd verify_cmd = {
+    .name = "otpctl verify",
+    .flags = FLAGS_OF(verify_flags),
+    .notes = "  checks the ledger's hash chain; exit 0 ok, 65 broken (the first broken row named)\n",
+};
+
+void otpctl_verify_synopsis(FILE *f)
 {
-    fprintf(stderr, "otpctl verify: %s%s\nusage:", what, arg);
-    otpctl_verify_usage(stderr);
-    return EX_USAGE;
+    flags_synopsis(&verify_cmd, "  ", f);
 }
 
 int otpctl_verify(int argc, char **argv)
 {
     struct chaincheck_result r;
+    struct verify_opts o = {NULL};
     const char *path = NULL;
     char err[OTP_ERR_LEN], when[TIMESTAMP_LEN];
     enum otp_rc rc;
-    int i, t;
+    int t;
 
-    for (i = 0; i < argc; i++) {
-        const char *v = NULL;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs("usage:", stdout);
-            otpctl_verify_usage(stdout);
-            return EX_OK;
-        }
-        if (strncmp(argv[i], "--db=", 5) == 0)
-            v = argv[i] + 5;
-        else if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
-            v = argv[++i];
-        else if (strcmp(argv[i], "--db") == 0)
-            return verify_usage_error("a value is missing after ", "--db");
-        else
-            return verify_usage_error("unknown argument ", argv[i]);
-        if (path != NULL)
-            return verify_usage_error("one ledger at a time: --db given twice", "");
-        path = v;
-    }
-    if (path == NULL)
-        return verify_usage_error("no ledger: give --db FILE", "");
+    if ((t = flags_parse(&verify_cmd, argc, argv, &o)) != FLAGS_GO)
+        return t;
+    path = o.db;
     if ((rc = chaincheck_run(path, &r, err)) != OTP_OK) {
         fprintf(stderr, "otpctl verify: %s\n", err);
         return rc == OTP_ENOTFOUND                                ? EX_NOINPUT
