@@ -3,7 +3,7 @@
  * (docs/openapi.yaml, the admin routes). Each command reads its flags from
  * its own table (flags.c), turns them into one JSON body (jansson, never
  * pasted text), sends one request with the admin key from OTPCTL_KEY
- * (http.c), and prints the server's answer: add and unlock print
+ * (http.c, libcurl), and prints the server's answer: add and unlock print
  * its JSON, list prints a table (or the JSON with --format json), rm prints
  * nothing. A refusal prints the problem's `error` and `detail` on stderr.
  *
@@ -14,9 +14,11 @@
  * are wiped, and the variable is wiped from the environment once read.
  *
  * Exit codes (sysexits): EX_USAGE bad flags or URL; EX_CONFIG no usable
- * OTPCTL_KEY; EX_NOPERM 401/403; EX_DATAERR other 4xx (400, 404, 422...);
- * EX_TEMPFAIL 409 (too many rows) and 429; EX_UNAVAILABLE no connection, a
- * timeout, or 5xx; EX_PROTOCOL an answer otpctl cannot read.
+ * OTPCTL_KEY; EX_NOINPUT a --cacert file that cannot be read; EX_NOPERM
+ * 401/403; EX_DATAERR other 4xx (400, 404, 422...); EX_TEMPFAIL 409 (too
+ * many rows) and 429; EX_UNAVAILABLE no connection, a timeout, or 5xx;
+ * EX_PROTOCOL an answer otpctl cannot read, or a TLS handshake that failed
+ * (a server certificate not trusted, a port that does not speak TLS).
  */
 #include <limits.h>
 #include <stdint.h>
@@ -31,7 +33,7 @@
 #include "otpctl.h"
 
 #define ADM_CONNECT_MS 5000 /* one address's connect, at most (and never past the whole) */
-#define ADM_ERR_LEN 512
+#define ADM_ERR_LEN (OTPCTL_HTTP_URL_MAX + 512)
 #define ADM_KIND_MAX 64    /* an override key's KIND: longer than any the server knows */
 #define ADM_UNSET LLONG_MIN /* --burst not given */
 
@@ -53,7 +55,7 @@ enum adm_shape { S_BLOCK, S_OVERRIDE, S_UNLOCK, S_LIST, S_RM };
 
 /* The parsed command line. Strings borrow argv. */
 struct adm_args {
-    struct otpctl_net net;  /* -s and --timeout among the command's flags */
+    struct otpctl_net net;  /* -s, --timeout, --cacert among the command's flags */
     const char *match[M_N]; /* block add's (exactly one); unlock's phone and api_key */
     const char *rule, *expires_in, *note, *format;
     struct flag_list keys;  /* --key KIND=VALUE, in order */
@@ -185,6 +187,7 @@ static int adm_check(const struct adm_cmd *cmd, struct adm_args *a, const struct
     const struct flag_cmd *c = &cmd->flags;
     const char *twice = net->server && a->net.server       ? "-s"
                         : net->timeout_s && a->net.timeout_s ? "--timeout"
+                        : net->cacert && a->net.cacert       ? "--cacert"
                                                              : NULL;
     int i, k, n = 0;
 
@@ -192,6 +195,7 @@ static int adm_check(const struct adm_cmd *cmd, struct adm_args *a, const struct
         return flags_usage_error(c, "%s given twice (before the command and after it)", twice);
     a->net.server = a->net.server ? a->net.server : net->server;
     a->net.timeout_s = a->net.timeout_s ? a->net.timeout_s : net->timeout_s;
+    a->net.cacert = a->net.cacert ? a->net.cacert : net->cacert;
     for (i = 0; cmd->shape == S_BLOCK && i < M_N; i++)
         n += a->match[i] != NULL;
     if (cmd->shape == S_BLOCK && n != 1)
@@ -535,12 +539,14 @@ static int adm_http_exit(enum otpctl_http_rc hrc)
     case OTPCTL_HTTP_EUNREACHABLE:
     case OTPCTL_HTTP_ETIMEOUT:
         return EX_UNAVAILABLE;
+    case OTPCTL_HTTP_ECAFILE:
+        return EX_NOINPUT;
     case OTPCTL_HTTP_ENOMEM:
         return EX_OSERR;
     case OTPCTL_HTTP_EURL:
         return EX_USAGE;
     default:
-        return EX_PROTOCOL; /* OTPCTL_HTTP_EPROTO */
+        return EX_PROTOCOL; /* OTPCTL_HTTP_ETLS, OTPCTL_HTTP_EPROTO */
     }
 }
 
@@ -549,6 +555,7 @@ static int adm_send(const struct adm_cmd *cmd, const struct adm_args *a)
 {
     struct otpctl_http_url url;
     struct otpctl_http_answer ans = {0};
+    struct otpctl_http_req rq = {cmd->method, NULL, NULL, NULL, a->net.cacert, 0, 0};
     enum otpctl_http_rc hrc;
     long long timeout_s = a->net.timeout_s ? a->net.timeout_s : OTPCTL_TIMEOUT_S;
     char err[ADM_ERR_LEN], *key = NULL, *body = NULL, *path = NULL;
@@ -557,6 +564,8 @@ static int adm_send(const struct adm_cmd *cmd, const struct adm_args *a)
     if (otpctl_http_parse_url(a->net.server ? a->net.server : OTPCTL_DEFAULT_URL, &url, err, sizeof(err)) !=
         OTPCTL_HTTP_OK)
         return flags_usage_error(&cmd->flags, "%s", err);
+    if (a->net.cacert != NULL && !url.https)
+        return flags_usage_error(&cmd->flags, "--cacert goes with an https:// URL");
     if ((body = adm_body(cmd, a, &ex)) == NULL && ex != EX_OK)
         return ex;
     if ((path = adm_path(cmd, a)) == NULL) {
@@ -567,13 +576,16 @@ static int adm_send(const struct adm_cmd *cmd, const struct adm_args *a)
         ex = EX_CONFIG;
         goto out;
     }
-    if (!otpctl_http_is_loopback(&url))
-        fprintf(stderr, "otpctl: warning: the admin key crosses the network to %s in clear text (http://)\n",
+    if (!url.https && !otpctl_http_is_loopback(&url))
+        fprintf(stderr,
+                "otpctl: warning: the admin key crosses the network to %s in clear text (use https://)\n",
                 url.host);
-    hrc = otpctl_http_call(&url, cmd->method, path, key, body,
-                           ADM_CONNECT_MS < timeout_s * 1000 ? ADM_CONNECT_MS : (int)timeout_s * 1000,
-                           (int)timeout_s * 1000, &ans, err, sizeof(err));
-    if (hrc != OTPCTL_HTTP_OK) {
+    rq.path = path;
+    rq.bearer = key;
+    rq.body = body;
+    rq.total_ms = (long)timeout_s * 1000;
+    rq.connect_ms = ADM_CONNECT_MS < rq.total_ms ? ADM_CONNECT_MS : rq.total_ms;
+    if ((hrc = otpctl_http_call(&url, &rq, &ans, err, sizeof(err))) != OTPCTL_HTTP_OK) {
         fprintf(stderr, "otpctl: %s\n", err);
         ex = adm_http_exit(hrc);
         goto out;

@@ -54,7 +54,7 @@ static const struct flag main_flags[] = {
 
 static const struct flag_cmd main_cmd = {
     .name = "otpctl",
-    .synopsis = "[-s URL] [--timeout S] COMMAND [ARGS...]",
+    .synopsis = "[-s URL] [--timeout S] [--cacert FILE] COMMAND [ARGS...]",
     .operands_off = offsetof(struct main_opts, command),
     .stop = 1,
     .flags = FLAGS_OF(main_flags),
@@ -118,7 +118,9 @@ static int main_run(int argc, char **argv, const struct otpctl_net *net, int giv
     if (cmd == NULL)
         return flags_usage_error(&main_cmd, "unknown command %s", argv[0]);
     if (given && cmd->run_net == NULL)
-        return flags_usage_error(&main_cmd, "-s and --timeout go with block, override and unlock, not with %s",
+        return flags_usage_error(&main_cmd,
+                                 "-s, --timeout and --cacert go with block, override and unlock, "
+                                 "not with %s",
                                  argv[0]);
     if (help) {
         if ((args = calloc((size_t)argc + 2, sizeof(*args))) == NULL) {
@@ -144,7 +146,7 @@ int main(int argc, char **argv)
         goto out;
     argc -= 1 + o.command;
     argv += 1 + o.command;
-    given = o.net.server != NULL || o.net.timeout_s != 0;
+    given = o.net.server != NULL || o.net.timeout_s != 0 || o.net.cacert != NULL;
     if (argc > 0 && strcmp(argv[0], "help") == 0) {
         /* otpctl help [COMMAND...]: the help on stdout. */
         if (argc == 1) {

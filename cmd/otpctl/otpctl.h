@@ -25,6 +25,7 @@ int otpctl_print_json(const json_t *j, size_t flags, FILE *f);
 struct otpctl_net {
     const char *server;  /* -s URL; NULL: OTPCTL_DEFAULT_URL */
     long long timeout_s; /* --timeout; 0: not given (OTPCTL_TIMEOUT_S) */
+    const char *cacert;  /* --cacert FILE; NULL: the system's CA certificates */
 };
 
 #define OTPCTL_DEFAULT_URL "http://127.0.0.1:8080"
@@ -35,9 +36,11 @@ struct otpctl_net {
  * at off. */
 #define OTPCTL_NET_FLAGS(off)                                                                                \
     {"server", 's', FLAG_STR, 0, (off) + offsetof(struct otpctl_net, server), "URL",                         \
-     "otpd: http://HOST[:PORT][/PATH] (default " OTPCTL_DEFAULT_URL ")", 0, 0},                              \
+     "otpd: http[s]://HOST[:PORT][/PATH] (default " OTPCTL_DEFAULT_URL ")", 0, 0},                           \
         {"timeout", 0, FLAG_INT, 0, (off) + offsetof(struct otpctl_net, timeout_s), "S",                    \
-         "seconds the whole call may take (default 10)", 1, OTPCTL_TIMEOUT_MAX_S}
+         "seconds the whole call may take (default 10)", 1, OTPCTL_TIMEOUT_MAX_S},                           \
+        {"cacert", 0, FLAG_STR, 0, (off) + offsetof(struct otpctl_net, cacert), "FILE",                     \
+         "CA certificates (PEM) an https:// server's must chain to (default: the system's)", 0, 0}
 
 /* otpctl check and otpctl audit (audit.c): argv holds the arguments after
  * the command's name. Return a sysexits code. */

@@ -30,14 +30,15 @@ COMMANDS = {
     "stats": ["--db FILE", "--since T", "--until T", "--format F"],
     "simulate": ["--db LEDGER", "-c, --config NEW.json", "--format F", "--top N", "--reveal-phones"],
     "block add": ["--phone E164", "--phone-prefix +DIGITS", "--region CC", "--device ID", "--client-ip IP[/BITS]",
-                  "--api-key NAME", "--expires-in D", "--note TEXT", "-s, --server URL", "--timeout S"],
-    "block list": ["--format F", "-s, --server URL", "--timeout S"],
-    "block rm": ["-s, --server URL", "--timeout S"],
+                  "--api-key NAME", "--expires-in D", "--note TEXT", "-s, --server URL", "--timeout S",
+                  "--cacert FILE"],
+    "block list": ["--format F", "-s, --server URL", "--timeout S", "--cacert FILE"],
+    "block rm": ["-s, --server URL", "--timeout S", "--cacert FILE"],
     "override add": ["--rule R", "--key KIND=VALUE", "--limit N", "--burst N", "--expires-in D", "--note TEXT",
-                     "--timeout S"],
-    "override list": ["--format F", "--timeout S"],
-    "override rm": ["--timeout S"],
-    "unlock": ["--phone E164", "--api-key NAME", "--note TEXT", "--timeout S"],
+                     "--cacert FILE"],
+    "override list": ["--format F", "--cacert FILE"],
+    "override rm": ["--cacert FILE"],
+    "unlock": ["--phone E164", "--api-key NAME", "--note TEXT", "--cacert FILE"],
 }
 
 
@@ -82,7 +83,7 @@ class HelpTest(FlagsBase):
             self.assertTrue(r.stdout.startswith("usage: otpctl "), r.stdout)
             for cmd in COMMANDS:
                 self.assertIn("\n  otpctl %s " % cmd, r.stdout, cmd)
-            self.assertIn("--timeout S", r.stdout)
+            self.assertIn("--cacert FILE", r.stdout)
         # With no command at all: the same help, on stderr, and EX_USAGE.
         r = self.otpctl()
         self.assertEqual((r.returncode, r.stdout), (EX_USAGE, ""))
@@ -140,7 +141,7 @@ class UsageErrorTest(FlagsBase):
             (["verify", "--db", "a", "extra"], "otpctl verify: unexpected argument extra"),
             (["nonsense"], "otpctl: unknown command nonsense"),
             (["-s", "http://127.0.0.1:1", "ledger", "--db", "a"],
-             "otpctl: -s and --timeout go with block, override and unlock, not with ledger"),
+             "otpctl: -s, --timeout and --cacert go with block, override and unlock, not with ledger"),
             (["-s", "http://127.0.0.1:1", "block", "list", "--server", "http://127.0.0.1:2"],
              "otpctl block list: -s given twice (before the command and after it)"),
             (["audit"], "otpctl audit: exactly one of -c and --db is needed"),
