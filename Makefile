@@ -119,8 +119,10 @@ $(B)/cmd/otpd/main.o: CFLAGS += -include $(B)/version.h
 $(BIN)/otpd: $(B)/cmd/otpd/main.o $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
-OTPCTL_SRC   := cmd/otpctl/main.c cmd/otpctl/ledger.c cmd/otpctl/verify.c cmd/otpctl/stats.c cmd/otpctl/simulate.c cmd/otpctl/simredis.c \
-                cmd/otpctl/tally.c cmd/otpctl/admin.c cmd/otpctl/http.c
+# otpctl links libcurl (PKGS) for its own HTTP client, cmd/otpctl/http.c.
+OTPCTL_SRC   := cmd/otpctl/main.c cmd/otpctl/flags.c cmd/otpctl/audit.c cmd/otpctl/ledger.c cmd/otpctl/verify.c \
+                cmd/otpctl/stats.c cmd/otpctl/simulate.c cmd/otpctl/sim_replay.c cmd/otpctl/sim_report.c \
+                cmd/otpctl/simredis.c cmd/otpctl/tally.c cmd/otpctl/admin.c cmd/otpctl/http.c
 $(BIN)/otpctl: $(OTPCTL_SRC:%.c=$(B)/%.o) $(LIB) $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
