@@ -245,9 +245,9 @@ refuse:
     return 0;
 }
 
-/* Issue (guess 0) or verify: the body, the Idempotency-Key, the decision. */
+/* Issue (verify 0) or verify: the body, the Idempotency-Key, the decision. */
 static enum MHD_Result http_issue_or_verify(struct http *h, struct MHD_Connection *con, struct http_req *rq,
-                                            int guess)
+                                            int verify)
 {
     static const char *const issue_fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
     static const char *const verify_fields[] = {"phone", "code", "device_id", "client_ip", "purpose", NULL};
@@ -259,9 +259,9 @@ static enum MHD_Result http_issue_or_verify(struct http *h, struct MHD_Connectio
 
     if (!http_idem_key(con, &key))
         return http_problem(h, con, OUT_INVALID_REQUEST, http_bad_idem_key, NULL, NULL);
-    if (!http_read(h, con, rq, guess ? verify_fields : issue_fields, guess, &j, &req, &ret))
+    if (!http_read(h, con, rq, verify ? verify_fields : issue_fields, verify, &j, &req, &ret))
         return ret;
-    http_decide(h, key, guess ? "verify" : "issue", j, &req, guess ? http_field(j, "code") : NULL, &out);
+    http_decide(h, key, verify ? "verify" : "issue", j, &req, verify ? http_field(j, "code") : NULL, &out);
     json_decref(j);
     return http_send(con, &out, NULL);
 }

@@ -1,8 +1,8 @@
 /*
  * http's internals, shared by the files of the REST API: the server's
  * state, one request's state, an answer before it is sent, the route
- * table's row, and what each file offers the others. Nothing outside
- * src/http/http*.c includes this (and tests/unit/test_http_body.c).
+ * table's row, and what each file offers the others. Outside
+ * src/http/http*.c, only tests/unit/test_http_body.c includes this.
  *
  *   http.c        the daemons, their connections, deadlines and reaper
  *   http_route.c  the route table and the dispatcher that walks it
@@ -107,8 +107,8 @@ struct http_route {
 
 /* One request in progress. */
 struct http_req {
-    const struct http_route *route; /* NULL: no such route (404) */
-    const char *url;                /* MHD's, valid for the whole request */
+    const struct http_route *route; /* NULL: no such route (404); with allow set, the route's first row */
+    const char *url;                /* the path, as MHD gave it to the call in progress */
     int internal;                   /* it came to listen_internal */
     char allow[32];                 /* set when the method is wrong: 405 with this Allow */
     int too_big;
