@@ -57,7 +57,9 @@ ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c s
                 src/admin/admin_snap.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
-HTTP_SRC     := src/http/http.c src/http/framing.c src/http/listener.c src/http/logsum.c src/http/problem.c src/http/tls.c
+HTTP_SRC     := src/http/http.c src/http/http_route.c src/http/http_reply.c src/http/http_body.c src/http/http_api.c \
+                src/http/http_admin.c src/http/http_probe.c src/http/framing.c src/http/listener.c src/http/logsum.c \
+                src/http/problem.c src/http/tls.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
@@ -65,8 +67,14 @@ LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
                 src/pacer/queue.lua src/pacer/slot.lua src/admin/admin.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
-UNIT_TESTS   := test_duration test_problem test_phone test_ledger test_config test_config_rows test_code test_limits_keys test_schedule test_timestamp \
-                test_fraud test_rc test_log test_sha256 test_rcache test_logsum test_admin
+# One line a module, so that a new suite is one line.
+UNIT_TESTS   := test_duration test_timestamp test_rc test_log test_sha256 test_phone test_config test_config_rows
+UNIT_TESTS   += test_problem test_logsum test_http_body
+UNIT_TESTS   += test_code
+UNIT_TESTS   += test_limits_keys test_fraud test_rcache
+UNIT_TESTS   += test_admin
+UNIT_TESTS   += test_schedule
+UNIT_TESTS   += test_ledger
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)

@@ -36,7 +36,7 @@ MUTANTS = [
          test="test_idempotency.KeyFormatTest.test_bounds",
          why="a 65-byte Idempotency-Key is accepted"),
     dict(name="idem-replay-drops-ratelimit",
-         file="src/http/http.c",
+         file="src/http/http_api.c",
          old="        http_line(&p, out->ratelimit, sizeof(out->ratelimit)) < 0)\n        return -1;",
          new="        http_line(&p, out->ratelimit, sizeof(out->ratelimit)) < 0)\n        return -1;\n"
              "    out->policy[0] = '\\0';",
@@ -56,7 +56,7 @@ MUTANTS = [
          test="test_idempotency.RefusalTest.test_verify_refusal_not_kept",
          why="a verify that took nothing (404) claims its key: refusals are kept for 24 h"),
     dict(name="idem-screen-only-without-key",
-         file="src/http/http.c",
+         file="src/http/http_api.c",
          old="    if (guess ? otp_verify_screen(h->otp, rq, guess, &a) : otp_issue_screen(h->otp, rq, &a))",
          new="    if (key == NULL && (guess ? otp_verify_screen(h->otp, rq, guess, &a) : otp_issue_screen(h->otp, rq, &a)))",
          test="test_idempotency.FloodTest.test_blocked_caller_leaves_no_key",

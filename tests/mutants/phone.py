@@ -3,7 +3,7 @@ it): one spelling per number, validity, and the number-type gate. Each a
 small plausible bug, and the test that must catch it."""
 MUTANTS = [
     dict(name="phone-raw-spelling-downstream",
-         file="src/http/http.c",
+         file="src/http/http_body.c",
          old='if (json_object_set_new(j, "phone", json_string(pi->e164)) != 0) {',
          new='if (0) {',
          test="test_phone.TrunkPrefixTest",
