@@ -86,11 +86,13 @@ def load_mutants():
 
 
 def unit_tests(tree):
-    """The Makefile's UNIT_TESTS list (continuation lines included)."""
+    """The Makefile's UNIT_TESTS list: its := line and every += line after it (continuation lines included)."""
     with open(os.path.join(tree, "Makefile")) as f:
         text = f.read().replace("\\\n", " ")
-    m = re.search(r"^UNIT_TESTS\s*:?=\s*(.*)$", text, re.M)
-    return set(m.group(1).split()) if m else set()
+    names = set()
+    for m in re.finditer(r"^UNIT_TESTS\s*(?::=|\+=|=)\s*(.*)$", text, re.M):
+        names.update(m.group(1).split())
+    return names
 
 
 def validate_fields(m):
