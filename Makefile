@@ -55,7 +55,8 @@ PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook
 LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
 ADMIN_SRC    := src/admin/admin.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
-OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
+OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/otp_gate.c src/otp/otp_metrics.c src/otp/otp_ready.c \
+                src/otp/report.c
 HTTP_SRC     := src/http/http.c src/http/framing.c src/http/listener.c src/http/logsum.c src/http/problem.c src/http/tls.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(HTTP_SRC)
