@@ -66,7 +66,7 @@ LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 UNIT_TESTS   := test_duration test_problem test_phone test_ledger test_config test_config_rows test_code test_limits_keys test_schedule test_timestamp \
-                test_fraud test_rc test_log test_sha256 test_rcache test_logsum
+                test_fraud test_rc test_log test_sha256 test_rcache test_logsum test_metrics
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)

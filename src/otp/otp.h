@@ -158,7 +158,9 @@ enum otp_rc otp_start_pacer(struct otp *o, char *err);
 int otp_ready(struct otp *o, char *why, size_t cap);
 
 
-/* Writes the Prometheus text of every counter into a malloc'd string. */
+/* The Prometheus text of every counter, malloc'd for the caller to free;
+ * NULL when out of memory (the scrape fails whole, never served in part).
+ * Blocks for one Redis call (the cost caps' headroom). */
 char *otp_metrics(struct otp *o);
 
 #endif

@@ -4,7 +4,6 @@
  * per scrape, seconds apart, from these counters, each module's stats and
  * one Redis call for the cost caps' headroom.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,48 +151,166 @@ void otp_count_shadow(struct otp *o, const char *list, const char *op)
     }
 }
 
-/* A growing text buffer for the metrics page. */
-struct text {
-    char *s;
-    size_t len, cap;
-};
-
-static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(struct text *t, const char *fmt, ...)
+/* Decisions by operation and outcome, and refusals by rule. Under o->mu. */
+static void decisions_text(struct otp *o, struct metrics_text *t)
 {
-    va_list ap;
-    int n;
+    int i, op;
 
-    for (;;) {
-        size_t room = t->cap - t->len;
-        va_start(ap, fmt);
-        n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            return;
-        if (t->s && (size_t)n < room) {
-            t->len += (size_t)n;
-            return;
-        }
-        {
-            size_t cap = (t->cap + (size_t)n + 1) * 2;
-            char *s = realloc(t->s, cap);
-            if (s == NULL)
-                return;
-            t->s = s;
-            t->cap = cap;
-        }
+    metrics_head(t, "otpd_requests_total", "counter",
+                 "API decisions by operation and outcome (each pair that can occur).");
+    for (op = 0; op < OTP_OPS; op++)
+        for (i = 0; i < OUT_COUNT; i++)
+            if (otp_outcome_row((enum otp_outcome)i)->ops & ops[op].bit)
+                metrics_u64(t, "otpd_requests_total", o->decided[op][i], "op", ops[op].name, "decision",
+                            otp_outcome_row((enum otp_outcome)i)->error);
+    metrics_head(t, "otpd_refusals_total", "counter",
+                 "Issues and verifies refused, by the rule (or the guard) that refused.");
+    for (i = 0; i < (int)o->n_refusal; i++)
+        metrics_u64(t, "otpd_refusals_total", o->refusal_count[i], "rule", o->refusal_name[i]);
+    metrics_head(t, "otpd_shadow_refusals_total", "counter", "Refusals a shadow rule would have made.");
+    for (i = 0; i < OTP_SHADOW_RULES && o->shadow_name[i][0]; i++)
+        metrics_u64(t, "otpd_shadow_refusals_total", o->shadow_count[i], "rule", o->shadow_name[i]);
+}
+
+/* What the fraud guards saw, and the ledger submissions lost. Under o->mu. */
+static void guards_text(struct otp *o, struct metrics_text *t)
+{
+    int i;
+
+    metrics_head(t, "otpd_country_monitored_total", "counter",
+                 "Issue requests for numbers of a region on countries.monitor.");
+    for (i = 0; i < CFG_REGIONS_MAX && o->monitor_region[i][0]; i++)
+        metrics_u64(t, "otpd_country_monitored_total", o->monitor_count[i], "region", o->monitor_region[i]);
+    metrics_head(t, "otpd_pumping_holds_total", "counter",
+                 "Alert: phone prefixes the pumping guard held (started here).");
+    metrics_u64(t, "otpd_pumping_holds_total", o->pump_holds);
+    metrics_head(t, "otpd_pumping_shadow_holds_total", "counter",
+                 "Holds the pumping guard in shadow mode would have started.");
+    metrics_u64(t, "otpd_pumping_shadow_holds_total", o->pump_shadow_holds);
+    metrics_head(t, "otpd_pumping_shadow_refusals_total", "counter",
+                 "Issues a shadow hold would have refused (served).");
+    metrics_u64(t, "otpd_pumping_shadow_refusals_total", o->pump_shadow_refusals);
+    metrics_head(t, "otpd_ledger_submit_failures_total", "counter",
+                 "Ledger writes that could not be submitted (logged).");
+    metrics_u64(t, "otpd_ledger_submit_failures_total", o->ledger_errors);
+}
+
+/* The limits' abandons and refusal cache. */
+static void limits_text(struct otp *o, struct metrics_text *t)
+{
+    struct limits_stats st;
+
+    limits_stats(o->d.limits, &st);
+    metrics_head(t, "otpd_store_abandons_total", "counter",
+                 "Script calls abandoned after a 503 (their takes given back).");
+    metrics_u64(t, "otpd_store_abandons_total", st.abandoned);
+    metrics_head(t, "otpd_store_abandons_pending", "gauge", "Abandons waiting for Redis to answer.");
+    metrics_u64(t, "otpd_store_abandons_pending", st.pending);
+    metrics_head(t, "otpd_store_abandons_dropped_total", "counter",
+                 "Abandons dropped because their queue was full.");
+    metrics_u64(t, "otpd_store_abandons_dropped_total", st.dropped);
+    metrics_head(t, "otpd_queue_holds_dropped_total", "counter",
+                 "Accepted messages dropped by this instance because their instance never released them "
+                 "(their takes given back).");
+    metrics_u64(t, "otpd_queue_holds_dropped_total", st.holds_dropped);
+    metrics_head(t, "otpd_refusal_cache_hits_total", "counter",
+                 "Requests refused from the refusal cache, without a Redis call.");
+    metrics_u64(t, "otpd_refusal_cache_hits_total", st.cache_hits[0], "op", "issue");
+    metrics_u64(t, "otpd_refusal_cache_hits_total", st.cache_hits[1], "op", "verify");
+    metrics_head(t, "otpd_refusal_cache_entries", "gauge",
+                 "Refusals the refusal cache holds (expired ones not yet dropped included).");
+    metrics_u64(t, "otpd_refusal_cache_entries", st.cache_entries);
+    metrics_head(t, "otpd_refusal_cache_evictions_total", "counter",
+                 "Refusals the refusal cache dropped for room (LRU).");
+    metrics_u64(t, "otpd_refusal_cache_evictions_total", st.cache_evictions);
+}
+
+/* Redis: calls, the breaker, the Idempotency-Keys and the settings otpd
+ * relies on. */
+static void store_text(struct otp *o, struct metrics_text *t)
+{
+    struct store_stats ss;
+    struct store_redis_conf rconf;
+    struct idem_stats is;
+
+    store_stats(o->d.store, &ss);
+    store_redis_conf(o->d.store, &rconf);
+    idem_stats(o->idem, &is);
+    metrics_head(t, "otpd_store_calls_total", "counter", "Redis calls.");
+    metrics_u64(t, "otpd_store_calls_total", ss.calls);
+    metrics_head(t, "otpd_store_failures_total", "counter", "Redis calls that failed or timed out.");
+    metrics_u64(t, "otpd_store_failures_total", ss.failures);
+    metrics_head(t, "otpd_store_breaker_rejects_total", "counter",
+                 "Calls refused at once by the open breaker.");
+    metrics_u64(t, "otpd_store_breaker_rejects_total", ss.breaker_rejects);
+    metrics_head(t, "otpd_store_breaker_open", "gauge", "1 while the Redis circuit breaker is open.");
+    metrics_i64(t, "otpd_store_breaker_open", store_breaker_open(o->d.store));
+    metrics_head(t, "otpd_idempotency_total", "counter",
+                 "Requests with an Idempotency-Key, by what became of them.");
+    metrics_u64(t, "otpd_idempotency_total", is.decided, "result", "decided");
+    metrics_u64(t, "otpd_idempotency_total", is.replayed, "result", "replayed");
+    metrics_u64(t, "otpd_idempotency_total", is.mismatched, "result", "reused");
+    metrics_u64(t, "otpd_idempotency_total", is.busy, "result", "in_use");
+    metrics_head(t, "otpd_redis_config_risky", "gauge",
+                 "1 when a Redis setting otpd relies on is risky or unreadable (maxmemory-policy must be "
+                 "noeviction, appendonly yes); absent before the first connection.");
+    if (rconf.checked) {
+        metrics_i64(t, "otpd_redis_config_risky", rconf.policy_risky, "setting", "maxmemory-policy");
+        metrics_i64(t, "otpd_redis_config_risky", rconf.appendonly_risky, "setting", "appendonly");
     }
+}
+
+/* The queue, the messages and the provider calls (the pacer's), then the
+ * ledger's commits. */
+static void flow_text(struct otp *o, struct metrics_text *t)
+{
+    struct pacer_stats ps;
+    struct ledger_stats ls;
+
+    pacer_stats(o->d.pacer, &ps);
+    ledger_stats(o->d.ledger, &ls);
+    metrics_head(t, "otpd_queue_depth", "gauge",
+                 "Messages accepted and not ended, the whole fleet's (stream and holds), at most a second "
+                 "old.");
+    metrics_u64(t, "otpd_queue_depth", ps.depth);
+    metrics_head(t, "otpd_provider_inflight", "gauge", "Provider calls in flight.");
+    metrics_u64(t, "otpd_provider_inflight", ps.inflight);
+    metrics_head(t, "otpd_messages_total", "counter", "Messages that ended, by state.");
+    metrics_u64(t, "otpd_messages_total", ps.sent, "state", "sent");
+    metrics_u64(t, "otpd_messages_total", ps.failed, "state", "failed");
+    metrics_u64(t, "otpd_messages_total", ps.expired, "state", "expired");
+    metrics_head(t, "otpd_provider_calls_total", "counter", "Provider calls that did not succeed, by kind.");
+    metrics_u64(t, "otpd_provider_calls_total", ps.transient, "outcome", "transient");
+    metrics_u64(t, "otpd_provider_calls_total", ps.permanent, "outcome", "permanent");
+    metrics_head(t, "otpd_provider_permanent_failures_total", "counter",
+                 "Alert: the provider refused for good (bad credentials?).");
+    metrics_u64(t, "otpd_provider_permanent_failures_total", ps.permanent);
+    metrics_head(t, "otpd_ledger_commits_total", "counter", "Ledger transactions committed.");
+    metrics_u64(t, "otpd_ledger_commits_total", ls.commits);
+    metrics_head(t, "otpd_ledger_rows_total", "counter", "Ledger writes committed.");
+    metrics_u64(t, "otpd_ledger_rows_total", ls.rows);
+    metrics_head(t, "otpd_ledger_failures_total", "counter", "Ledger writes or commits that failed.");
+    metrics_u64(t, "otpd_ledger_failures_total", ls.failures);
+}
+
+/* One cost cap's sample: the global ones by currency and window, a
+ * per-caller one by its caller too. */
+static void cap_sample(struct otp *o, struct metrics_text *t, const char *name, size_t i, int64_t v)
+{
+    const char *cur = o->d.cfg.limits->currency[0] ? o->d.cfg.limits->currency : "none";
+
+    if (o->cap_caller[i] == NULL)
+        metrics_i64(t, name, v, "currency", cur, "window", o->cap_window[i]);
+    else
+        metrics_i64(t, name, v, "currency", cur, "window", o->cap_window[i], "api_key", o->cap_caller[i]);
 }
 
 /* The cost caps' max and headroom (one Redis call; on a failure the
  * headroom is left out, never shown stale or as 0). */
-static void cap_metrics(struct otp *o, struct text *t)
+static void caps_text(struct otp *o, struct metrics_text *t)
 {
-    const char *cur = o->d.cfg.limits->currency[0] ? o->d.cfg.limits->currency : "none";
     int64_t left[LIMITS_HEADROOM_MAX];
-    char err[OTP_ERR_LEN] = "";
+    char err[OTP_ERR_LEN] = "", name[64];
     int ok = limits_cap_headroom(o->d.limits, o->caps, o->n_caps, left, err) == OTP_OK;
     size_t i;
     int global;
@@ -201,177 +318,64 @@ static void cap_metrics(struct otp *o, struct text *t)
     if (!ok)
         log_msg(LOG_WARN, "metrics: cost cap headroom unread: %s", err);
     for (global = 1; global >= 0; global--) {
-        const char *name = global ? "otpd_cost_cap" : "otpd_cost_cap_caller";
-        put(t, "# HELP %s_max_minor %s cost cap's budget per window (cost.caps[].max).\n"
-               "# TYPE %s_max_minor gauge\n", name, global ? "A global" : "A per-caller", name);
+        const char *cap = global ? "otpd_cost_cap" : "otpd_cost_cap_caller";
+        snprintf(name, sizeof(name), "%s_max_minor", cap);
+        metrics_head(t, name, "gauge",
+                     global ? "A global cost cap's budget per window (cost.caps[].max)."
+                            : "A per-caller cost cap's budget per window (cost.caps[].max).");
         for (i = 0; i < o->n_caps; i++)
             if ((o->cap_caller[i] == NULL) == global)
-                put(t, "%s_max_minor{currency=\"%s\",window=\"%s\"%s%s%s} %lld\n", name, cur, o->cap_window[i],
-                    global ? "" : ",api_key=\"", global ? "" : o->cap_caller[i], global ? "" : "\"",
-                    (long long)o->caps[i].max_minor);
-        put(t, "# HELP %s_headroom_minor What the cap's current window has left (the fleet's, from Redis).\n"
-               "# TYPE %s_headroom_minor gauge\n", name, name);
+                cap_sample(o, t, name, i, o->caps[i].max_minor);
+        snprintf(name, sizeof(name), "%s_headroom_minor", cap);
+        metrics_head(t, name, "gauge", "What the cap's current window has left (the fleet's, from Redis).");
         for (i = 0; ok && i < o->n_caps; i++)
             if ((o->cap_caller[i] == NULL) == global)
-                put(t, "%s_headroom_minor{currency=\"%s\",window=\"%s\"%s%s%s} %lld\n", name, cur,
-                    o->cap_window[i], global ? "" : ",api_key=\"", global ? "" : o->cap_caller[i],
-                    global ? "" : "\"", (long long)left[i]);
+                cap_sample(o, t, name, i, left[i]);
     }
+}
+
+/* The admin rows and what their blocks refused. */
+static void admin_text(struct otp *o, struct metrics_text *t)
+{
+    struct admin_stats as;
+    int i;
+
+    admin_stats(o->d.admin, &as);
+    metrics_head(t, "otpd_blocked_total", "counter",
+                 "Requests refused by an admin block, by what the block matched.");
+    for (i = 0; i < ADMIN_M_COUNT; i++)
+        metrics_u64(t, "otpd_blocked_total", as.blocked[i], "match", admin_match_name((enum admin_match)i));
+    metrics_head(t, "otpd_admin_rows", "gauge", "Live admin rows in this instance's snapshot, by kind.");
+    metrics_u64(t, "otpd_admin_rows", as.overrides, "kind", "override");
+    metrics_u64(t, "otpd_admin_rows", as.blocks, "kind", "block");
+    metrics_head(t, "otpd_admin_refresh_failures_total", "counter",
+                 "Snapshot refreshes that could not read Redis.");
+    metrics_u64(t, "otpd_admin_refresh_failures_total", as.refresh_failures);
 }
 
 char *otp_metrics(struct otp *o)
 {
-    struct text t = {0};
-    struct store_redis_conf rconf;
-    struct store_stats ss;
-    struct idem_stats is;
-    struct pacer_stats ps;
-    struct ledger_stats ls;
-    struct limits_stats lst;
-    int i, op;
+    struct metrics_text t = {0};
+    /* pacer_metrics still writes into a fixed buffer, and stops short
+     * without a word when it is full: its text is about 3.5 KiB, so twice
+     * that leaves room for new series. */
+    char money[8192];
 
-    store_stats(o->d.store, &ss);
-    store_redis_conf(o->d.store, &rconf);
-    idem_stats(o->idem, &is);
-    pacer_stats(o->d.pacer, &ps);
-    ledger_stats(o->d.ledger, &ls);
-    limits_stats(o->d.limits, &lst);
-    put(&t, "# HELP otpd_build_info The running build: its version (git describe).\n"
-            "# TYPE otpd_build_info gauge\notpd_build_info{version=\"%s\"} 1\n",
-        o->d.version ? o->d.version : "unknown");
-    put(&t, "# HELP otpd_requests_total API decisions by operation and outcome (each pair that can occur).\n"
-            "# TYPE otpd_requests_total counter\n");
+    metrics_head(&t, "otpd_build_info", "gauge", "The running build: its version (git describe).");
+    metrics_u64(&t, "otpd_build_info", 1, "version", o->d.version ? o->d.version : "unknown");
     pthread_mutex_lock(&o->mu);
-    for (op = 0; op < OTP_OPS; op++)
-        for (i = 0; i < OUT_COUNT; i++)
-            if (otp_outcome_row((enum otp_outcome)i)->ops & ops[op].bit)
-                put(&t, "otpd_requests_total{op=\"%s\",decision=\"%s\"} %llu\n", ops[op].name,
-                    otp_outcome_row((enum otp_outcome)i)->error, (unsigned long long)o->decided[op][i]);
-    put(&t, "# HELP otpd_refusals_total Issues and verifies refused, by the rule (or the guard) that refused.\n"
-            "# TYPE otpd_refusals_total counter\n");
-    for (i = 0; i < (int)o->n_refusal; i++)
-        put(&t, "otpd_refusals_total{rule=\"%s\"} %llu\n", o->refusal_name[i],
-            (unsigned long long)o->refusal_count[i]);
-    put(&t, "# HELP otpd_shadow_refusals_total Refusals a shadow rule would have made.\n"
-            "# TYPE otpd_shadow_refusals_total counter\n");
-    for (i = 0; i < OTP_SHADOW_RULES && o->shadow_name[i][0]; i++)
-        put(&t, "otpd_shadow_refusals_total{rule=\"%s\"} %llu\n", o->shadow_name[i],
-            (unsigned long long)o->shadow_count[i]);
-    put(&t, "# HELP otpd_country_monitored_total Issue requests for numbers of a region on countries.monitor.\n"
-            "# TYPE otpd_country_monitored_total counter\n");
-    for (i = 0; i < CFG_REGIONS_MAX && o->monitor_region[i][0]; i++)
-        put(&t, "otpd_country_monitored_total{region=\"%s\"} %llu\n", o->monitor_region[i],
-            (unsigned long long)o->monitor_count[i]);
-    put(&t, "# HELP otpd_pumping_holds_total Alert: phone prefixes the pumping guard held (started here).\n"
-            "# TYPE otpd_pumping_holds_total counter\notpd_pumping_holds_total %llu\n"
-            "# HELP otpd_pumping_shadow_holds_total Holds the pumping guard in shadow mode would have started.\n"
-            "# TYPE otpd_pumping_shadow_holds_total counter\notpd_pumping_shadow_holds_total %llu\n"
-            "# HELP otpd_pumping_shadow_refusals_total Issues a shadow hold would have refused (served).\n"
-            "# TYPE otpd_pumping_shadow_refusals_total counter\notpd_pumping_shadow_refusals_total %llu\n",
-        (unsigned long long)o->pump_holds, (unsigned long long)o->pump_shadow_holds,
-        (unsigned long long)o->pump_shadow_refusals);
-    put(&t, "# HELP otpd_ledger_submit_failures_total Ledger writes that could not be submitted (logged).\n"
-            "# TYPE otpd_ledger_submit_failures_total counter\notpd_ledger_submit_failures_total %llu\n",
-        (unsigned long long)o->ledger_errors);
+    decisions_text(o, &t);
+    guards_text(o, &t);
     pthread_mutex_unlock(&o->mu);
-    put(&t, "# HELP otpd_store_abandons_total Script calls abandoned after a 503 (their takes given back).\n"
-            "# TYPE otpd_store_abandons_total counter\notpd_store_abandons_total %llu\n"
-            "# HELP otpd_store_abandons_pending Abandons waiting for Redis to answer.\n"
-            "# TYPE otpd_store_abandons_pending gauge\notpd_store_abandons_pending %llu\n"
-            "# HELP otpd_store_abandons_dropped_total Abandons dropped because their queue was full.\n"
-            "# TYPE otpd_store_abandons_dropped_total counter\notpd_store_abandons_dropped_total %llu\n"
-            "# HELP otpd_queue_holds_dropped_total Accepted messages dropped by this instance because their "
-            "instance never released them (their takes given back).\n"
-            "# TYPE otpd_queue_holds_dropped_total counter\notpd_queue_holds_dropped_total %llu\n",
-        (unsigned long long)lst.abandoned, (unsigned long long)lst.pending, (unsigned long long)lst.dropped,
-        (unsigned long long)lst.holds_dropped);
-    put(&t, "# HELP otpd_refusal_cache_hits_total Requests refused from the refusal cache, without a Redis call.\n"
-            "# TYPE otpd_refusal_cache_hits_total counter\n"
-            "otpd_refusal_cache_hits_total{op=\"issue\"} %llu\notpd_refusal_cache_hits_total{op=\"verify\"} %llu\n"
-            "# HELP otpd_refusal_cache_entries Refusals the refusal cache holds (expired ones not yet dropped "
-            "included).\n# TYPE otpd_refusal_cache_entries gauge\notpd_refusal_cache_entries %llu\n"
-            "# HELP otpd_refusal_cache_evictions_total Refusals the refusal cache dropped for room (LRU).\n"
-            "# TYPE otpd_refusal_cache_evictions_total counter\notpd_refusal_cache_evictions_total %llu\n",
-        (unsigned long long)lst.cache_hits[0], (unsigned long long)lst.cache_hits[1],
-        (unsigned long long)lst.cache_entries, (unsigned long long)lst.cache_evictions);
-    put(&t, "# HELP otpd_store_calls_total Redis calls.\n# TYPE otpd_store_calls_total counter\n"
-            "otpd_store_calls_total %llu\n"
-            "# HELP otpd_store_failures_total Redis calls that failed or timed out.\n"
-            "# TYPE otpd_store_failures_total counter\notpd_store_failures_total %llu\n"
-            "# HELP otpd_store_breaker_rejects_total Calls refused at once by the open breaker.\n"
-            "# TYPE otpd_store_breaker_rejects_total counter\notpd_store_breaker_rejects_total %llu\n"
-            "# HELP otpd_store_breaker_open 1 while the Redis circuit breaker is open.\n"
-            "# TYPE otpd_store_breaker_open gauge\notpd_store_breaker_open %d\n",
-        (unsigned long long)ss.calls, (unsigned long long)ss.failures, (unsigned long long)ss.breaker_rejects,
-        store_breaker_open(o->d.store));
-    put(&t,
-        "# HELP otpd_idempotency_total Requests with an Idempotency-Key, by what became of them.\n"
-        "# TYPE otpd_idempotency_total counter\n"
-        "otpd_idempotency_total{result=\"decided\"} %llu\n"
-        "otpd_idempotency_total{result=\"replayed\"} %llu\n"
-        "otpd_idempotency_total{result=\"reused\"} %llu\n"
-        "otpd_idempotency_total{result=\"in_use\"} %llu\n",
-        (unsigned long long)is.decided, (unsigned long long)is.replayed, (unsigned long long)is.mismatched,
-        (unsigned long long)is.busy);
-    put(&t, "# HELP otpd_redis_config_risky 1 when a Redis setting otpd relies on is risky or unreadable "
-            "(maxmemory-policy must be noeviction, appendonly yes); absent before the first connection.\n"
-            "# TYPE otpd_redis_config_risky gauge\n");
-    if (rconf.checked)
-        put(&t,
-            "otpd_redis_config_risky{setting=\"maxmemory-policy\"} %d\n"
-            "otpd_redis_config_risky{setting=\"appendonly\"} %d\n",
-            rconf.policy_risky, rconf.appendonly_risky);
-    put(&t, "# HELP otpd_queue_depth Messages accepted and not ended, the whole fleet's (stream and holds), "
-            "at most a second old.\n# TYPE otpd_queue_depth gauge\n"
-            "otpd_queue_depth %llu\n"
-            "# HELP otpd_provider_inflight Provider calls in flight.\n# TYPE otpd_provider_inflight gauge\n"
-            "otpd_provider_inflight %llu\n"
-            "# HELP otpd_messages_total Messages that ended, by state.\n# TYPE otpd_messages_total counter\n"
-            "otpd_messages_total{state=\"sent\"} %llu\notpd_messages_total{state=\"failed\"} %llu\n"
-            "otpd_messages_total{state=\"expired\"} %llu\n"
-            "# HELP otpd_provider_calls_total Provider calls that did not succeed, by kind.\n"
-            "# TYPE otpd_provider_calls_total counter\n"
-            "otpd_provider_calls_total{outcome=\"transient\"} %llu\n"
-            "otpd_provider_calls_total{outcome=\"permanent\"} %llu\n"
-            "# HELP otpd_provider_permanent_failures_total Alert: the provider refused for good "
-            "(bad credentials?).\n# TYPE otpd_provider_permanent_failures_total counter\n"
-            "otpd_provider_permanent_failures_total %llu\n",
-        (unsigned long long)ps.depth, (unsigned long long)ps.inflight, (unsigned long long)ps.sent,
-        (unsigned long long)ps.failed, (unsigned long long)ps.expired, (unsigned long long)ps.transient,
-        (unsigned long long)ps.permanent, (unsigned long long)ps.permanent);
-    put(&t, "# HELP otpd_ledger_commits_total Ledger transactions committed.\n"
-            "# TYPE otpd_ledger_commits_total counter\notpd_ledger_commits_total %llu\n"
-            "# HELP otpd_ledger_rows_total Ledger writes committed.\n"
-            "# TYPE otpd_ledger_rows_total counter\notpd_ledger_rows_total %llu\n"
-            "# HELP otpd_ledger_failures_total Ledger writes or commits that failed.\n"
-            "# TYPE otpd_ledger_failures_total counter\notpd_ledger_failures_total %llu\n",
-        (unsigned long long)ls.commits, (unsigned long long)ls.rows, (unsigned long long)ls.failures);
-    cap_metrics(o, &t);
-    {
-        char money[4096];
-        if (pacer_metrics(o->d.pacer, money, sizeof(money)) > 0)
-            put(&t, "%s", money);
-        char hist[8192];
-        if (metrics_hist_text(hist, sizeof(hist)) > 0)
-            put(&t, "%s", hist);
-        if (report_metrics(o->report, money, sizeof(money)) > 0)
-            put(&t, "%s", money);
-    }
-    if (o->d.admin != NULL) {
-        struct admin_stats as;
-        admin_stats(o->d.admin, &as);
-        put(&t, "# HELP otpd_blocked_total Requests refused by an admin block, by what the block matched.\n"
-                "# TYPE otpd_blocked_total counter\n");
-        for (i = 0; i < ADMIN_M_COUNT; i++)
-            put(&t, "otpd_blocked_total{match=\"%s\"} %llu\n", admin_match_name((enum admin_match)i),
-                (unsigned long long)as.blocked[i]);
-        put(&t, "# HELP otpd_admin_rows Live admin rows in this instance's snapshot, by kind.\n"
-                "# TYPE otpd_admin_rows gauge\notpd_admin_rows{kind=\"override\"} %llu\n"
-                "otpd_admin_rows{kind=\"block\"} %llu\n"
-                "# HELP otpd_admin_refresh_failures_total Snapshot refreshes that could not read Redis.\n"
-                "# TYPE otpd_admin_refresh_failures_total counter\notpd_admin_refresh_failures_total %llu\n",
-            (unsigned long long)as.overrides, (unsigned long long)as.blocks,
-            (unsigned long long)as.refresh_failures);
-    }
-    return t.s;
+    limits_text(o, &t);
+    store_text(o, &t);
+    flow_text(o, &t);
+    caps_text(o, &t);
+    if (pacer_metrics(o->d.pacer, money, sizeof(money)) > 0)
+        metrics_put(&t, "%s", money);
+    metrics_hist_text(&t);
+    report_metrics(o->report, &t);
+    if (o->d.admin != NULL)
+        admin_text(o, &t);
+    return metrics_text_take(&t);
 }
