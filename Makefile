@@ -43,7 +43,7 @@ PREFIX  ?= /usr/local
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
 BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clock.c src/base/log.c \
-                src/base/config.c src/base/conftab.c src/base/timestamp.c src/base/metrics.c
+                src/base/config.c src/base/conftab.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -56,7 +56,8 @@ LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
 ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c src/admin/admin_rows.c \
                 src/admin/admin_snap.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
-OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/report.c
+OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/otp_gate.c src/otp/otp_metrics.c src/otp/otp_ready.c \
+                src/otp/report.c
 HTTP_SRC     := src/http/http.c src/http/http_route.c src/http/http_reply.c src/http/http_body.c src/http/http_api.c \
                 src/http/http_admin.c src/http/http_probe.c src/http/framing.c src/http/listener.c src/http/logsum.c \
                 src/http/problem.c src/http/tls.c
@@ -70,7 +71,7 @@ LUA_H        := $(LUA:.lua=.lua.h)
 # One line a module, so that a new suite is one line.
 UNIT_TESTS   := test_duration test_timestamp test_rc test_log test_sha256 test_phone test_config test_config_rows
 UNIT_TESTS   += test_problem test_logsum test_http_body
-UNIT_TESTS   += test_code
+UNIT_TESTS   += test_code test_metrics
 UNIT_TESTS   += test_limits_keys test_fraud test_rcache
 UNIT_TESTS   += test_admin
 UNIT_TESTS   += test_schedule

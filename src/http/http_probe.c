@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../base/metrics.h"
 #include "http_int.h"
 #include "tls.h"
 
@@ -29,51 +30,42 @@ enum MHD_Result http_ready(struct http *h, struct MHD_Connection *con, struct ht
                      json_pack("{s:s, s:s}", "status", ready ? "ready" : "not_ready", "detail", why), NULL);
 }
 
-/* text (taken) followed by the served certificate's expiry, when HTTPS is
- * on: what an alert on renewal watches. NULL when out of memory. */
-static char *http_metrics_tls(struct http *h, char *text)
+/* The served certificate's expiry, when HTTPS is on: what an alert on
+ * renewal watches. */
+static void http_metrics_tls(struct http *h, struct metrics_text *t)
 {
     struct tls_info ti;
-    char *more;
 
-    if (h->tls == NULL || text == NULL)
-        return text;
+    if (h->tls == NULL)
+        return;
     tls_info(h->tls, &ti);
-    if (asprintf(&more, "%s# HELP otpd_tls_certificate_expiry_timestamp_seconds When the certificate HTTPS serves "
-                        "stops being valid (Unix time); SIGHUP loads a renewed one.\n"
-                        "# TYPE otpd_tls_certificate_expiry_timestamp_seconds gauge\n"
-                        "otpd_tls_certificate_expiry_timestamp_seconds %lld\n",
-                 text, (long long)ti.not_after_s) < 0)
-        more = NULL;
-    free(text);
-    return more;
+    metrics_head(t, "otpd_tls_certificate_expiry_timestamp_seconds", "gauge",
+                 "When the certificate HTTPS serves stops being valid (Unix time); SIGHUP loads a renewed "
+                 "one.");
+    metrics_i64(t, "otpd_tls_certificate_expiry_timestamp_seconds", ti.not_after_s);
 }
 
 /* The Prometheus text of this layer's own problems, each outcome it can
  * answer shown (0 until it happens); malloc'd, NULL when out of memory. */
 static char *http_metrics_text(struct http *h)
 {
-    char *text = NULL, *more;
+    struct metrics_text t = {0};
+    char status[8];
     int i;
 
-    if (asprintf(&text, "# HELP otpd_http_refusals_total Problems the HTTP layer answered itself, before any "
-                        "decision (authentication, routing, framing, bodies, Idempotency-Key, admin calls).\n"
-                        "# TYPE otpd_http_refusals_total counter\n") < 0)
-        return NULL;
+    metrics_head(&t, "otpd_http_refusals_total", "counter",
+                 "Problems the HTTP layer answered itself, before any decision (authentication, routing, "
+                 "framing, bodies, Idempotency-Key, admin calls).");
     for (i = 0; i < OUT_COUNT; i++) {
         const struct otp_outcome_row *row = otp_outcome_row((enum otp_outcome)i);
         if (!(row->ops & OUT_OP_HTTP))
             continue;
-        if (asprintf(&more, "%sotpd_http_refusals_total{status=\"%d\",error=\"%s\"} %llu\n", text,
-                     row->http_status, row->error,
-                     (unsigned long long)__atomic_load_n(&h->problems[i], __ATOMIC_RELAXED)) < 0) {
-            free(text);
-            return NULL;
-        }
-        free(text);
-        text = more;
+        snprintf(status, sizeof(status), "%d", row->http_status);
+        metrics_u64(&t, "otpd_http_refusals_total", __atomic_load_n(&h->problems[i], __ATOMIC_RELAXED),
+                    "status", status, "error", row->error);
     }
-    return http_metrics_tls(h, text);
+    http_metrics_tls(h, &t);
+    return metrics_text_take(&t);
 }
 
 /* GET /metrics: otp's text, then this layer's. */

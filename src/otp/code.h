@@ -1,9 +1,9 @@
 /*
- * code: the cryptography of one-time codes (DESIGN.md, "Codes"). A code is
- * never stored: it is derived from the server secret and the verification
- * id. Redis holds only a keyed hash of it. The only home of libsodium, and
- * of libcrypto's HMAC-SHA1 (Twilio signs its callbacks with it; libsodium
- * has no SHA-1).
+ * code: the cryptography of one-time codes (docs/architecture.md, "A
+ * request's path"). A code is never stored: it is derived from the server
+ * secret and the verification id. Redis holds only a keyed hash of it. The
+ * only home of libsodium, and of libcrypto's HMAC-SHA1 (Twilio signs its
+ * callbacks with it; libsodium has no SHA-1).
  */
 #ifndef OTPD_CODE_H
 #define OTPD_CODE_H

@@ -140,7 +140,7 @@ MUTANTS = [
          test="test_secrets.RedisAclTest.test_username_authenticates_as_acl_user",
          why="redis.username is read but AUTH goes to the default user"),
     dict(name="readyz-shows-address",
-         file="src/otp/otp.c",
+         file="src/otp/otp_ready.c",
          old="    if (sep != NULL)\n        snprintf(why, cap, \"%s: cannot connect to redis%s\", what, sep);\n    else\n",
          new="",
          test="test_hostile.ReadyzTest",

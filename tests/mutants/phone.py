@@ -39,7 +39,7 @@ MUTANTS = [
          test="unit:test_phone",
          why="libphonenumber's lenient parse takes spaces, letters, extensions and tel: URIs"),
     dict(name="phone-type-gate-after-rules",
-         file="src/otp/otp.c",
+         file="src/otp/otp_gate.c",
          old="""    if (!type_served(o, rq, out))
         goto refused;""",
          new="""    if (0)
