@@ -1,10 +1,10 @@
 /*
  * ledger_retention: pruning the rows past the retention, on the writer
- * thread between its batches, at most once an hour: a few DELETEs by
- * indexed time, the keep links of the messages still waiting (a handful),
- * the end of those no one can end any more (rarer still), and the chain's
- * base moved past the links of the rows deleted, in one transaction that
- * holds the writer up for as long as it takes.
+ * thread between its batches, once an hour (or once per retention, if
+ * shorter): a few DELETEs by indexed time, the keep links of the messages
+ * still waiting (a handful), the end of those no one can end any more
+ * (rarer still), and the chain's base moved past the links of the rows
+ * deleted, all in one transaction that holds the writer up while it runs.
  */
 #include <stdio.h>
 #include <string.h>

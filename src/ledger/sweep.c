@@ -1,7 +1,8 @@
 /*
- * sweep: a handful of rows per second at most, and in a steady fleet the
- * messages other instances sent for this one (about half of them with two
- * instances, each once). Most ticks find nothing and ask Redis nothing.
+ * sweep: ends here the messages the fleet ended (sweep.h). A handful of
+ * rows per second at most, and in a steady fleet the messages other
+ * instances sent for this one (about half of them with two instances,
+ * each once). Most ticks find nothing and ask Redis nothing.
  */
 #include "sweep.h"
 
