@@ -120,6 +120,7 @@ struct ledger_op *ledger_op_new(enum ledger_kind kind);
 /* Appends a copy of s (NULL allowed) or v as the op's next argument. */
 void ledger_op_text(struct ledger_op *op, const char *s);
 void ledger_op_int(struct ledger_op *op, int64_t v);
+/* Frees op and its copies; NULL allowed. */
 void ledger_op_free(struct ledger_op *op);
 /*
  * Queues the group ops[0..n-1] for the writer, taking the ops. With wait,
