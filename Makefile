@@ -48,8 +48,9 @@ BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clo
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
 STORE_SRC    := src/store/store.c
-LEDGER_SRC   := src/ledger/ledger.c src/ledger/history.c src/ledger/chain.c src/ledger/ro.c src/ledger/chaincheck.c src/ledger/summary.c \
-                src/ledger/sweep.c
+LEDGER_SRC   := src/ledger/ledger.c src/ledger/ledger_queue.c src/ledger/ledger_writer.c src/ledger/ledger_retention.c \
+                src/ledger/ledger_state.c src/ledger/chain.c src/ledger/sweep.c \
+                src/ledger/ro.c src/ledger/history.c src/ledger/summary.c src/ledger/chaincheck.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
 LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
