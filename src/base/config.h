@@ -1,8 +1,8 @@
 /*
- * config: the one JSON file of otpd (DESIGN.md, "Configuration"), loaded and
- * validated whole at start-up and on SIGHUP. Secrets are read from the
- * environment variables the file names; they live only in this struct.
- * Its parts are the sections of conf.h.
+ * config: the one JSON file of otpd (docs/architecture.md,
+ * "Configuration"), loaded and validated whole at start-up and on SIGHUP.
+ * Secrets are read from the environment variables the file names; they
+ * live only in this struct. Its parts are the sections of conf.h.
  */
 #ifndef OTPD_CONFIG_H
 #define OTPD_CONFIG_H

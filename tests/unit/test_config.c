@@ -1604,7 +1604,8 @@ static void test_alloc_failures(void **state)
     config_set_alloc(NULL);
 }
 
-/* Composite keys, the keys of issue 9 and "on" (DESIGN.md, "Limits"). */
+/* Composite keys, the keys of issue 9 and "on" (docs/architecture.md,
+ * "Limits and rules"). */
 static void test_rule_keys(void **state)
 {
     char buf[8192];
