@@ -1,7 +1,7 @@
 /*
  * config's internals, shared by the files of src/base/config*.c and
  * conftab.c: the parse in progress, the key table's row type and the macros
- * the reading primitives, and the hooks the rows name.
+ * that write its rows, the reading primitives, and the hooks the rows name.
  * Nothing outside them includes this. Which file does what:
  *   config.c           load, parse and free; the top level's hook
  *   config_read.c      the reading primitives, the loader's allocations and
@@ -70,6 +70,55 @@ struct cfg_row {
     const char *what;  /* the docs' type or bounds, where the row's type does not say it */
     const char *doc;   /* what it is for, in README's table */
 };
+
+/*
+ * The rows' makers: a row names only what its kind uses. The docs' two
+ * columns follow, where the row has them, as designated initialisers:
+ * .what = "..." (type or bounds the kind does not say) and .doc = "..."
+ * (what the key is for). Each macro's last named member opens its variadic
+ * part, so a row without docs still passes it one argument, as C11 asks.
+ */
+#define CFG_AT_(f) .off = offsetof(struct config, f), .size = sizeof(((struct config *)0)->f)
+
+/* A key the walk reads into field, an int or int64_t, from lo to hi. */
+#define CFG_INT(path_, flags_, field, lo_, hi_, /* def, */...)                                               \
+    {.path = (path_), .type = CFG_T_INT, .flags = (flags_), CFG_AT_(field), .lo = (lo_), .hi = (hi_),        \
+     .def = __VA_ARGS__}
+/* A duration into field, in ms, from lo_ms to hi_ms (0: unbounded that side). */
+#define CFG_DUR(path_, flags_, field, lo_ms, hi_ms, /* def, */...)                                           \
+    {.path = (path_), .type = CFG_T_DUR, .flags = (flags_), CFG_AT_(field), .lo = (lo_ms), .hi = (hi_ms),    \
+     .def = __VA_ARGS__}
+/* A string into the char array field, at most max bytes (0: the field's size less its NUL). */
+#define CFG_STR(path_, flags_, field, max, /* def, */...)                                                    \
+    {.path = (path_), .type = CFG_T_STR, .flags = (flags_), CFG_AT_(field), .hi = (max), .def = __VA_ARGS__}
+/* One of names (NULL-terminated), its index into field. */
+#define CFG_ENUM(path_, flags_, field, names_, /* def, */...)                                                \
+    {.path = (path_), .type = CFG_T_ENUM, .flags = (flags_), CFG_AT_(field), .names = (names_),              \
+     .def = __VA_ARGS__}
+/* A number above 0 and at most 1, into the double field. */
+#define CFG_RATIO(path_, flags_, field, /* def, */...)                                                       \
+    {.path = (path_), .type = CFG_T_RATIO, .flags = (flags_), CFG_AT_(field), .def = __VA_ARGS__}
+/* The same, into the int64_t field in millionths. */
+#define CFG_PPM(path_, flags_, field, /* def, */...)                                                         \
+    {.path = (path_), .type = CFG_T_PPM, .flags = (flags_), CFG_AT_(field), .def = __VA_ARGS__}
+/* The name of an environment variable whose value, at least min_len bytes, goes to the char * field. */
+#define CFG_ENV(path_, flags_, field, /* min_len, */...)                                                     \
+    {.path = (path_), .type = CFG_T_ENV, .flags = (flags_), CFG_AT_(field), .lo = __VA_ARGS__}
+/* An object: its rows follow in the table; then hook (or NULL) joins them. */
+#define CFG_SECTION(path_, flags_, /* hook, */...)                                                           \
+    {.path = (path_), .type = CFG_T_SECTION, .flags = (flags_), .hook = __VA_ARGS__}
+/* A list or object hook reads whole, given the parent object. */
+#define CFG_CUSTOM(path_, flags_, /* hook, */...)                                                            \
+    {.path = (path_), .type = CFG_T_CUSTOM, .flags = (flags_), .hook = __VA_ARGS__}
+/*
+ * A key its section's hook reads (CFG_BYHOOK: no field; it depends on
+ * another key), of kind INT, DUR, STR, ENUM, ENV, SECTION or CUSTOM, listed
+ * for the unknown-key check, README and the table-driven tests. Its bounds,
+ * names and default, which the hook applies, follow as designated
+ * initialisers: .lo, .hi (a string's most bytes), .names, .def.
+ */
+#define CFG_HOOKED(kind, path_, /* flags, */...)                                                             \
+    {.path = (path_), .type = CFG_T_##kind, .flags = CFG_BYHOOK | __VA_ARGS__}
 
 #define CFG_30D_MS (30LL * 24 * 3600 * 1000)
 
