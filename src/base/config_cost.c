@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "config_int.h"
+#include "unittest.h"
 
 const char *const cfg_cap_key_names[] = {"api_key", NULL};
 
@@ -98,7 +99,11 @@ void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *o)
         cfg_error(x, "cost.prices", "must have a \"*\" price for other destinations when cost.caps are set");
 }
 
-int64_t config_price(const struct config *c, const char *phone)
+/* The price of one SMS to phone: the longest matching prefix, else "*",
+ * else -1 when no price applies (no cost block). The product prices over
+ * its limits section (config_price_in); tests and the fuzzer over a whole
+ * config. */
+UNITTEST __attribute__((unused)) int64_t config_price(const struct config *c, const char *phone)
 {
     return config_price_in(c->limits.prices, c->limits.n_prices, phone);
 }

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "config_int.h"
 #include "duration.h"
+#include "unittest.h"
 
 #define CFG_ERRORS_MAX 65536
 
@@ -30,7 +31,13 @@ void config_set_secrets(int read)
     cfg_read_secrets = read;
 }
 
-void config_set_alloc(void *(*fn)(size_t))
+/*
+ * Makes the loader allocate through fn (NULL: malloc again); what fn returns
+ * must be released by free(). For tests that make one allocation fail: every
+ * failure is then a load error, never a config with something missing. Not
+ * thread-safe; set it before loading. The product never calls it.
+ */
+UNITTEST __attribute__((unused)) void config_set_alloc(void *(*fn)(size_t))
 {
     cfg_alloc_fn = fn ? fn : malloc;
 }

@@ -20,6 +20,11 @@
 #include "../../src/base/config.h"
 #include "../../src/base/phone.h"
 
+/* UNITTEST functions (src/base/unittest.h): the loader's allocator
+ * (config_read.c) and the price over a whole config (config_cost.c). */
+void config_set_alloc(void *(*fn)(size_t));
+int64_t config_price(const struct config *c, const char *phone);
+
 #define FILE_NAME "t.json"
 
 /* configs/dev.json, member by member, so that tests can swap one. */
