@@ -16,7 +16,7 @@
 #include "duration.h"
 #include "phone.h"
 
-/* Forward: the key table (below) names every key the file may hold. */
+/* Forward: the keys of one level of the key table (config_rows.c), for cfg_unknown. */
 static const char *cfg_child(const char *table_parent, size_t *i);
 
 /* Edit distance of a and b (both short: key names), for "did you mean". */
