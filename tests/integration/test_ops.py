@@ -338,3 +338,21 @@ class OneLineEventsTest(OtpdTest):
             self.redis.resume()
         wait_until(lambda: self.events("housekeeping works again"), timeout=10, what="the recovery line")
         self.assertEqual(len(self.events("housekeeping failing")), 1)
+
+
+class ReadyzLogTest(OtpdTest):
+    """A 503 from /readyz is logged as what it is (outcome=not_ready, at warn), never as outcome=ok."""
+
+    def test_not_ready_is_not_logged_ok(self):
+        self.redis.pause()
+        try:
+            st = wait_until(lambda: (lambda r: r if r[0] == 503 else None)(
+                self.otpd.call("GET", "/readyz", auth=None)), timeout=10, what="a 503 /readyz")
+        finally:
+            self.redis.resume()
+        self.assertEqual(st[2]["status"], "not_ready")
+        lines = [l for l in self.otpd.log().splitlines() if "GET /readyz 503" in l]
+        self.assertTrue(lines, self.otpd.log()[-2000:])
+        for l in lines:
+            self.assertIn("outcome=not_ready", l)
+            self.assertNotIn("outcome=ok", l)

@@ -26,3 +26,11 @@ MUTANTS = [
          test="test_ops.OneLineEventsTest.test_a_refused_reload_is_one_line_with_every_error",
          why="a refused reload logs its errors as they come, one a line: a multi-line event"),
 ]
+MUTANTS += [
+    dict(name="ops-readyz-503-logged-ok",
+         file="src/http/http_probe.c",
+         old='        snprintf(rq->outcome, sizeof(rq->outcome), "not_ready");',
+         new="",
+         test="test_ops.ReadyzLogTest",
+         why="a 503 /readyz is logged outcome=ok: a probe failing looks like a probe passing in the logs"),
+]
