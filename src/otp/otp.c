@@ -107,7 +107,7 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
     memcpy(tmpl, o->tmpl, sizeof(tmpl));
     pthread_mutex_unlock(&o->live_mu);
     code_derive(o->d.keys, vid, o->d.cfg.otp->length, code);
-    rc = code_render(tmpl, code, (int)((expires_in_ms + 59999) / 60000), text, cap);
+    rc = code_render(tmpl, code, code_minutes(expires_in_ms), text, cap);
     wipe(code, sizeof(code));
     return rc;
 }
