@@ -313,7 +313,7 @@ coverage-report:
 	        n = split(mods, ms, " "); for (i = 1; i <= n; i++) row("src/" ms[i], lt[ms[i]], lc[ms[i]], bt[ms[i]], bc[ms[i]]); \
 	        row("src/ (total)", LT, LC, BT, BC) }' build/cov/coverage.csv
 
-# README's configuration key table, from the key table in src/base/config.c.
+# docs/config.md's configuration key table, from the key table in src/base/config_rows.c.
 config-doc: $(BIN)/otpd
 	python3 tests/config_table.py
 
