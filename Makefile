@@ -235,15 +235,23 @@ openapi-lint: $(NPM_DIR)/.installed
 	$(NPM_DIR)/node_modules/.bin/redocly lint --config docs/redocly.yaml docs/openapi.yaml
 
 # `make install PREFIX=/usr DESTDIR=pkg/`: the two binaries, the systemd unit (its paths follow PREFIX), an
-# example config and the docs. The service user, /etc/otpd and the secrets are the operator's (see the unit).
+# example config (its ledger under /var/lib/otpd, the unit's StateDirectory) and the docs, README.md at the top
+# and docs/ beside it as in the source tree, so their links hold. The service user, /etc/otpd and the secrets are
+# the operator's (see the unit).
+DOC_FILES := docs/architecture.md docs/config.md docs/operations.md docs/contributing.md docs/rules.md \
+             docs/providers.md docs/openapi.yaml
+DOC_DIR    = $(DESTDIR)$(PREFIX)/share/doc/otpd
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/otpd \
-	  $(DESTDIR)$(PREFIX)/share/doc/otpd
+	  $(DOC_DIR)/docs/prometheus $(DOC_DIR)/docs/grafana
 	install -m 0755 $(BIN)/otpd $(BIN)/otpctl $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|/usr/local|$(PREFIX)|g' packaging/otpd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/otpd.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/otpd.service
 	install -m 0644 configs/otpd.json $(DESTDIR)$(PREFIX)/share/otpd/otpd.json.example
-	install -m 0644 README.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/otpd/
+	install -m 0644 README.md LICENSE $(DOC_DIR)/
+	install -m 0644 $(DOC_FILES) $(DOC_DIR)/docs/
+	install -m 0644 docs/prometheus/otpd.rules.yml $(DOC_DIR)/docs/prometheus/
+	install -m 0644 docs/grafana/otpd.json $(DOC_DIR)/docs/grafana/
 
 run: deps all
 	sh tests/run_dev.sh
@@ -319,7 +327,7 @@ coverage-report:
 	        n = split(mods, ms, " "); for (i = 1; i <= n; i++) row("src/" ms[i], lt[ms[i]], lc[ms[i]], bt[ms[i]], bc[ms[i]]); \
 	        row("src/ (total)", LT, LC, BT, BC) }' build/cov/coverage.csv
 
-# README's configuration key table, from the key table in src/base/config.c.
+# docs/config.md's configuration key table, from the key table in src/base/config_rows.c.
 config-doc: $(BIN)/otpd
 	python3 tests/config_table.py
 

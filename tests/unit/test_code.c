@@ -392,8 +392,8 @@ static void test_twilio_signature(void **state)
     assert_false(code_twilio_sig_ok(NULL, data, strlen(data), sig));
 }
 
-/* Known answers under SECRET_A, computed outside otpd from DESIGN.md's
- * construction with Python's hmac module:
+/* Known answers under SECRET_A, computed outside otpd from the
+ * construction (docs/architecture.md, "A request's path": "Codes") with Python's hmac module:
  *   key(label) = HMAC-SHA256(secret, label), labels "otpd/v1/code", "otpd/v1/hash", "otpd/v1/tag";
  *   code  = first 64-bit big-endian word w of HMAC(key(code), id || counter as 4 bytes big-endian), with
  *           w < 2^64 - 1 - (2^64 - 1) mod 10^digits, as w mod 10^digits with leading zeros;
