@@ -82,7 +82,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: otpd -c FILE          run the service\n"
                     "       otpd --check -c FILE  validate FILE (no secret needed) and exit 0, or 1 with every error\n"
                     "       otpd --version        print the version (git describe at build) and exit\n"
-                    "       otpd --print-config-table  print every config key (README's table) and exit\n"
+                    "       otpd --print-config-table  print every config key (docs/config.md's table) and exit\n"
                     "       otpd --help           print this and exit\n"
                     "signals: SIGHUP reloads the file (what can change without a restart), SIGTERM stops\n");
 }

@@ -157,7 +157,7 @@ struct provider_conf {
     int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
 };
 
-/* tls: HTTPS on listen (README, "TLS"); src/http/tls.c reads only this. The
+/* tls: HTTPS on listen (docs/operations.md, "TLS and private probes"); src/http/tls.c reads only this. The
  * files are read at start-up and again on each SIGHUP, never here. */
 struct tls_conf {
     int on;                 /* 1: the tls section is present (a change needs a restart) */

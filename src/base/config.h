@@ -68,7 +68,7 @@ size_t config_diff(const struct config *old, const struct config *new_cfg,
                    void (*fn)(void *ctx, const char *path, int reload), void *ctx);
 
 /* Prints the key table (Markdown, one row per key: type, default, bounds,
- * reload) to f, as README's "Configuration keys" holds it. */
+ * reload) to f, as docs/config.md's "Every key" holds it. */
 void config_print_table(FILE *f);
 
 #endif

@@ -8,7 +8,7 @@
  *                      the secrets read from the environment
  *   config_rows.c      the key table, its rows only
  *   conftab.c          the table's walk: sections, unknown keys, defaults,
- *                      README's key table, config_diff
+ *                      docs/config.md's key table, config_diff
  *   config_net.c       listen, tls, redis and its sentinels
  *   config_otp.c       the callers (api_keys), otp, phone, countries, pumping
  *   config_rules.c     the rules (limits): keys, penalties, fields, bounds
@@ -38,7 +38,7 @@ struct cfg_ctx {
  * type, bounds, default and flags. The loader reads every plain row the
  * same way; a key whose meaning depends on others (a URL to split, a list
  * of rules, what a provider type requires) has a hook. The unknown-key
- * check, the defaults, config_diff (SIGHUP) and README's key table
+ * check, the defaults, config_diff (SIGHUP) and docs/config.md's key table
  * (config_print_table, `make config-doc`) all come from these rows: a new
  * key is one row in config_rows.c, one field in its section struct (conf.h). */
 
@@ -68,7 +68,7 @@ struct cfg_row {
     const char *const *names; /* CFG_T_ENUM */
     void (*hook)(struct cfg_ctx *x, struct config *c, json_t *obj);
     const char *what;  /* the docs' type or bounds, where the row's type does not say it */
-    const char *doc;   /* what it is for, in README's table */
+    const char *doc;   /* what it is for, in docs/config.md's table */
 };
 
 /*
@@ -113,7 +113,7 @@ struct cfg_row {
 /*
  * A key its section's hook reads (CFG_BYHOOK: no field; it depends on
  * another key), of kind INT, DUR, STR, ENUM, ENV, SECTION or CUSTOM, listed
- * for the unknown-key check, README and the table-driven tests. Its bounds,
+ * for the unknown-key check, docs/config.md and the table-driven tests. Its bounds,
  * names and default, which the hook applies, follow as designated
  * initialisers: .lo, .hi (a string's most bytes), .names, .def.
  */

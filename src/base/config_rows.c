@@ -1,6 +1,6 @@
 /*
  * config_rows: the key table, one row per key the file may hold, in the
- * order errors are reported and README lists them (`make config-doc`).
+ * order errors are reported and docs/config.md lists them (`make config-doc`).
  * Rows only: config_int.h says what a row holds and gives the macros that
  * write one; conftab.c walks them; the hooks a row names live in the
  * config_*.c of its section. A new key is one row here and its field in its
@@ -25,7 +25,7 @@ const struct cfg_row cfg_rows[] = {
      .doc = "a second listener, plain HTTP, that alone serves `/healthz`, `/readyz` and `/metrics` (`listen` "
      "then answers 404 there): keep it on loopback or a private interface"),
     CFG_SECTION("tls", 0, cfg_tls,
-     .doc = "HTTPS on `listen` (README, \"TLS and private probes\"); absent: plain HTTP"),
+     .doc = "HTTPS on `listen` (docs/operations.md, \"TLS and private probes\"); absent: plain HTTP"),
     CFG_STR("tls.cert", CFG_REQUIRED | CFG_RELOAD, tls.cert, 0, NULL, .what = "a PEM file",
      .doc = "the certificate, then its intermediates; read again on SIGHUP (new handshakes get it, open "
      "connections stay; a bad one is refused and the old one kept)"),
@@ -152,7 +152,7 @@ const struct cfg_row cfg_rows[] = {
     CFG_SECTION("refusal_cache", 0, NULL,
      .doc = "refusals that only their own end or an admin change can lift (a sliding log, a fixed window, a "
      "resend delay, a lock, a penalty block), answered from memory until then; never past the real refusal's "
-     "end (README, \"The refusal cache\")"),
+     "end (docs/architecture.md, \"The refusal cache\")"),
     CFG_INT("refusal_cache.max_entries", 0, limits.refusal_cache.max_entries, 0, 100000000, "1000000",
      .what = "0 turns the cache off",
      .doc = "refusals remembered at most, the least recently used dropped first (about 170 bytes each, up to "

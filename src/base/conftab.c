@@ -1,7 +1,7 @@
 /*
  * conftab: the walk over config's key table (config_int.h): reading a
  * section's plain rows, the unknown-key check with its "did you mean",
- * the defaults, README's key table and config_diff for SIGHUP. Runs at
+ * the defaults, docs/config.md's key table and config_diff for SIGHUP. Runs at
  * start-up, on SIGHUP and for --print-config-table; never on a request.
  */
 #include <stdint.h>

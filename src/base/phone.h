@@ -1,5 +1,5 @@
 /*
- * phone: the one parse of a phone number (DESIGN.md, "Phone numbers"),
+ * phone: the one parse of a phone number (docs/config.md, "Phone numbers"),
  * through libphonenumber. Its C++ lives in phone.cc alone; every other
  * file sees this C interface. A number arrives in E.164 ("+" and digits);
  * the parse says whether it is valid for its country and why not, and
