@@ -49,7 +49,8 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unkn
 BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clock.c src/base/log.c \
                 src/base/config.c src/base/config_read.c src/base/config_rows.c src/base/conftab.c \
                 src/base/config_net.c src/base/config_otp.c src/base/config_rules.c src/base/config_cost.c \
-                src/base/config_provider.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c
+                src/base/config_provider.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c \
+                src/base/phone_mask.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -267,6 +268,7 @@ bench: deps-test all build/bench/bare429
 	python3 bench/run.py perf
 
 lint:
+	python3 tests/layers.py
 	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.cc' '*.h') || \
 	  { echo "banned call found"; exit 1; }
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \

@@ -117,6 +117,11 @@ struct phone_memo_counts {
 };
 void phone_memo_stats(struct phone_memo_counts *out);
 
+/* phone for a log line: the '+', the first 4 digits, stars, and the last
+ * 2 ("+4474******56"); a number of 6 digits or fewer is all stars after
+ * the '+'. Never the whole number. Pure C (phone_mask.c). */
+void phone_mask(const char *phone, char *out, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif
