@@ -24,11 +24,13 @@ def build(tree, out):
     """Compiles the bench against tree's ledger (tree has src/ and schema/)."""
     subprocess.run(["make", "-s", "-C", tree, "src/ledger/schema.h"], check=True)
     srcs = [os.path.join(tree, "src/ledger", f) for f in sorted(os.listdir(os.path.join(tree, "src/ledger")))
-            if f.endswith(".c") and f in ("ledger.c", "chain.c", "sha256.c")]
+            if f.endswith(".c") and (f in ("ledger.c", "chain.c", "sha256.c") or f.startswith("ledger_"))]
     srcs += [os.path.join(tree, "src/base/clock.c"), os.path.join(tree, "src/base/rc.c")]
     # The writer times its commits into src/base/metrics (since the histograms); the chain's SHA-256 moved to
     # src/base (with the webhook's HMAC).
-    srcs += [p for p in [os.path.join(tree, "src/base", f) for f in ("metrics.c", "sha256.c")] if os.path.exists(p)]
+    # The writer logs a failed commit (src/base/log, with its timestamps).
+    srcs += [p for p in [os.path.join(tree, "src/base", f) for f in ("metrics.c", "sha256.c", "log.c", "timestamp.c")]
+             if os.path.exists(p)]
     cflags = subprocess.run(["pkg-config", "--cflags", "--libs", "sqlite3"], capture_output=True, text=True,
                             check=True).stdout.split()
     subprocess.run(["cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-pthread", "-I", tree, "-o", out,

@@ -1,6 +1,7 @@
--- 006: admin actions (DESIGN.md, "Limits": overrides, blocks, unlock), one
--- row each with the admin key's name, never a key. body is the row as
--- stored (canonical values, the note), or the unlock's request.
+-- 006: admin actions (docs/architecture.md, "Limits and rules": overrides,
+-- blocks, unlock), one row each with the admin key's name, never a key.
+-- body is the row as stored (canonical values, the note), or the unlock's
+-- request.
 CREATE TABLE admin_actions (
   id         INTEGER PRIMARY KEY,
   ts_ms      INTEGER NOT NULL,

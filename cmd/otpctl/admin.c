@@ -1,23 +1,26 @@
 /*
  * otpctl override|block|unlock: the operator's client for otpd's admin API
- * (DESIGN.md, "Admin bodies"). It turns flags into one JSON body (jansson,
- * never pasted text), sends one request with the admin key from OTPCTL_KEY
- * (http.c), and prints the server's answer: add and unlock print its JSON,
- * list prints a table (or the JSON with --format json), rm prints nothing.
- * A refusal prints the problem's `error` and `detail` on stderr.
+ * (docs/openapi.yaml, the admin routes). Each command reads its flags from
+ * its own table (flags.c), turns them into one JSON body (jansson, never
+ * pasted text), sends one request with the admin key from OTPCTL_KEY
+ * (http.c, libcurl), and prints the server's answer: add and unlock print
+ * its JSON, list prints a table (or the JSON with --format json), rm prints
+ * nothing. A refusal prints the problem's `error` and `detail` on stderr.
  *
  * The server judges every value (durations, phones, rules, ranges): otpctl
  * checks only what it needs to build the request (flags known, one match,
  * whole numbers), so one set of rules decides and its detail reaches the
- * operator. The key never reaches argv, stdout or stderr; its copies are
- * wiped, and the variable is wiped from the environment once read.
+ * operator. The key never reaches argv, stdout or stderr; otpctl's copies
+ * are wiped, and the variable is wiped from the environment once read.
  *
  * Exit codes (sysexits): EX_USAGE bad flags or URL; EX_CONFIG no usable
- * OTPCTL_KEY; EX_NOPERM 401/403; EX_DATAERR other 4xx (400, 404, 422...);
- * EX_TEMPFAIL 409 (too many rows) and 429; EX_UNAVAILABLE no connection, a
- * timeout, or 5xx; EX_PROTOCOL an answer otpctl cannot read.
+ * OTPCTL_KEY; EX_NOINPUT a --cacert file that cannot be read; EX_NOPERM
+ * 401/403; EX_DATAERR other 4xx (400, 404, 422...); EX_TEMPFAIL 409 (too
+ * many rows) and 429; EX_UNAVAILABLE no connection, a timeout, or 5xx;
+ * EX_PROTOCOL an answer otpctl cannot read, or a TLS handshake that failed
+ * (a server certificate not trusted, a port that does not speak TLS).
  */
-#include <stdarg.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,341 +32,263 @@
 #include "http.h"
 #include "otpctl.h"
 
-#define ADM_DEFAULT_URL "http://127.0.0.1:8080"
-#define ADM_TIMEOUT_S 10     /* the whole exchange, by default */
-#define ADM_TIMEOUT_MAX_S 600
-#define ADM_CONNECT_MS 5000  /* one address's connect, at most (and never past the whole) */
-#define ADM_KEYS_MAX 8       /* --key parts of one override: more than any rule's key has */
-#define ADM_ERR_LEN 512
+#define ADM_CONNECT_MS 5000 /* one address's connect, at most (and never past the whole) */
+#define ADM_ERR_LEN (OTPCTL_HTTP_URL_MAX + 512)
+#define ADM_KIND_MAX 64    /* an override key's KIND: longer than any the server knows */
+#define ADM_UNSET LLONG_MIN /* --burst not given */
 
-/* The flags, one row each: its spelling, the JSON member it fills (NULL:
- * not a body member) and what it takes. */
-enum adm_opt {
-    O_SERVER,
-    O_TIMEOUT,
-    O_FORMAT,
-    O_PHONE, /* the six block matches, in the server's order; phone and api_key serve unlock too */
-    O_PHONE_PREFIX,
-    O_REGION,
-    O_DEVICE,
-    O_CLIENT_IP,
-    O_API_KEY,
-    O_RULE,
-    O_KEY, /* repeatable: KIND=VALUE */
-    O_LIMIT,
-    O_BURST,
-    O_EXPIRES_IN,
-    O_NOTE,
-    O_N
+/* The six things a block matches, in the server's order; --phone and
+ * --api-key serve unlock too. */
+enum adm_match { M_PHONE, M_PHONE_PREFIX, M_REGION, M_DEVICE, M_CLIENT_IP, M_API_KEY, M_N };
+
+/* Each one's member in a block's "match". */
+static const char *const adm_match_json[M_N] = {
+    [M_PHONE] = "phone",
+    [M_PHONE_PREFIX] = "phone_prefix",
+    [M_REGION] = "region",
+    [M_DEVICE] = "device",
+    [M_CLIENT_IP] = "client_ip",
+    [M_API_KEY] = "api_key",
 };
-
-static const struct {
-    const char *flag;
-    const char *json;
-    int integer; /* a whole number in the body */
-} adm_opts[O_N] = {
-    [O_SERVER] = {"-s", NULL, 0},
-    [O_TIMEOUT] = {"--timeout", NULL, 0},
-    [O_FORMAT] = {"--format", NULL, 0},
-    [O_PHONE] = {"--phone", "phone", 0},
-    [O_PHONE_PREFIX] = {"--phone-prefix", "phone_prefix", 0},
-    [O_REGION] = {"--region", "region", 0},
-    [O_DEVICE] = {"--device", "device", 0},
-    [O_CLIENT_IP] = {"--client-ip", "client_ip", 0},
-    [O_API_KEY] = {"--api-key", "api_key", 0},
-    [O_RULE] = {"--rule", "rule", 0},
-    [O_KEY] = {"--key", "key", 0},
-    [O_LIMIT] = {"--limit", "limit", 1},
-    [O_BURST] = {"--burst", "burst", 1},
-    [O_EXPIRES_IN] = {"--expires-in", "expires_in", 0},
-    [O_NOTE] = {"--note", "note", 0},
-};
-
-#define B(o) (1u << (o))
-#define ADM_GLOBAL (B(O_SERVER) | B(O_TIMEOUT))
-#define ADM_MATCH (B(O_PHONE) | B(O_PHONE_PREFIX) | B(O_REGION) | B(O_DEVICE) | B(O_CLIENT_IP) | B(O_API_KEY))
 
 enum adm_shape { S_BLOCK, S_OVERRIDE, S_UNLOCK, S_LIST, S_RM };
 
-/* The commands: what each sends, which flags it takes and needs. */
+/* The parsed command line. Strings borrow argv. */
+struct adm_args {
+    struct otpctl_net net;  /* -s, --timeout, --cacert among the command's flags */
+    const char *match[M_N]; /* block add's (exactly one); unlock's phone and api_key */
+    const char *rule, *expires_in, *note, *format;
+    struct flag_list keys;  /* --key KIND=VALUE, in order */
+    long long limit, burst; /* burst: ADM_UNSET when not given */
+    struct flag_list id;    /* rm's operand */
+};
+
+#define A(field) offsetof(struct adm_args, field)
+
+static const struct flag block_add_flags[] = {
+    {"phone", 0, FLAG_STR, 0, A(match[M_PHONE]), "E164", "block a phone", 0, 0},
+    {"phone-prefix", 0, FLAG_STR, 0, A(match[M_PHONE_PREFIX]), "+DIGITS", "block the phones with this prefix",
+     0, 0},
+    {"region", 0, FLAG_STR, 0, A(match[M_REGION]), "CC", "block a region (ISO 3166 alpha-2)", 0, 0},
+    {"device", 0, FLAG_STR, 0, A(match[M_DEVICE]), "ID", "block a device id", 0, 0},
+    {"client-ip", 0, FLAG_STR, 0, A(match[M_CLIENT_IP]), "IP[/BITS]", "block an address or a range", 0, 0},
+    {"api-key", 0, FLAG_STR, 0, A(match[M_API_KEY]), "NAME", "block a caller (its api_keys[].name)", 0, 0},
+    {"expires-in", 0, FLAG_STR, 1, A(expires_in), "D", "how long the block holds (10m, 1h, 7d)", 0, 0},
+    {"note", 0, FLAG_STR, 0, A(note), "TEXT", "why, for the list and the ledger", 0, 0},
+    OTPCTL_NET_FLAGS(A(net)),
+};
+
+static const struct flag override_add_flags[] = {
+    {"rule", 0, FLAG_STR, 1, A(rule), "R", "the rule (limits[].name)", 0, 0},
+    {"key", 0, FLAG_LIST, 1, A(keys), "KIND=VALUE", "one part of the rule's key; again for each part", 0, 0},
+    {"limit", 0, FLAG_INT, 1, A(limit), "N", "the limit in place of the rule's", 0, 0},
+    {"burst", 0, FLAG_INT, 0, A(burst), "N", "the burst in place of a token bucket's", 0, 0},
+    {"expires-in", 0, FLAG_STR, 1, A(expires_in), "D", "how long the override holds (10m, 1h, 7d)", 0, 0},
+    {"note", 0, FLAG_STR, 0, A(note), "TEXT", "why, for the list and the ledger", 0, 0},
+    OTPCTL_NET_FLAGS(A(net)),
+};
+
+static const struct flag list_flags[] = {
+    {"format", 0, FLAG_STR, 0, A(format), "F", "table (default) or json (the server's answer)", 0, 0},
+    OTPCTL_NET_FLAGS(A(net)),
+};
+
+static const struct flag rm_flags[] = {
+    OTPCTL_NET_FLAGS(A(net)),
+};
+
+static const struct flag unlock_flags[] = {
+    {"phone", 0, FLAG_STR, 1, A(match[M_PHONE]), "E164", "the locked phone", 0, 0},
+    {"api-key", 0, FLAG_STR, 0, A(match[M_API_KEY]), "NAME", "only this caller's lock (default: all)", 0, 0},
+    {"note", 0, FLAG_STR, 0, A(note), "TEXT", "why, for the ledger", 0, 0},
+    OTPCTL_NET_FLAGS(A(net)),
+};
+
+#define ADM_KEY_NOTE "  the admin key comes from OTPCTL_KEY\n"
+#define ADM_RM(noun)                                                                                         \
+    {                                                                                                        \
+        .name = "otpctl " noun " rm", .operands = "ID", .max_operands = 1, .operands_off = A(id),            \
+        .flags = FLAGS_OF(rm_flags), .notes = "  ID: from " noun " list\n" ADM_KEY_NOTE                      \
+    }
+
+/* The commands: what each sends and its flags. */
 static const struct adm_cmd {
     const char *noun, *verb; /* verb NULL: the noun alone (unlock) */
     const char *method, *path;
     enum adm_shape shape;
-    unsigned allowed, required;
+    struct flag_cmd flags;
 } adm_cmds[] = {
-    {"block", "add", "POST", "/v1/admin/blocks", S_BLOCK, ADM_MATCH | B(O_EXPIRES_IN) | B(O_NOTE), B(O_EXPIRES_IN)},
-    {"block", "list", "GET", "/v1/admin/blocks", S_LIST, B(O_FORMAT), 0},
-    {"block", "rm", "DELETE", "/v1/admin/blocks/", S_RM, 0, 0},
+    {"block", "add", "POST", "/v1/admin/blocks", S_BLOCK,
+     {.name = "otpctl block add",
+      .synopsis = "MATCH --expires-in D [options]",
+      .flags = FLAGS_OF(block_add_flags),
+      .notes = "  MATCH: exactly one of --phone, --phone-prefix, --region, --device, --client-ip, --api-key\n"
+               ADM_KEY_NOTE}},
+    {"block", "list", "GET", "/v1/admin/blocks", S_LIST,
+     {.name = "otpctl block list", .flags = FLAGS_OF(list_flags), .notes = ADM_KEY_NOTE}},
+    {"block", "rm", "DELETE", "/v1/admin/blocks/", S_RM, ADM_RM("block")},
     {"override", "add", "POST", "/v1/admin/overrides", S_OVERRIDE,
-     B(O_RULE) | B(O_KEY) | B(O_LIMIT) | B(O_BURST) | B(O_EXPIRES_IN) | B(O_NOTE),
-     B(O_RULE) | B(O_KEY) | B(O_LIMIT) | B(O_EXPIRES_IN)},
-    {"override", "list", "GET", "/v1/admin/overrides", S_LIST, B(O_FORMAT), 0},
-    {"override", "rm", "DELETE", "/v1/admin/overrides/", S_RM, 0, 0},
-    {"unlock", NULL, "POST", "/v1/admin/unlock", S_UNLOCK, B(O_PHONE) | B(O_API_KEY) | B(O_NOTE), B(O_PHONE)},
+     {.name = "otpctl override add", .flags = FLAGS_OF(override_add_flags), .notes = ADM_KEY_NOTE}},
+    {"override", "list", "GET", "/v1/admin/overrides", S_LIST,
+     {.name = "otpctl override list", .flags = FLAGS_OF(list_flags), .notes = ADM_KEY_NOTE}},
+    {"override", "rm", "DELETE", "/v1/admin/overrides/", S_RM, ADM_RM("override")},
+    {"unlock", NULL, "POST", "/v1/admin/unlock", S_UNLOCK,
+     {.name = "otpctl unlock", .flags = FLAGS_OF(unlock_flags), .notes = ADM_KEY_NOTE}},
 };
 #define ADM_NCMDS (sizeof(adm_cmds) / sizeof(adm_cmds[0]))
 
-/* The parsed command line. Strings borrow argv. */
-struct adm_args {
-    const struct adm_cmd *cmd;
-    const char *val[O_N];
-    const char *keys[ADM_KEYS_MAX]; /* --key KIND=VALUE, in order */
-    int nkeys;
-    const char *id; /* rm's operand */
-};
-
-void otpctl_admin_usage(FILE *f)
-{
-    fprintf(f, "       otpctl [-s URL] [--timeout S] block add (--phone P | --phone-prefix +DIGITS | --region CC |\n"
-               "                    --device ID | --client-ip IP[/BITS] | --api-key NAME) --expires-in D [--note T]\n"
-               "       otpctl [-s URL] override add --rule R --key KIND=VALUE [--key ...] --limit N [--burst N]\n"
-               "                    --expires-in D [--note T]\n"
-               "       otpctl [-s URL] block|override list [--format table|json]\n"
-               "       otpctl [-s URL] block|override rm ID\n"
-               "       otpctl [-s URL] unlock --phone P [--api-key NAME] [--note T]\n"
-               "         (the admin key from OTPCTL_KEY; -s defaults to " ADM_DEFAULT_URL ")\n");
-}
-
-int otpctl_admin_is(const char *word)
+/* The synopses of the commands whose noun is noun (NULL: all). */
+static void adm_synopses(const char *noun, FILE *f)
 {
     size_t i;
 
-    if (strcmp(word, "-s") == 0 || strcmp(word, "--timeout") == 0 || strncmp(word, "-s=", 3) == 0 ||
-        strncmp(word, "--timeout=", 10) == 0)
-        return 1;
     for (i = 0; i < ADM_NCMDS; i++)
-        if (strcmp(word, adm_cmds[i].noun) == 0)
-            return 1;
-    return 0;
+        if (noun == NULL || strcmp(adm_cmds[i].noun, noun) == 0)
+            flags_synopsis(&adm_cmds[i].flags, "  ", f);
 }
 
-__attribute__((format(printf, 1, 2))) static int adm_usage_error(const char *fmt, ...)
+void otpctl_admin_synopsis(FILE *f)
 {
-    va_list ap;
+    adm_synopses(NULL, f);
+}
 
-    fputs("otpctl: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    otpctl_admin_usage(stderr);
+/* The command argv starts ("block add", "unlock"): FLAGS_GO with *out, or
+ * the exit code after the help (a noun and --help) or a usage error. */
+static int adm_find(int argc, char **argv, const struct adm_cmd **out)
+{
+    size_t i;
+
+    for (i = 0; i < ADM_NCMDS; i++)
+        if (strcmp(argv[0], adm_cmds[i].noun) == 0 &&
+            (adm_cmds[i].verb == NULL || (argc > 1 && strcmp(argv[1], adm_cmds[i].verb) == 0))) {
+            *out = &adm_cmds[i];
+            return FLAGS_GO;
+        }
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        fputs("usage:\n", stdout);
+        adm_synopses(argv[0], stdout);
+        fprintf(stdout, "Run 'otpctl %s COMMAND --help' for a command's flags.\n", argv[0]);
+        return EX_OK;
+    }
+    if (argc > 1)
+        fprintf(stderr, "otpctl %s: unknown command %s (add, list or rm)\nusage:\n", argv[0], argv[1]);
+    else
+        fprintf(stderr, "otpctl %s: add, list or rm is needed\nusage:\n", argv[0]);
+    adm_synopses(argv[0], stderr);
     return EX_USAGE;
 }
 
-/* Which option argv[*i] is (--flag VALUE or --flag=VALUE); its value in
- * *value, *i moved past it. O_N when it is no option; -1 when it lacks its
- * value. */
-static int adm_opt_of(int argc, char **argv, int *i, const char **value)
+/* What the table cannot say: otpctl's flags given once (before the command
+ * or among its flags), a block's one match, override keys that are
+ * KIND=VALUE with each KIND once, rm's ID, list's formats. Merges net into
+ * a->net. FLAGS_GO or EX_USAGE. */
+static int adm_check(const struct adm_cmd *cmd, struct adm_args *a, const struct otpctl_net *net)
 {
-    const char *a = argv[*i];
-    int o;
+    const struct flag_cmd *c = &cmd->flags;
+    const char *twice = net->server && a->net.server       ? "-s"
+                        : net->timeout_s && a->net.timeout_s ? "--timeout"
+                        : net->cacert && a->net.cacert       ? "--cacert"
+                                                             : NULL;
+    int i, k, n = 0;
 
-    for (o = 0; o < O_N; o++) {
-        size_t n = strlen(adm_opts[o].flag);
-        if (strncmp(a, adm_opts[o].flag, n) != 0)
-            continue;
-        if (a[n] == '=') {
-            *value = a + n + 1;
-            return o;
-        }
-        if (a[n] != '\0')
-            continue;
-        if (*i + 1 >= argc)
-            return -1;
-        *value = argv[++*i];
-        return o;
+    if (twice != NULL)
+        return flags_usage_error(c, "%s given twice (before the command and after it)", twice);
+    a->net.server = a->net.server ? a->net.server : net->server;
+    a->net.timeout_s = a->net.timeout_s ? a->net.timeout_s : net->timeout_s;
+    a->net.cacert = a->net.cacert ? a->net.cacert : net->cacert;
+    for (i = 0; cmd->shape == S_BLOCK && i < M_N; i++)
+        n += a->match[i] != NULL;
+    if (cmd->shape == S_BLOCK && n != 1)
+        return flags_usage_error(c,
+                                 "exactly one of --phone, --phone-prefix, --region, --device, --client-ip, "
+                                 "--api-key is needed");
+    for (i = 0; i < a->keys.n; i++) {
+        const char *kv = a->keys.v[i], *eq = strchr(kv, '=');
+        size_t len = eq ? (size_t)(eq - kv) : 0;
+        if (len == 0 || len >= ADM_KIND_MAX)
+            return flags_usage_error(c, "--key %s: KIND=VALUE is needed (phone=+91..., api_key=NAME, ...)",
+                                     kv);
+        for (k = 0; k < i; k++)
+            if (strncmp(a->keys.v[k], kv, len + 1) == 0)
+                return flags_usage_error(c, "--key %.*s given twice", (int)len, kv);
     }
-    return O_N;
+    if (cmd->shape == S_RM && (a->id.n == 0 || a->id.v[0][0] == '\0'))
+        return flags_usage_error(c, "the row's ID is needed (see list)");
+    if (a->format && strcmp(a->format, "table") != 0 && strcmp(a->format, "json") != 0)
+        return flags_usage_error(c, "--format %s: table or json", a->format);
+    return FLAGS_GO;
 }
 
-/* Records option o's value; EX_OK or EX_USAGE. */
-static int adm_set(struct adm_args *a, int o, const char *value)
+/* Sets obj's member name to the text value, when given. -1 when the text
+ * is not UTF-8 or memory ran out. */
+static int adm_str(json_t *obj, const char *name, const char *value)
 {
-    if (o == O_KEY) {
-        if (a->nkeys == ADM_KEYS_MAX)
-            return adm_usage_error("--key: at most %d parts", ADM_KEYS_MAX);
-        a->keys[a->nkeys++] = value;
-        return EX_OK;
-    }
-    if (a->val[o] != NULL)
-        return adm_usage_error("%s given twice", adm_opts[o].flag);
-    a->val[o] = value;
-    return EX_OK;
+    return value == NULL ? 0 : json_object_set_new(obj, name, json_string(value));
 }
 
-/* A whole number from a flag; 0 when s is not one. */
-static int adm_integer(const char *s, json_int_t *out)
+/* A block's "match": its one flag's member. */
+static int adm_block_body(json_t *body, const struct adm_args *a)
 {
-    char *end;
-    long long v;
+    json_t *match = json_object();
+    int i, bad = 0;
 
-    if (s[0] == '\0' || s[0] == ' ')
-        return 0;
-    v = strtoll(s, &end, 10);
-    if (*end != '\0')
-        return 0;
-    *out = (json_int_t)v;
-    return 1;
+    for (i = 0; i < M_N; i++)
+        bad |= adm_str(match, adm_match_json[i], a->match[i]);
+    return bad | json_object_set_new(body, "match", match);
 }
 
-/* Parses argv (after "otpctl") into *a. EX_OK, EX_USAGE, or -1 for help. */
-static int adm_parse(int argc, char **argv, struct adm_args *a)
+/* An override's rule, key (KIND=VALUE parts checked by adm_check), limit
+ * and burst. */
+static int adm_override_body(json_t *body, const struct adm_args *a)
 {
-    const char *value;
-    size_t c;
-    int i = 0, o, rc;
+    json_t *key = json_object();
+    char kind[ADM_KIND_MAX];
+    int i, bad = adm_str(body, "rule", a->rule);
 
-    memset(a, 0, sizeof(*a));
-    /* Global options come before the command (and may come among its flags). */
-    while (i < argc && (o = adm_opt_of(argc, argv, &i, &value)) != O_N) {
-        if (o < 0)
-            return adm_usage_error("%s needs a value", argv[i]);
-        if (!(ADM_GLOBAL & B(o)))
-            return adm_usage_error("%s goes after the command", adm_opts[o].flag);
-        if ((rc = adm_set(a, o, value)) != EX_OK)
-            return rc;
-        i++;
+    for (i = 0; i < a->keys.n; i++) {
+        const char *eq = strchr(a->keys.v[i], '=');
+        snprintf(kind, sizeof(kind), "%.*s", (int)(eq - a->keys.v[i]), a->keys.v[i]);
+        bad |= json_object_set_new(key, kind, json_string(eq + 1));
     }
-    if (i >= argc)
-        return adm_usage_error("%s", "a command is needed");
-    for (c = 0; c < ADM_NCMDS; c++)
-        if (strcmp(argv[i], adm_cmds[c].noun) == 0 &&
-            (adm_cmds[c].verb == NULL || (i + 1 < argc && strcmp(argv[i + 1], adm_cmds[c].verb) == 0)))
-            break;
-    if (c == ADM_NCMDS) {
-        if (i + 1 < argc && (strcmp(argv[i + 1], "-h") == 0 || strcmp(argv[i + 1], "--help") == 0))
-            return -1;
-        if (!otpctl_admin_is(argv[i]) || argv[i][0] == '-')
-            return adm_usage_error("unknown command %s (block, override or unlock)", argv[i]);
-        return adm_usage_error("%s: add, list or rm is needed", argv[i]);
-    }
-    a->cmd = &adm_cmds[c];
-    i += a->cmd->verb ? 2 : 1;
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-            return -1;
-        if ((o = adm_opt_of(argc, argv, &i, &value)) < 0)
-            return adm_usage_error("%s needs a value", argv[i]);
-        if (o == O_N) {
-            if (a->cmd->shape == S_RM && a->id == NULL && argv[i][0] != '-') {
-                a->id = argv[i];
-                continue;
-            }
-            return adm_usage_error("unknown argument %s", argv[i]);
-        }
-        if (!((a->cmd->allowed | ADM_GLOBAL) & B(o)))
-            return adm_usage_error("%s does not apply to this command", adm_opts[o].flag);
-        if ((rc = adm_set(a, o, value)) != EX_OK)
-            return rc;
-    }
-    for (o = 0; o < O_N; o++)
-        if ((a->cmd->required & B(o)) && a->val[o] == NULL && !(o == O_KEY && a->nkeys > 0))
-            return adm_usage_error("%s is required", adm_opts[o].flag);
-    if (a->cmd->shape == S_RM && (a->id == NULL || a->id[0] == '\0'))
-        return adm_usage_error("%s", "rm needs the row's ID (see list)");
-    if (a->cmd->shape == S_BLOCK) {
-        int n = 0;
-        for (o = O_PHONE; o <= O_API_KEY; o++)
-            n += a->val[o] != NULL;
-        if (n != 1)
-            return adm_usage_error("%s", "block add takes exactly one of --phone, --phone-prefix, --region, "
-                                         "--device, --client-ip, --api-key");
-    }
-    for (o = 0; o < O_N; o++) {
-        json_int_t n;
-        if (adm_opts[o].integer && a->val[o] != NULL && !adm_integer(a->val[o], &n))
-            return adm_usage_error("%s: a whole number is needed", adm_opts[o].flag);
-    }
-    if (a->val[O_FORMAT] && strcmp(a->val[O_FORMAT], "table") != 0 && strcmp(a->val[O_FORMAT], "json") != 0)
-        return adm_usage_error("--format %s: table or json", a->val[O_FORMAT]);
-    return EX_OK;
-}
-
-/* Sets o's member of obj from its flag, when given (its number checked by
- * adm_parse). -1 when the text is not UTF-8 or memory ran out. */
-static int adm_member(json_t *obj, const struct adm_args *a, int o)
-{
-    json_int_t n = 0;
-
-    if (a->val[o] == NULL)
-        return 0;
-    if (!adm_opts[o].integer)
-        return json_object_set_new(obj, adm_opts[o].json, json_string(a->val[o]));
-    adm_integer(a->val[o], &n);
-    return json_object_set_new(obj, adm_opts[o].json, json_integer(n));
+    bad |= json_object_set_new(body, "key", key);
+    bad |= json_object_set_new(body, "limit", json_integer(a->limit));
+    if (a->burst != ADM_UNSET)
+        bad |= json_object_set_new(body, "burst", json_integer(a->burst));
+    return bad;
 }
 
 /*
- * The request body for a's command, as new text (the caller frees), or
- * NULL with *rc set (EX_USAGE, said; EX_OSERR out of memory). Commands
- * without a body give NULL and EX_OK.
+ * The request body for cmd, as new text (the caller frees), or NULL with
+ * *ex set (EX_USAGE, said; EX_OSERR out of memory). Commands without a
+ * body give NULL and EX_OK.
  */
-static char *adm_body(const struct adm_args *a, int *rc)
+static char *adm_body(const struct adm_cmd *cmd, const struct adm_args *a, int *ex)
 {
-    json_t *body = NULL, *inner = NULL;
+    json_t *body;
     char *text = NULL;
-    int o, k, bad = 0;
+    int bad;
 
-    *rc = EX_OK;
-    if (a->cmd->shape == S_LIST || a->cmd->shape == S_RM)
+    *ex = EX_OK;
+    if (cmd->shape == S_LIST || cmd->shape == S_RM)
         return NULL;
-    *rc = EX_OSERR;
+    *ex = EX_OSERR;
     if ((body = json_object()) == NULL)
-        goto out;
-    switch (a->cmd->shape) {
-    case S_BLOCK:
-        if ((inner = json_object()) == NULL)
-            goto out;
-        for (o = O_PHONE; o <= O_API_KEY; o++)
-            bad |= adm_member(inner, a, o);
-        bad |= json_object_set(body, "match", inner);
-        break;
-    case S_OVERRIDE:
-        if ((inner = json_object()) == NULL)
-            goto out;
-        for (k = 0; k < a->nkeys; k++) {
-            const char *eq = strchr(a->keys[k], '=');
-            char kind[64];
-            if (eq == NULL || eq == a->keys[k] || (size_t)(eq - a->keys[k]) >= sizeof(kind)) {
-                adm_usage_error("--key %s: KIND=VALUE is needed (phone=+91..., api_key=NAME, ...)", a->keys[k]);
-                *rc = EX_USAGE;
-                goto out;
-            }
-            memcpy(kind, a->keys[k], (size_t)(eq - a->keys[k]));
-            kind[eq - a->keys[k]] = '\0';
-            if (json_object_get(inner, kind) != NULL) {
-                adm_usage_error("--key %s: given twice", kind);
-                *rc = EX_USAGE;
-                goto out;
-            }
-            bad |= json_object_set_new(inner, kind, json_string(eq + 1));
-        }
-        bad |= adm_member(body, a, O_RULE);
-        bad |= json_object_set(body, "key", inner);
-        bad |= adm_member(body, a, O_LIMIT);
-        bad |= adm_member(body, a, O_BURST);
-        break;
-    case S_UNLOCK:
-        bad |= adm_member(body, a, O_PHONE);
-        bad |= adm_member(body, a, O_API_KEY);
-        break;
-    default:
-        break;
-    }
-    if (a->cmd->shape != S_UNLOCK)
-        bad |= adm_member(body, a, O_EXPIRES_IN);
-    bad |= adm_member(body, a, O_NOTE);
+        return NULL;
+    if (cmd->shape == S_BLOCK)
+        bad = adm_block_body(body, a);
+    else if (cmd->shape == S_OVERRIDE)
+        bad = adm_override_body(body, a);
+    else
+        bad = adm_str(body, "phone", a->match[M_PHONE]) | adm_str(body, "api_key", a->match[M_API_KEY]);
+    if (cmd->shape != S_UNLOCK)
+        bad |= adm_str(body, "expires_in", a->expires_in);
+    bad |= adm_str(body, "note", a->note);
     if (bad) {
-        /* The numbers were checked by adm_parse: json_string refused text that is not UTF-8. */
-        *rc = EX_USAGE;
-        adm_usage_error("%s", "a value is not valid UTF-8 text");
-        goto out;
+        /* The numbers were checked by the flags: json_string refused text that is not UTF-8. */
+        *ex = flags_usage_error(&cmd->flags, "a value is not valid UTF-8 text");
+    } else if ((text = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER)) != NULL) {
+        *ex = EX_OK;
     }
-    if ((text = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER)) != NULL)
-        *rc = EX_OK;
-out:
-    json_decref(inner);
     json_decref(body);
     return text;
 }
@@ -425,12 +350,12 @@ static char *adm_cell(json_t *v)
 }
 
 /* list's table: one row per item, columns sized to their widest cell. */
-static int adm_print_table(const struct adm_args *a, json_t *items)
+static int adm_print_table(const struct adm_cmd *cmd, json_t *items)
 {
     static const char *const block_cols[] = {"id", "match", "expires_at", "created_by", "note", NULL};
     static const char *const override_cols[] = {"id",         "rule",       "key",  "limit", "burst",
                                                 "expires_at", "created_by", "note", NULL};
-    const char *const *cols = strcmp(a->cmd->noun, "block") == 0 ? block_cols : override_cols;
+    const char *const *cols = strcmp(cmd->noun, "block") == 0 ? block_cols : override_cols;
     size_t ncols = 0, nrows = json_array_size(items), r, c, *width;
     char **cells;
     int rc = EX_OK;
@@ -517,24 +442,25 @@ static int adm_refusal(const struct otpctl_http_answer *ans)
 }
 
 /* A success: the answer as the command shows it. */
-static int adm_success(const struct adm_args *a, const struct otpctl_http_answer *ans)
+static int adm_success(const struct adm_cmd *cmd, const struct adm_args *a,
+                       const struct otpctl_http_answer *ans)
 {
     json_t *j, *items;
     int rc;
 
-    if (a->cmd->shape == S_RM)
+    if (cmd->shape == S_RM)
         return EX_OK; /* 204: nothing to say */
     if ((j = json_loadb(ans->body, ans->len, 0, NULL)) == NULL) {
         fprintf(stderr, "otpctl: HTTP %d with a body that is not JSON\n", ans->status);
         return EX_PROTOCOL;
     }
-    if (a->cmd->shape == S_LIST && (a->val[O_FORMAT] == NULL || strcmp(a->val[O_FORMAT], "table") == 0)) {
+    if (cmd->shape == S_LIST && (a->format == NULL || strcmp(a->format, "table") == 0)) {
         if (!json_is_array(items = json_object_get(j, "items"))) {
             fprintf(stderr, "otpctl: the list has no \"items\" array\n");
             json_decref(j);
             return EX_PROTOCOL;
         }
-        rc = adm_print_table(a, items);
+        rc = adm_print_table(cmd, items);
     } else {
         /* The server's answer on one line, written again from what was
          * parsed, so no control character it held reaches the terminal. */
@@ -555,7 +481,8 @@ static char *adm_key(void)
     size_t i, n;
 
     if (v == NULL || v[0] == '\0') {
-        fprintf(stderr, "otpctl: OTPCTL_KEY is not set: export an admin key (api_keys[].role \"admin\") in it\n");
+        fprintf(stderr,
+                "otpctl: OTPCTL_KEY is not set: export an admin key (api_keys[].role \"admin\") in it\n");
         return NULL;
     }
     n = strlen(v);
@@ -572,23 +499,25 @@ static char *adm_key(void)
     return key;
 }
 
-/* The request path for a (new text: the caller frees): rm appends the ID,
+/* The request path (new text: the caller frees): rm appends the ID,
  * percent-encoded but for RFC 3986's unreserved bytes, so no ID can change
  * the request line or the route. */
-static char *adm_path(const struct adm_args *a)
+static char *adm_path(const struct adm_cmd *cmd, const struct adm_args *a)
 {
     static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(a->cmd->path), i;
+    size_t n = strlen(cmd->path), i;
+    const char *id;
     char *p, *q;
 
-    if (a->cmd->shape != S_RM)
-        return strdup(a->cmd->path);
-    if ((p = malloc(n + 3 * strlen(a->id) + 1)) == NULL)
+    if (cmd->shape != S_RM)
+        return strdup(cmd->path);
+    id = a->id.v[0];
+    if ((p = malloc(n + 3 * strlen(id) + 1)) == NULL)
         return NULL;
-    memcpy(p, a->cmd->path, n);
+    memcpy(p, cmd->path, n);
     q = p + n;
-    for (i = 0; a->id[i]; i++) {
-        unsigned char ch = (unsigned char)a->id[i];
+    for (i = 0; id[i]; i++) {
+        unsigned char ch = (unsigned char)id[i];
         if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
             ch == '.' || ch == '_' || ch == '~') {
             *q++ = (char)ch;
@@ -602,53 +531,66 @@ static char *adm_path(const struct adm_args *a)
     return p;
 }
 
-int otpctl_admin(int argc, char **argv)
+
+/* The exit code of a call that got no answer. */
+static int adm_http_exit(enum otpctl_http_rc hrc)
+{
+    switch (hrc) {
+    case OTPCTL_HTTP_EUNREACHABLE:
+    case OTPCTL_HTTP_ETIMEOUT:
+        return EX_UNAVAILABLE;
+    case OTPCTL_HTTP_ECAFILE:
+        return EX_NOINPUT;
+    case OTPCTL_HTTP_ENOMEM:
+        return EX_OSERR;
+    case OTPCTL_HTTP_EURL:
+        return EX_USAGE;
+    default:
+        return EX_PROTOCOL; /* OTPCTL_HTTP_ETLS, OTPCTL_HTTP_EPROTO */
+    }
+}
+
+/* Sends cmd's request as a says and shows the answer. A sysexits code. */
+static int adm_send(const struct adm_cmd *cmd, const struct adm_args *a)
 {
     struct otpctl_http_url url;
     struct otpctl_http_answer ans = {0};
-    struct adm_args a;
+    struct otpctl_http_req rq = {cmd->method, NULL, NULL, NULL, a->net.cacert, 0, 0};
     enum otpctl_http_rc hrc;
+    long long timeout_s = a->net.timeout_s ? a->net.timeout_s : OTPCTL_TIMEOUT_S;
     char err[ADM_ERR_LEN], *key = NULL, *body = NULL, *path = NULL;
-    json_int_t timeout_s = ADM_TIMEOUT_S;
-    int rc;
+    int ex;
 
-    if ((rc = adm_parse(argc, argv, &a)) != EX_OK) {
-        if (rc < 0)
-            otpctl_admin_usage(stdout);
-        return rc < 0 ? EX_OK : rc;
-    }
-    if (a.val[O_TIMEOUT] &&
-        (!adm_integer(a.val[O_TIMEOUT], &timeout_s) || timeout_s < 1 || timeout_s > ADM_TIMEOUT_MAX_S))
-        return adm_usage_error("--timeout %s: whole seconds from 1 to 600", a.val[O_TIMEOUT]);
-    if (otpctl_http_parse_url(a.val[O_SERVER] ? a.val[O_SERVER] : ADM_DEFAULT_URL, &url, err, sizeof(err)) !=
-        OTPCTL_HTTP_OK) {
-        fprintf(stderr, "otpctl: %s\n", err);
-        return EX_USAGE;
-    }
-    if ((body = adm_body(&a, &rc)) == NULL && rc != EX_OK)
-        return rc;
-    if ((path = adm_path(&a)) == NULL) {
-        rc = EX_OSERR;
+    if (otpctl_http_parse_url(a->net.server ? a->net.server : OTPCTL_DEFAULT_URL, &url, err, sizeof(err)) !=
+        OTPCTL_HTTP_OK)
+        return flags_usage_error(&cmd->flags, "%s", err);
+    if (a->net.cacert != NULL && !url.https)
+        return flags_usage_error(&cmd->flags, "--cacert goes with an https:// URL");
+    if ((body = adm_body(cmd, a, &ex)) == NULL && ex != EX_OK)
+        return ex;
+    if ((path = adm_path(cmd, a)) == NULL) {
+        ex = EX_OSERR;
         goto out;
     }
     if ((key = adm_key()) == NULL) {
-        rc = EX_CONFIG;
+        ex = EX_CONFIG;
         goto out;
     }
-    if (!otpctl_http_is_loopback(&url))
-        fprintf(stderr, "otpctl: warning: the admin key crosses the network to %s in clear text (http://)\n",
+    if (!url.https && !otpctl_http_is_loopback(&url))
+        fprintf(stderr,
+                "otpctl: warning: the admin key crosses the network to %s in clear text (use https://)\n",
                 url.host);
-    hrc = otpctl_http_call(&url, a.cmd->method, path, key, body,
-                           ADM_CONNECT_MS < timeout_s * 1000 ? ADM_CONNECT_MS : (int)timeout_s * 1000,
-                           (int)timeout_s * 1000, &ans, err, sizeof(err));
-    if (hrc != OTPCTL_HTTP_OK) {
+    rq.path = path;
+    rq.bearer = key;
+    rq.body = body;
+    rq.total_ms = (long)timeout_s * 1000;
+    rq.connect_ms = ADM_CONNECT_MS < rq.total_ms ? ADM_CONNECT_MS : rq.total_ms;
+    if ((hrc = otpctl_http_call(&url, &rq, &ans, err, sizeof(err))) != OTPCTL_HTTP_OK) {
         fprintf(stderr, "otpctl: %s\n", err);
-        rc = hrc == OTPCTL_HTTP_EUNREACHABLE || hrc == OTPCTL_HTTP_ETIMEOUT ? EX_UNAVAILABLE
-             : hrc == OTPCTL_HTTP_ENOMEM                                    ? EX_OSERR
-                                                                            : EX_PROTOCOL;
+        ex = adm_http_exit(hrc);
         goto out;
     }
-    rc = ans.status >= 200 && ans.status < 300 ? adm_success(&a, &ans) : adm_refusal(&ans);
+    ex = ans.status >= 200 && ans.status < 300 ? adm_success(cmd, a, &ans) : adm_refusal(&ans);
 out:
     if (key != NULL) {
         explicit_bzero(key, strlen(key));
@@ -657,5 +599,23 @@ out:
     otpctl_http_answer_free(&ans);
     free(body);
     free(path);
-    return rc;
+    return ex;
+}
+
+int otpctl_admin(int argc, char **argv, const struct otpctl_net *net)
+{
+    const struct adm_cmd *cmd = NULL;
+    struct adm_args a;
+    int ex, skip;
+
+    if ((ex = adm_find(argc, argv, &cmd)) != FLAGS_GO)
+        return ex;
+    memset(&a, 0, sizeof(a));
+    a.burst = ADM_UNSET;
+    skip = cmd->verb ? 2 : 1;
+    if ((ex = flags_parse(&cmd->flags, argc - skip, argv + skip, &a)) == FLAGS_GO &&
+        (ex = adm_check(cmd, &a, net)) == FLAGS_GO)
+        ex = adm_send(cmd, &a);
+    flags_free(&cmd->flags, &a);
+    return ex;
 }

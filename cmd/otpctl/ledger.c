@@ -107,21 +107,31 @@ struct table {
     int n_cols;
 };
 
-void otpctl_ledger_usage(FILE *f)
-{
-    fprintf(f,
-            "       otpctl ledger --db FILE [--db FILE...] [--phone E164] [--since T] [--until T]\n"
-            "                     [--format table|json|csv]\n"
-            "         T: RFC 3339 (2024-05-01T12:00:00Z, 2024-05-01T17:30:00+05:30) or Unix milliseconds;\n"
-            "         --since is inclusive, --until exclusive\n");
-}
+struct ledger_opts {
+    struct flag_list db;
+    const char *phone, *since, *until, *format;
+};
 
-/* Says what is wrong (what, then arg) and how to call; EX_USAGE. */
-static int usage_error(const char *what, const char *arg)
+#define L(field) offsetof(struct ledger_opts, field)
+
+static const struct flag ledger_flags[] = {
+    {"db", 0, FLAG_LIST, 1, L(db), "FILE", "a ledger; again for each instance's", 0, 0},
+    {"phone", 0, FLAG_STR, 0, L(phone), "E164", "only this phone's history", 0, 0},
+    {"since", 0, FLAG_STR, 0, L(since), "T", "from T on", 0, 0},
+    {"until", 0, FLAG_STR, 0, L(until), "T", "before T", 0, 0},
+    {"format", 0, FLAG_STR, 0, L(format), "F", "table (default), json or csv", 0, 0},
+};
+
+static const struct flag_cmd ledger_cmd = {
+    .name = "otpctl ledger",
+    .flags = FLAGS_OF(ledger_flags),
+    .notes = "  T: RFC 3339 (2024-05-01T12:00:00Z, 2024-05-01T17:30:00+05:30) or Unix milliseconds;\n"
+             "  --since is inclusive, --until exclusive\n",
+};
+
+void otpctl_ledger_synopsis(FILE *f)
 {
-    fprintf(stderr, "otpctl ledger: %s%s\nusage:", what, arg);
-    otpctl_ledger_usage(stderr);
-    return EX_USAGE;
+    flags_synopsis(&ledger_cmd, "  ", f);
 }
 
 static struct out_field f_str(const char *s)
@@ -427,114 +437,50 @@ static int history_exit(enum otp_rc rc)
     }
 }
 
-/* The flags that take a value; "--db FILE" and "--db=FILE" alike. */
-static const char *const ledger_flags[] = {"--db", "--phone", "--since", "--until", "--format", NULL};
-
-int otpctl_ledger(int argc, char **argv)
+/* The filter the flags ask for (phone, times): EX_OK, or EX_DATAERR after
+ * saying what is wrong. pi holds the phone's canonical form. */
+static int ledger_filter(const struct ledger_opts *o, struct history_filter *filter, struct phone_info *pi)
 {
-    const char **paths = calloc((size_t)argc + 1, sizeof(*paths));
-    const char *values[5] = {NULL, NULL, NULL, NULL, NULL}, *since_s, *until_s, *format_s;
-    struct history_filter filter = {NULL, INT64_MIN, INT64_MAX};
-    struct history *h = NULL;
-    struct table table = {NULL, 0, 0, 0};
-    struct phone_info pi;
-    enum ledger_format fmt = FMT_TABLE;
-    enum otp_rc rc;
-    char err[OTP_ERR_LEN], why[OTP_ERR_LEN], when[TIMESTAMP_LEN];
-    int i, k, n_paths = 0, got, ex = EX_OK;
+    char why[OTP_ERR_LEN];
 
-    if (paths == NULL) {
-        fputs("otpctl ledger: out of memory\n", stderr);
-        return EX_OSERR;
-    }
-    for (i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        size_t len = 0;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs("usage:", stdout);
-            otpctl_ledger_usage(stdout);
-            goto out;
-        }
-        for (k = 0; ledger_flags[k]; k++) {
-            len = strlen(ledger_flags[k]);
-            if (strncmp(a, ledger_flags[k], len) == 0 && (a[len] == '\0' || a[len] == '='))
-                break;
-        }
-        if (ledger_flags[k] == NULL) {
-            ex = usage_error("unknown argument ", a);
-            goto out;
-        }
-        if (a[len] == '=')
-            v = a + len + 1;
-        else if (i + 1 < argc)
-            v = argv[++i];
-        if (v == NULL) {
-            ex = usage_error("a value is missing after ", ledger_flags[k]);
-            goto out;
-        }
-        if (k == 0) {
-            paths[n_paths++] = v;
-        } else if (values[k] != NULL) {
-            ex = usage_error("given twice: ", ledger_flags[k]);
-            goto out;
-        } else {
-            values[k] = v;
-        }
-    }
-    since_s = values[2];
-    until_s = values[3];
-    format_s = values[4];
-    if (n_paths == 0) {
-        ex = usage_error("no ledger: give one or more --db FILE", "");
-        goto out;
-    }
-    if (format_s == NULL || strcmp(format_s, "table") == 0)
-        fmt = FMT_TABLE;
-    else if (strcmp(format_s, "json") == 0)
-        fmt = FMT_JSON;
-    else if (strcmp(format_s, "csv") == 0)
-        fmt = FMT_CSV;
-    else {
-        ex = usage_error("--format must be table, json or csv, not ", format_s);
-        goto out;
-    }
-    /* Bad values: the flags are right, what they carry is not. */
-    if (values[1] != NULL) {
-        enum phone_err pe = phone_parse(values[1], &pi);
+    if (o->phone != NULL) {
+        enum phone_err pe = phone_parse(o->phone, pi);
         if (pe != PHONE_OK) {
-            phone_why(pe, &pi, why, sizeof(why));
-            fprintf(stderr, "otpctl ledger: --phone %s: %s (want E.164: '+' then digits)\n", values[1], why);
-            ex = EX_DATAERR;
-            goto out;
+            phone_why(pe, pi, why, sizeof(why));
+            fprintf(stderr, "otpctl ledger: --phone %s: %s (want E.164: '+' then digits)\n", o->phone, why);
+            return EX_DATAERR;
         }
         /* Ledgers hold the canonical form only ("+4407..." is "+447..."). */
-        filter.phone = pi.e164;
+        filter->phone = pi->e164;
     }
-    if (since_s && timestamp_parse(since_s, &filter.since_ms) != OTP_OK) {
+    if (o->since && timestamp_parse(o->since, &filter->since_ms) != OTP_OK) {
         fprintf(stderr,
                 "otpctl ledger: --since %s: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n",
-                since_s);
-        ex = EX_DATAERR;
-        goto out;
+                o->since);
+        return EX_DATAERR;
     }
-    if (until_s && timestamp_parse(until_s, &filter.until_ms) != OTP_OK) {
+    if (o->until && timestamp_parse(o->until, &filter->until_ms) != OTP_OK) {
         fprintf(stderr,
                 "otpctl ledger: --until %s: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n",
-                until_s);
-        ex = EX_DATAERR;
-        goto out;
+                o->until);
+        return EX_DATAERR;
     }
-    if (filter.since_ms >= filter.until_ms) {
-        fprintf(stderr, "otpctl ledger: --since %s is not before --until %s\n", since_s, until_s);
-        ex = EX_DATAERR;
-        goto out;
+    if (filter->since_ms >= filter->until_ms) {
+        fprintf(stderr, "otpctl ledger: --since %s is not before --until %s\n", o->since, o->until);
+        return EX_DATAERR;
     }
-    if ((rc = history_open(paths, n_paths, &h, err)) != OTP_OK ||
-        (rc = history_query(h, &filter, err)) != OTP_OK) {
-        fprintf(stderr, "otpctl ledger: %s\n", err);
-        ex = history_exit(rc);
-        goto out;
-    }
+    return EX_OK;
+}
+
+/* Prints every event of h in fmt; a sysexits code. What was read is
+ * printed, even when a later row failed. */
+static int ledger_print(struct history *h, const struct flag_list *paths, enum ledger_format fmt)
+{
+    struct table table = {NULL, 0, 0, 0};
+    char err[OTP_ERR_LEN], when[TIMESTAMP_LEN];
+    enum otp_rc rc;
+    int i, got, ex = EX_OK;
+
     if (fmt == FMT_CSV)
         print_csv_header();
     for (i = 0; i < OC_N; i++)
@@ -550,7 +496,7 @@ int otpctl_ledger(int argc, char **argv)
         }
         if (!got)
             break;
-        out_fields(&ev, paths[ev.ledger], when, f);
+        out_fields(&ev, paths->v[ev.ledger], when, f);
         if (fmt == FMT_JSON && print_json(f) != 0) {
             ex = EX_IOERR;
             break;
@@ -563,17 +509,53 @@ int otpctl_ledger(int argc, char **argv)
             break;
         }
     }
-    /* What was read is printed, even when a later row failed. */
     if (fmt == FMT_TABLE)
-        table_print(&table, paths, n_paths);
+        table_print(&table, paths->v, paths->n);
+    table_free(&table);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fputs("otpctl ledger: cannot write the output\n", stderr);
         if (ex == EX_OK)
             ex = EX_IOERR;
     }
+    return ex;
+}
+
+int otpctl_ledger(int argc, char **argv)
+{
+    struct ledger_opts o;
+    struct history_filter filter = {NULL, INT64_MIN, INT64_MAX};
+    struct history *h = NULL;
+    struct phone_info pi;
+    enum ledger_format fmt = FMT_TABLE;
+    enum otp_rc rc;
+    char err[OTP_ERR_LEN];
+    int ex;
+
+    memset(&o, 0, sizeof(o));
+    if ((ex = flags_parse(&ledger_cmd, argc, argv, &o)) != FLAGS_GO)
+        goto out;
+    if (o.format == NULL || strcmp(o.format, "table") == 0) {
+        fmt = FMT_TABLE;
+    } else if (strcmp(o.format, "json") == 0) {
+        fmt = FMT_JSON;
+    } else if (strcmp(o.format, "csv") == 0) {
+        fmt = FMT_CSV;
+    } else {
+        ex = flags_usage_error(&ledger_cmd, "--format must be table, json or csv, not %s", o.format);
+        goto out;
+    }
+    /* Bad values: the flags are right, what they carry is not. */
+    if ((ex = ledger_filter(&o, &filter, &pi)) != EX_OK)
+        goto out;
+    if ((rc = history_open(o.db.v, o.db.n, &h, err)) != OTP_OK ||
+        (rc = history_query(h, &filter, err)) != OTP_OK) {
+        fprintf(stderr, "otpctl ledger: %s\n", err);
+        ex = history_exit(rc);
+        goto out;
+    }
+    ex = ledger_print(h, &o.db, fmt);
 out:
-    table_free(&table);
     history_close(h);
-    free(paths);
+    flags_free(&ledger_cmd, &o);
     return ex;
 }

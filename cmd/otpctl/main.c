@@ -1,30 +1,77 @@
 /*
- * otpctl: the operator's CLI. `check` validates a config like otpd --check;
- * `audit` prints the newest rows of a ledger table as JSON lines; `ledger`
+ * otpctl: the operator's CLI. `check` validates a config like otpd --check
+ * and `audit` prints the newest rows of a ledger table (audit.c); `ledger`
  * (ledger.c) prints one history merged from several ledgers; `verify`
- * (verify.c) checks a ledger's hash chain; `stats` (stats.c) sums a period.
- * Those that read a ledger need no secret and open it read-only. None prints a
- * code: the ledger holds none. Exit codes are sysexits'.
+ * (verify.c) checks a ledger's hash chain; `stats` (stats.c) sums a period;
+ * `simulate` (simulate.c) replays a ledger against other rules; `block`,
+ * `override` and `unlock` (admin.c) call otpd's admin API. Those that read
+ * a ledger need no secret and open it read-only. None prints a code: the
+ * ledger holds none. Exit codes are sysexits'.
+ *
+ * This file reads otpctl's own flags (those of the commands that call otpd,
+ * given before the command's name), finds the command and runs it; `otpctl
+ * help COMMAND` is `otpctl COMMAND --help`.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
-#include "../../src/base/config.h"
-#include "../../src/ledger/history.h"
 #include "otpctl.h"
 
-static void usage(void)
+/* The commands: run takes the arguments after the name; run_net, for those
+ * that call otpd, the name and its arguments, and otpctl's flags. */
+static const struct otpctl_cmd {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    int (*run_net)(int argc, char **argv, const struct otpctl_net *net);
+    void (*synopsis)(FILE *f);
+} otpctl_cmds[] = {
+    {"check", otpctl_check, NULL, otpctl_check_synopsis},
+    {"audit", otpctl_audit, NULL, otpctl_audit_synopsis},
+    {"ledger", otpctl_ledger, NULL, otpctl_ledger_synopsis},
+    {"verify", otpctl_verify, NULL, otpctl_verify_synopsis},
+    {"stats", otpctl_stats, NULL, otpctl_stats_synopsis},
+    {"simulate", otpctl_simulate, NULL, otpctl_simulate_synopsis},
+    {"block", NULL, otpctl_admin, otpctl_admin_synopsis},
+    {"override", NULL, otpctl_admin, NULL}, /* admin.c's synopsis covers all three */
+    {"unlock", NULL, otpctl_admin, NULL},
+};
+#define OTPCTL_NCMDS (sizeof(otpctl_cmds) / sizeof(otpctl_cmds[0]))
+
+/* otpctl's own options: the flags of the commands that call otpd, and
+ * where the command's name is in argv. */
+struct main_opts {
+    struct otpctl_net net;
+    int command;
+};
+
+static void main_commands(FILE *f);
+
+static const struct flag main_flags[] = {
+    OTPCTL_NET_FLAGS(offsetof(struct main_opts, net)),
+};
+
+static const struct flag_cmd main_cmd = {
+    .name = "otpctl",
+    .synopsis = "[-s URL] [--timeout S] [--cacert FILE] COMMAND [ARGS...]",
+    .operands_off = offsetof(struct main_opts, command),
+    .stop = 1,
+    .flags = FLAGS_OF(main_flags),
+    .notes = "  (these flags go with block, override and unlock, before the command or among its flags;\n"
+             "   the admin key comes from OTPCTL_KEY)\n",
+    .more_help = main_commands,
+};
+
+/* The commands' synopses, for otpctl's help. */
+static void main_commands(FILE *f)
 {
-    fprintf(stderr, "usage: otpctl check -c FILE\n"
-                    "       otpctl audit -c FILE|--db FILE [-t requests|messages|sends|verifications|message_events|\n"
-                    "                    admin_actions] [-n ROWS] [-p PHONE]   (no secret needed; read-only)\n");
-    otpctl_ledger_usage(stderr);
-    otpctl_verify_usage(stderr);
-    otpctl_stats_usage(stderr);
-    otpctl_simulate_usage(stderr);
-    otpctl_admin_usage(stderr);
+    size_t i;
+
+    fputs("\ncommands (otpctl COMMAND --help, or otpctl help COMMAND, for one's flags):\n", f);
+    for (i = 0; i < OTPCTL_NCMDS; i++)
+        if (otpctl_cmds[i].synopsis != NULL)
+            otpctl_cmds[i].synopsis(f);
 }
 
 int otpctl_print_json(const json_t *j, size_t flags, FILE *f)
@@ -49,112 +96,73 @@ int otpctl_print_json(const json_t *j, size_t flags, FILE *f)
     return 0;
 }
 
-static void print_row(void *ctx, int ncols, const char *const *names, const char *const *values)
+static const struct otpctl_cmd *main_find(const char *name)
 {
-    json_t *row = json_object();
-    int i;
+    size_t i;
 
-    (void)ctx;
-    for (i = 0; i < ncols; i++)
-        json_object_set_new(row, names[i], values[i] ? json_string(values[i]) : json_null());
-    otpctl_print_json(row, JSON_COMPACT | JSON_PRESERVE_ORDER, stdout);
-    json_decref(row);
+    for (i = 0; i < OTPCTL_NCMDS; i++)
+        if (strcmp(otpctl_cmds[i].name, name) == 0)
+            return &otpctl_cmds[i];
+    return NULL;
 }
 
-/* The sysexits code of a history or summary error. */
-static int otpctl_read_exit(enum otp_rc rc)
+/* Runs the command at argv[0] with argv's other words as its arguments;
+ * help: with --help after them. */
+static int main_run(int argc, char **argv, const struct otpctl_net *net, int given, int help)
 {
-    switch (rc) {
-    case OTP_ENOTFOUND:
-        return EX_NOINPUT;
-    case OTP_EINVAL:
-        return EX_DATAERR;
-    case OTP_ENOMEM:
-        return EX_OSERR;
-    default:
-        return EX_IOERR;
-    }
-}
+    static char help_flag[] = "--help";
+    const struct otpctl_cmd *cmd = main_find(argv[0]);
+    char **args = NULL;
+    int ex;
 
-/* check and audit: both read the config (audit finds the ledger there, or
- * takes --db). audit reads no secret (the config is loaded without their
- * values) and opens the ledger read-only. */
-static int otpctl_config_command(int argc, char **argv)
-{
-    const char *path = NULL, *db = NULL, *table = "requests", *phone = NULL;
-    struct config *c = NULL;
-    char *errors = NULL, err[OTP_ERR_LEN], *end;
-    long rows = 20;
-    int i, rc, audit = strcmp(argv[1], "audit") == 0;
-
-    if (!audit && strcmp(argv[1], "check") != 0) {
-        fprintf(stderr, "otpctl: unknown command %s\n", argv[1]);
-        usage();
-        return EX_USAGE;
-    }
-    for (i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
-            path = argv[++i];
-        else if (audit && strcmp(argv[i], "--db") == 0 && i + 1 < argc)
-            db = argv[++i];
-        else if (audit && strcmp(argv[i], "-t") == 0 && i + 1 < argc)
-            table = argv[++i];
-        else if (audit && strcmp(argv[i], "-p") == 0 && i + 1 < argc)
-            phone = argv[++i];
-        else if (audit && strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
-            rows = strtol(argv[++i], &end, 10);
-            if (*end != '\0')
-                rows = 0;
-        } else {
-            usage();
-            return EX_USAGE;
+    if (cmd == NULL)
+        return flags_usage_error(&main_cmd, "unknown command %s", argv[0]);
+    if (given && cmd->run_net == NULL)
+        return flags_usage_error(&main_cmd,
+                                 "-s, --timeout and --cacert go with block, override and unlock, "
+                                 "not with %s",
+                                 argv[0]);
+    if (help) {
+        if ((args = calloc((size_t)argc + 2, sizeof(*args))) == NULL) {
+            fputs("otpctl: out of memory\n", stderr);
+            return EX_OSERR;
         }
+        memcpy(args, argv, (size_t)argc * sizeof(*args));
+        args[argc++] = help_flag;
+        argv = args;
     }
-    if ((path == NULL) == (db == NULL) || rows < 1 || rows > 100000) {
-        usage();
-        return EX_USAGE;
-    }
-    /* Neither reads a secret: check, like otpd --check, validates the file
-     * (the secrets' variables must be named; their values are the running
-     * service's business), and audit only reads the ledger. */
-    config_set_secrets(0);
-    if (path != NULL && (c = config_load(path, &errors)) == NULL) {
-        fputs(errors ? errors : "", stderr);
-        free(errors);
-        return EX_CONFIG;
-    }
-    free(errors);
-    if (!audit) {
-        printf("%s: ok\n", path);
-        config_free(c);
-        return EX_OK;
-    }
-    rc = history_recent(db ? db : c->ledger.path, table, phone, (int)rows, print_row, NULL, err);
-    if (rc != OTP_OK)
-        fprintf(stderr, "otpctl audit: %s\n", err);
-    config_free(c);
-    return rc == OTP_OK ? EX_OK : otpctl_read_exit(rc);
+    ex = cmd->run_net ? cmd->run_net(argc, argv, net) : cmd->run(argc - 1, argv + 1);
+    free(args);
+    return ex;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage();
-        return EX_USAGE;
+    struct main_opts o;
+    int ex, given;
+
+    memset(&o, 0, sizeof(o));
+    if ((ex = flags_parse(&main_cmd, argc - 1, argv + 1, &o)) != FLAGS_GO)
+        goto out;
+    argc -= 1 + o.command;
+    argv += 1 + o.command;
+    given = o.net.server != NULL || o.net.timeout_s != 0 || o.net.cacert != NULL;
+    if (argc > 0 && strcmp(argv[0], "help") == 0) {
+        /* otpctl help [COMMAND...]: the help on stdout. */
+        if (argc == 1) {
+            flags_help(&main_cmd, stdout);
+            ex = EX_OK;
+        } else {
+            ex = main_run(argc - 1, argv + 1, &o.net, 0, 1);
+        }
+    } else if (argc == 0) {
+        fputs("otpctl: a command is needed\n", stderr);
+        flags_help(&main_cmd, stderr);
+        ex = EX_USAGE;
+    } else {
+        ex = main_run(argc, argv, &o.net, given, 0);
     }
-    /* ledger needs no config and no secret: it reads the files it is given. */
-    if (strcmp(argv[1], "ledger") == 0)
-        return otpctl_ledger(argc - 2, argv + 2);
-    /* verify and stats: the same, read-only, no secret. */
-    if (strcmp(argv[1], "verify") == 0)
-        return otpctl_verify(argc - 2, argv + 2);
-    if (strcmp(argv[1], "stats") == 0)
-        return otpctl_stats(argc - 2, argv + 2);
-    /* simulate reads a ledger and a config's rules, and no secret. */
-    if (strcmp(argv[1], "simulate") == 0)
-        return otpctl_simulate(argc - 2, argv + 2);
-    /* override, block, unlock: otpd's admin API, with the key from OTPCTL_KEY. */
-    if (otpctl_admin_is(argv[1]))
-        return otpctl_admin(argc - 1, argv + 1);
-    return otpctl_config_command(argc, argv);
+out:
+    flags_free(&main_cmd, &o);
+    return ex;
 }

@@ -18,17 +18,29 @@
 #include "../../src/ledger/summary.h"
 #include "otpctl.h"
 
-void otpctl_stats_usage(FILE *f)
-{
-    fprintf(f,
-            "       otpctl stats --db FILE [--db FILE...] [--since T] [--until T] [--format table|json]\n");
-}
+struct stats_opts {
+    struct flag_list db;
+    const char *since, *until, *format;
+};
 
-static int stats_usage_error(const char *what, const char *arg)
+#define S(field) offsetof(struct stats_opts, field)
+
+static const struct flag stats_flags[] = {
+    {"db", 0, FLAG_LIST, 1, S(db), "FILE", "a ledger; again for each instance's", 0, 0},
+    {"since", 0, FLAG_STR, 0, S(since), "T", "from T on (inclusive)", 0, 0},
+    {"until", 0, FLAG_STR, 0, S(until), "T", "before T (exclusive)", 0, 0},
+    {"format", 0, FLAG_STR, 0, S(format), "F", "table (default) or json", 0, 0},
+};
+
+static const struct flag_cmd stats_cmd = {
+    .name = "otpctl stats",
+    .flags = FLAGS_OF(stats_flags),
+    .notes = "  T: RFC 3339 (2024-05-01T12:00:00Z) or Unix milliseconds\n",
+};
+
+void otpctl_stats_synopsis(FILE *f)
 {
-    fprintf(stderr, "otpctl stats: %s%s\nusage:", what, arg);
-    otpctl_stats_usage(stderr);
-    return EX_USAGE;
+    flags_synopsis(&stats_cmd, "  ", f);
 }
 
 /* Sums of count over the refusals whose field (a pointer to the field's
@@ -110,62 +122,56 @@ static void stats_table(const struct summary *s)
         printf("%-24s -\n", "conversion");
 }
 
-int otpctl_stats(int argc, char **argv)
+/* The period's figures from every ledger, printed as asked. */
+static int stats_run(const struct stats_opts *o, int64_t since_ms, int64_t until_ms)
 {
-    static const char *const flags[] = {"--db", "--since", "--until", "--format", NULL};
-    const char *values[4] = {NULL, NULL, NULL, NULL};
-    const char **paths = NULL;
     struct summary s;
-    int64_t since_ms = INT64_MIN, until_ms = INT64_MAX;
     char err[OTP_ERR_LEN];
     enum otp_rc rc;
-    int i, k, n_paths = 0, json = 0, ex = EX_OK;
+    int i, ex = EX_OK;
 
     memset(&s, 0, sizeof(s));
-    if ((paths = calloc((size_t)argc + 1, sizeof(*paths))) == NULL)
-        return EX_OSERR;
-    for (i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        size_t len = 0;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs("usage:", stdout);
-            otpctl_stats_usage(stdout);
+    for (i = 0; i < o->db.n; i++) {
+        if ((rc = summary_add(&s, o->db.v[i], since_ms, until_ms, err)) != OTP_OK) {
+            fprintf(stderr, "otpctl stats: %s\n", err);
+            ex = rc == OTP_ENOTFOUND || rc == OTP_EINVAL ? EX_NOINPUT
+                 : rc == OTP_ENOMEM                      ? EX_OSERR
+                                                         : EX_IOERR;
             goto out;
         }
-        for (k = 0; flags[k]; k++) {
-            len = strlen(flags[k]);
-            if (strncmp(a, flags[k], len) == 0 && (a[len] == '\0' || a[len] == '='))
-                break;
-        }
-        if (flags[k] == NULL) {
-            ex = stats_usage_error("unknown argument ", a);
-            goto out;
-        }
-        if (a[len] == '\0' && i + 1 >= argc) {
-            ex = stats_usage_error("a value is missing after ", flags[k]);
-            goto out;
-        }
-        if (k == 0) {
-            paths[n_paths++] = a[len] == '=' ? a + len + 1 : argv[++i];
-            continue;
-        }
-        if (values[k] != NULL) {
-            ex = stats_usage_error("given twice: ", flags[k]);
-            goto out;
-        }
-        values[k] = a[len] == '=' ? a + len + 1 : argv[++i];
     }
-    if (n_paths == 0) {
-        ex = stats_usage_error("no ledger: give one or more --db FILE", "");
+    if (o->format != NULL && strcmp(o->format, "json") == 0) {
+        json_t *j = stats_json(&s);
+        if (j == NULL || json_dumpf(j, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER) != 0)
+            ex = EX_SOFTWARE;
+        putchar('\n');
+        json_decref(j);
+    } else {
+        printf("ledgers: %d\n", o->db.n);
+        stats_table(&s);
+    }
+    if (fflush(stdout) != 0 && ex == EX_OK)
+        ex = EX_IOERR;
+out:
+    summary_free(&s);
+    return ex;
+}
+
+int otpctl_stats(int argc, char **argv)
+{
+    struct stats_opts o;
+    int64_t since_ms = INT64_MIN, until_ms = INT64_MAX;
+    int ex;
+
+    memset(&o, 0, sizeof(o));
+    if ((ex = flags_parse(&stats_cmd, argc, argv, &o)) != FLAGS_GO)
+        goto out;
+    if (o.format != NULL && strcmp(o.format, "json") != 0 && strcmp(o.format, "table") != 0) {
+        ex = flags_usage_error(&stats_cmd, "--format must be table or json, not %s", o.format);
         goto out;
     }
-    if (values[3] != NULL && strcmp(values[3], "json") != 0 && strcmp(values[3], "table") != 0) {
-        ex = stats_usage_error("--format must be table or json, not ", values[3]);
-        goto out;
-    }
-    json = values[3] != NULL && strcmp(values[3], "json") == 0;
-    if ((values[1] && timestamp_parse(values[1], &since_ms) != OTP_OK) ||
-        (values[2] && timestamp_parse(values[2], &until_ms) != OTP_OK)) {
+    if ((o.since && timestamp_parse(o.since, &since_ms) != OTP_OK) ||
+        (o.until && timestamp_parse(o.until, &until_ms) != OTP_OK)) {
         fprintf(stderr,
                 "otpctl stats: --since/--until: not an RFC 3339 time (2024-05-01T12:00:00Z) nor Unix ms\n");
         ex = EX_DATAERR;
@@ -176,29 +182,8 @@ int otpctl_stats(int argc, char **argv)
         ex = EX_DATAERR;
         goto out;
     }
-    for (i = 0; i < n_paths; i++) {
-        if ((rc = summary_add(&s, paths[i], since_ms, until_ms, err)) != OTP_OK) {
-            fprintf(stderr, "otpctl stats: %s\n", err);
-            ex = rc == OTP_ENOTFOUND || rc == OTP_EINVAL ? EX_NOINPUT
-                 : rc == OTP_ENOMEM                      ? EX_OSERR
-                                                         : EX_IOERR;
-            goto out;
-        }
-    }
-    if (json) {
-        json_t *j = stats_json(&s);
-        if (j == NULL || json_dumpf(j, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER) != 0)
-            ex = EX_SOFTWARE;
-        putchar('\n');
-        json_decref(j);
-    } else {
-        printf("ledgers: %d\n", n_paths);
-        stats_table(&s);
-    }
-    if (fflush(stdout) != 0 && ex == EX_OK)
-        ex = EX_IOERR;
+    ex = stats_run(&o, since_ms, until_ms);
 out:
-    summary_free(&s);
-    free(paths);
+    flags_free(&stats_cmd, &o);
     return ex;
 }

@@ -1,7 +1,6 @@
 /*
  * otpctl verify --db FILE [--head SEQ:HASH]: checks a ledger's hash chain
- * (src/ledger/chaincheck.c) and names the first broken row; with --head,
- * also that the chain still holds a head an earlier run printed. Needs no
+ * (src/ledger/chaincheck.c) and names the first broken row. Needs no
  * config and no secret; opens the file read-only. Exit 0 when the chain
  * holds, EX_DATAERR when it is broken or has none, EX_NOINPUT when the
  * file is missing or no ledger, EX_USAGE for bad flags.
@@ -16,18 +15,25 @@
 #include "../../src/ledger/chaincheck.h"
 #include "otpctl.h"
 
-void otpctl_verify_usage(FILE *f)
-{
-    fprintf(f, "       otpctl verify --db FILE [--head SEQ:HASH]\n"
-               "         checks the ledger's hash chain; exit 0 ok, 65 broken (the first broken row named);\n"
-               "         --head: a head an earlier verify printed, which the chain must still hold\n");
-}
+struct verify_opts {
+    const char *db, *head;
+};
 
-static int verify_usage_error(const char *what, const char *arg)
+static const struct flag verify_flags[] = {
+    {"db", 0, FLAG_STR, 1, offsetof(struct verify_opts, db), "FILE", "the ledger to check", 0, 0},
+    {"head", 0, FLAG_STR, 0, offsetof(struct verify_opts, head), "SEQ:HASH",
+     "a head an earlier verify printed, which the chain must still hold", 0, 0},
+};
+
+static const struct flag_cmd verify_cmd = {
+    .name = "otpctl verify",
+    .flags = FLAGS_OF(verify_flags),
+    .notes = "  checks the ledger's hash chain; exit 0 ok, 65 broken (the first broken row named)\n",
+};
+
+void otpctl_verify_synopsis(FILE *f)
 {
-    fprintf(stderr, "otpctl verify: %s%s\nusage:", what, arg);
-    otpctl_verify_usage(stderr);
-    return EX_USAGE;
+    flags_synopsis(&verify_cmd, "  ", f);
 }
 
 /* "SEQ:HASH" (HASH 64 hex digits) into *h; 0, or -1 when malformed. */
@@ -66,44 +72,21 @@ int otpctl_verify(int argc, char **argv)
 {
     struct chaincheck_result r;
     struct chaincheck_head head = {0, {0}};
+    struct verify_opts o = {NULL, NULL};
     const char *path = NULL;
-    int has_head = 0;
     char err[OTP_ERR_LEN], when[TIMESTAMP_LEN];
     enum otp_rc rc;
-    int i, t;
+    int t;
 
-    for (i = 0; i < argc; i++) {
-        const char *v = NULL;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs("usage:", stdout);
-            otpctl_verify_usage(stdout);
-            return EX_OK;
-        }
-        if (strcmp(argv[i], "--head") == 0 || strncmp(argv[i], "--head=", 7) == 0) {
-            const char *h = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[++i] : NULL;
-            if (h == NULL)
-                return verify_usage_error("a value is missing after ", "--head");
-            if (has_head || verify_parse_head(h, &head) < 0)
-                return verify_usage_error("--head takes one SEQ:HASH as verify printed it (head: SEQ HASH): ",
-                                          h);
-            has_head = 1;
-            continue;
-        }
-        if (strncmp(argv[i], "--db=", 5) == 0)
-            v = argv[i] + 5;
-        else if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
-            v = argv[++i];
-        else if (strcmp(argv[i], "--db") == 0)
-            return verify_usage_error("a value is missing after ", "--db");
-        else
-            return verify_usage_error("unknown argument ", argv[i]);
-        if (path != NULL)
-            return verify_usage_error("one ledger at a time: --db given twice", "");
-        path = v;
+    if ((t = flags_parse(&verify_cmd, argc, argv, &o)) != FLAGS_GO)
+        return t;
+    path = o.db;
+    if (o.head != NULL && verify_parse_head(o.head, &head) < 0) {
+        fprintf(stderr, "otpctl verify: --head takes one SEQ:HASH as verify printed it (head: SEQ HASH): %s\n",
+                o.head);
+        return EX_USAGE;
     }
-    if (path == NULL)
-        return verify_usage_error("no ledger: give --db FILE", "");
-    if ((rc = chaincheck_run(path, has_head ? &head : NULL, &r, err)) != OTP_OK) {
+    if ((rc = chaincheck_run(path, o.head != NULL ? &head : NULL, &r, err)) != OTP_OK) {
         fprintf(stderr, "otpctl verify: %s\n", err);
         return rc == OTP_ENOTFOUND                                ? EX_NOINPUT
                : rc == OTP_EINVAL && strstr(err, "no hash chain") ? EX_DATAERR

@@ -1,8 +1,9 @@
 /*
- * http: the REST API of DESIGN.md ("HTTP contract"), on libmicrohttpd's
+ * http: the REST API (docs/architecture.md, "HTTP"), on libmicrohttpd's
  * internal thread pool. Authentication, body caps, JSON in and out,
  * problem+json errors and rate-limit headers live here; decisions are the
- * otp module's. The only home of microhttpd.h.
+ * otp module's. The only home of microhttpd.h. Its files and what they
+ * share: http_int.h.
  */
 #ifndef OTPD_HTTP_H
 #define OTPD_HTTP_H

@@ -1,6 +1,8 @@
 /*
- * chain: two SHA-256 per row written (the row's digest and its link), and
- * the same again per row when `otpctl verify` reads a ledger.
+ * chain: the digests and link hashes of chain.h's format, and the reads of
+ * the chain's base and head. Two SHA-256 per row written (the row's digest
+ * and its link), and the same again per row when `otpctl verify` reads a
+ * ledger.
  */
 #include "chain.h"
 

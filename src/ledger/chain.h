@@ -1,7 +1,8 @@
 /*
  * chain: the format of the ledger's hash chain (schema/007_chain.sql), one
- * definition shared by the writer (ledger.c), which appends links, and the
- * checker (chaincheck.c), which recomputes them. Private to src/ledger.
+ * definition shared by the writer (ledger_writer.c and ledger_retention.c),
+ * which appends links, and the checker (chaincheck.c), which recomputes
+ * them. Private to src/ledger.
  *
  * A row's digest is SHA-256 over "otpd-row-v1", NUL, the table's name, NUL,
  * then each column of chain_tables[t].cols in order, each as one tag byte
@@ -63,9 +64,6 @@ enum chain_table { CT_REQUESTS, CT_VERIFICATIONS, CT_MESSAGES, CT_MESSAGE_EVENTS
  * is: the life of its hash in Redis (queue.lua), after which no instance
  * can say what became of it. */
 #define CHAIN_UNFINISHED_MS (24 * 3600 * 1000LL)
-
-/* The states of a message that has not ended, as an SQL list. */
-#define CHAIN_UNFINISHED_SQL "('queued', 'sending')"
 
 struct chain_table_info {
     const char *name;

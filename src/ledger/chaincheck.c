@@ -111,26 +111,119 @@ struct chaincheck_walk {
 
 /* A prune link binds the start marks (its digest is their genesis hash),
  * or, before schema 8 and so before any link that binds them, carries
- * zeros. 0, or -1 after a fault. */
-static int chaincheck_prune_link(struct chaincheck_result *r, struct chaincheck_walk *w, int64_t seq,
-                                 const unsigned char *digest)
+ * zeros. A fault sets r->ok to 0. */
+static void chaincheck_prune_link(struct chaincheck_result *r, struct chaincheck_walk *w, int64_t seq,
+                                  const unsigned char *digest)
 {
     static const unsigned char zero[SHA256_LEN];
 
     if (memcmp(digest, w->marks, SHA256_LEN) == 0) {
         w->bound_seen = 1;
         w->newest_legacy = 0;
-        return 0;
+        return;
     }
     if (!w->bound_seen && memcmp(digest, zero, SHA256_LEN) == 0) {
         w->newest_legacy = 1;
         r->unbound_seq = seq;
-        return 0;
+        return;
     }
     chaincheck_fault(
         r, "chain_start", -1, seq,
         "the start marks are not those the prune links bind (a mark moved to hide rows from the chain)");
-    return -1;
+}
+
+/* One link, as the walk reads it. */
+struct chaincheck_link {
+    int64_t seq, row_id, ts_ms;
+    const char *tbl;
+    const unsigned char *digest, *hash; /* SHA256_LEN bytes each, once checked */
+    int newest;                         /* the newest link of its row */
+};
+
+/* Checks the row link k names against k's digest, unless a newer link of
+ * the same row will. SQLite's result code; a fault sets r->ok to 0. */
+static int chaincheck_row(sqlite3_stmt *const row[CT_N], struct chaincheck_result *r,
+                          const struct chaincheck_walk *w, const struct chaincheck_link *k)
+{
+    unsigned char got[SHA256_LEN];
+    int t, step;
+
+    if ((t = chain_table_find(k->tbl)) < 0) {
+        chaincheck_fault(r, k->tbl, k->row_id, k->seq, "a link names no ledger table");
+        return SQLITE_OK;
+    }
+    /* An in-place row's older links are its history: only the newest
+     * matches the row. An append-only row has one link, always checked
+     * (so a deleted last row whose rowid came back is seen). */
+    if (chain_tables[t].is_mutable && !k->newest)
+        return SQLITE_OK;
+    sqlite3_bind_int64(row[t], 1, k->row_id);
+    step = sqlite3_step(row[t]);
+    if (step == SQLITE_ROW) {
+        chain_row_digest((enum chain_table)t, row[t], 0, got);
+        r->rows++;
+    }
+    sqlite3_reset(row[t]);
+    if (step != SQLITE_ROW && step != SQLITE_DONE)
+        return step;
+    if (step == SQLITE_DONE) {
+        if (chaincheck_was_pruned(w->p, k->seq, k->ts_ms))
+            r->pruned++;
+        else
+            chaincheck_fault(r, k->tbl, k->row_id, k->seq, "the row is missing (deleted)");
+        return SQLITE_OK;
+    }
+    if (memcmp(got, k->digest, SHA256_LEN) != 0)
+        chaincheck_fault(r, k->tbl, k->row_id, k->seq,
+                         "the row differs from its link (changed, or rows swapped)");
+    return SQLITE_OK;
+}
+
+/* Checks the link links stands on: that it is the one expected (*expect),
+ * that its hash follows prev (which then becomes it), and what it names.
+ * SQLite's result code; a fault sets r->ok to 0, which ends the walk. */
+static int chaincheck_link(sqlite3_stmt *links, sqlite3_stmt *const row[CT_N], struct chaincheck_result *r,
+                           unsigned char prev[SHA256_LEN], int64_t *expect, struct chaincheck_walk *w)
+{
+    struct chaincheck_link k = {
+        .seq = sqlite3_column_int64(links, 0),
+        .row_id = sqlite3_column_int64(links, 2),
+        .ts_ms = sqlite3_column_int64(links, 3),
+        .tbl = (const char *)sqlite3_column_text(links, 1),
+        .digest = sqlite3_column_blob(links, 4),
+        .hash = sqlite3_column_blob(links, 5),
+        .newest = sqlite3_column_int(links, 6),
+    };
+    unsigned char want[SHA256_LEN];
+
+    if (k.tbl == NULL)
+        k.tbl = "";
+    if (k.seq != *expect) {
+        chaincheck_fault(r, k.tbl, k.row_id, k.seq,
+                         k.seq < *expect ? "links out of order" : "a link before this one is missing");
+        return SQLITE_OK;
+    }
+    if (sqlite3_column_bytes(links, 4) != SHA256_LEN || sqlite3_column_bytes(links, 5) != SHA256_LEN) {
+        chaincheck_fault(r, k.tbl, k.row_id, k.seq, "a link's digest or hash is not 32 bytes");
+        return SQLITE_OK;
+    }
+    chain_link_hash(prev, k.seq, k.tbl, k.row_id, k.ts_ms, k.digest, want);
+    if (memcmp(want, k.hash, SHA256_LEN) != 0) {
+        chaincheck_fault(r, k.tbl, k.row_id, k.seq,
+                         "the link's hash is wrong: the link, or the one before it, was changed or moved");
+        return SQLITE_OK;
+    }
+    memcpy(prev, want, SHA256_LEN);
+    r->links++;
+    r->head_seq = k.seq;
+    *expect = k.seq + 1;
+    if (w->head != NULL && k.seq == w->head->seq)
+        w->head_seen = memcmp(want, w->head->hash, SHA256_LEN) == 0 ? 1 : -1;
+    if (strcmp(k.tbl, CHAIN_PRUNE) == 0) {
+        chaincheck_prune_link(r, w, k.seq, k.digest);
+        return SQLITE_OK;
+    }
+    return chaincheck_row(row, r, w, &k);
 }
 
 /* The walk over the links; SQLite's result code (SQLITE_OK when the walk
@@ -154,77 +247,9 @@ static int chaincheck_walk(sqlite3 *db, struct chaincheck_result *r, unsigned ch
                                  "seq = max(seq) OVER (PARTITION BY tbl, row_id) FROM chain ORDER BY seq",
                                  -1, &links, NULL)) != SQLITE_OK)
         goto out;
-    while ((rc = sqlite3_step(links)) == SQLITE_ROW) {
-        int64_t seq = sqlite3_column_int64(links, 0), row_id = sqlite3_column_int64(links, 2),
-                ts_ms = sqlite3_column_int64(links, 3);
-        const char *tbl = (const char *)sqlite3_column_text(links, 1);
-        const unsigned char *digest = sqlite3_column_blob(links, 4), *hash;
-        unsigned char want[SHA256_LEN], got[SHA256_LEN];
-        int newest = sqlite3_column_int(links, 6), step;
-
-        if (tbl == NULL)
-            tbl = "";
-        if (seq != expect) {
-            chaincheck_fault(r, tbl, row_id, seq,
-                             seq < expect ? "links out of order" : "a link before this one is missing");
-            break;
-        }
-        hash = sqlite3_column_blob(links, 5);
-        if (sqlite3_column_bytes(links, 4) != SHA256_LEN || sqlite3_column_bytes(links, 5) != SHA256_LEN) {
-            chaincheck_fault(r, tbl, row_id, seq, "a link's digest or hash is not 32 bytes");
-            break;
-        }
-        chain_link_hash(prev, seq, tbl, row_id, ts_ms, digest, want);
-        if (memcmp(want, hash, SHA256_LEN) != 0) {
-            chaincheck_fault(
-                r, tbl, row_id, seq,
-                "the link's hash is wrong: the link, or the one before it, was changed or moved");
-            break;
-        }
-        memcpy(prev, want, SHA256_LEN);
-        r->links++;
-        r->head_seq = seq;
-        expect = seq + 1;
-        if (w->head != NULL && seq == w->head->seq)
-            w->head_seen = memcmp(want, w->head->hash, SHA256_LEN) == 0 ? 1 : -1;
-        if (strcmp(tbl, CHAIN_PRUNE) == 0) {
-            if (chaincheck_prune_link(r, w, seq, digest) < 0)
-                break;
-            continue;
-        }
-        if ((t = chain_table_find(tbl)) < 0) {
-            chaincheck_fault(r, tbl, row_id, seq, "a link names no ledger table");
-            break;
-        }
-        /* An in-place row's older links are its history: only the newest
-         * matches the row. An append-only row has one link, always checked
-         * (so a deleted last row whose rowid came back is seen). */
-        if (chain_tables[t].is_mutable && !newest)
-            continue;
-        sqlite3_bind_int64(row[t], 1, row_id);
-        step = sqlite3_step(row[t]);
-        if (step == SQLITE_ROW) {
-            chain_row_digest((enum chain_table)t, row[t], 0, got);
-            r->rows++;
-        }
-        sqlite3_reset(row[t]);
-        if (step != SQLITE_ROW && step != SQLITE_DONE) {
-            rc = step;
+    while (r->ok && (rc = sqlite3_step(links)) == SQLITE_ROW)
+        if ((rc = chaincheck_link(links, row, r, prev, &expect, w)) != SQLITE_OK)
             goto out;
-        }
-        if (step == SQLITE_DONE) {
-            if (chaincheck_was_pruned(w->p, seq, ts_ms)) {
-                r->pruned++;
-                continue;
-            }
-            chaincheck_fault(r, tbl, row_id, seq, "the row is missing (deleted)");
-            break;
-        }
-        if (memcmp(got, digest, SHA256_LEN) != 0) {
-            chaincheck_fault(r, tbl, row_id, seq, "the row differs from its link (changed, or rows swapped)");
-            break;
-        }
-    }
     if (rc == SQLITE_ROW || rc == SQLITE_DONE)
         rc = SQLITE_OK;
 out:
@@ -232,6 +257,24 @@ out:
     for (t = 0; t < CT_N; t++)
         sqlite3_finalize(row[t]);
     return rc;
+}
+
+/* Whether the base is where the last prune link put it: retention moves
+ * the base and says so in a prune link; nothing else does. */
+static void chaincheck_base(sqlite3 *db, struct chaincheck_result *r, const struct chaincheck_prunes *p)
+{
+    sqlite3_stmt *st = NULL;
+
+    if (p->n == 0 && r->base_seq != 0) {
+        chaincheck_fault(r, "chain", -1, -1, "the chain's base moved without a prune link");
+    } else if (p->n > 0 &&
+               sqlite3_prepare_v2(db, "SELECT row_id FROM chain WHERE seq = ?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, p->seq[p->n - 1]);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) != r->base_seq)
+            chaincheck_fault(r, "chain", -1, p->seq[p->n - 1],
+                             "the chain's base is not where the last prune put it (links removed)");
+    }
+    sqlite3_finalize(st);
 }
 
 /* Rows without a link: the first after each table's mark, and how many at
@@ -320,19 +363,8 @@ enum otp_rc chaincheck_run(const char *path, const struct chaincheck_head *head,
         goto fail;
     chaincheck_hex(prev, r->head);
     r->marks_bound = r->base_seq == 0 || !w.newest_legacy;
-    /* Retention moves the base and says so in a prune link; nothing else does. */
-    if (r->ok && (p.n > 0 ? 0 : r->base_seq != 0)) {
-        chaincheck_fault(r, "chain", -1, -1, "the chain's base moved without a prune link");
-    } else if (r->ok && p.n > 0) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, "SELECT row_id FROM chain WHERE seq = ?1", -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, p.seq[p.n - 1]);
-            if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) != r->base_seq)
-                chaincheck_fault(r, "chain", -1, p.seq[p.n - 1],
-                                 "the chain's base is not where the last prune put it (links removed)");
-        }
-        sqlite3_finalize(st);
-    }
+    if (r->ok)
+        chaincheck_base(db, r, &p);
     if (r->ok && (src = chaincheck_unlinked(db, r)) != SQLITE_OK)
         goto fail;
     if (r->ok && head != NULL)

@@ -14,6 +14,7 @@
 
 #include <sqlite3.h>
 
+#include "ledger_state.h"
 #include "ro.h"
 
 /* Ledgers older than this lack columns read here (requests.purpose is
@@ -84,8 +85,8 @@ static const char history_sql[] =
     "FROM verifications v WHERE v.ended_ms IS NOT NULL AND (?1 IS NULL OR v.phone = ?1) "
     "AND v.ended_ms >= ?2 AND v.ended_ms < ?3 "
     "UNION ALL "
-    "SELECT e.ts_ms, CASE WHEN e.state = 'queued' AND e.detail IS NULL THEN 1 "
-    "WHEN e.state = 'sending' THEN 4 ELSE 6 END, e.id, 2, NULL, e.state, "
+    "SELECT e.ts_ms, CASE WHEN e.state = '" LEDGER_QUEUED "' AND e.detail IS NULL THEN 1 "
+    "WHEN e.state = '" LEDGER_SENDING "' THEN 4 ELSE 6 END, e.id, 2, NULL, e.state, "
     HISTORY_MSG_PHONE("e") ", m.api_key, NULL, NULL, NULL, "
     "NULL, NULL, NULL, NULL, m.verification_id, e.message_id, NULL, NULL, NULL, NULL, NULL, NULL, e.detail "
     "FROM message_events e LEFT JOIN messages m ON m.id = e.message_id "

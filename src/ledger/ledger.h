@@ -1,8 +1,9 @@
 /*
  * ledger: the SQLite audit ledger and the durable copy of the pacer queue.
  * One writer thread commits whatever has been submitted since its last
- * commit in one transaction (group commit); callers that must not answer
- * before their rows are durable wait with ledger_sync. Reads use their own
+ * commit in one transaction (group commit); the calls whose caller must
+ * not answer before its rows are durable (ledger_accept, ledger_admin,
+ * ledger_message_report) wait for that commit. Reads use their own
  * connection (WAL lets them run beside the writer). The only home of sqlite3.
  */
 #ifndef OTPD_LEDGER_H
@@ -112,7 +113,8 @@ enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s);
 enum otp_rc ledger_accept(struct ledger *l, const struct ledger_message *m, int64_t verification_expires_ms,
                           const struct ledger_request *r);
 
-/* One admin action (DESIGN.md, "Limits"): who did what to which row. */
+/* One admin action (docs/architecture.md, "Limits and rules"): who did what
+ * to which row. */
 struct ledger_admin {
     int64_t ts_ms;
     const char *admin;  /* the admin key's name, never the key */
@@ -131,7 +133,6 @@ enum otp_rc ledger_admin(struct ledger *l, const struct ledger_admin *r);
 
 /* 0 while the last transaction failed (disk full, I/O error), else 1. */
 int ledger_healthy(struct ledger *l);
-
 
 /* Calls fn for each message in 'queued' or 'sending' that was so before
  * this ledger joined the fleet (schema 005: its queue was the process's

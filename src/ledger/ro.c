@@ -1,6 +1,7 @@
 /*
  * ro: a ledger opened read-only for the operator's commands (otpctl
- * ledger, verify, stats), beside a running otpd or on a copy alike.
+ * ledger, verify, stats), beside a running otpd or on a copy alike: one
+ * open per file a command reads.
  */
 #include "ro.h"
 

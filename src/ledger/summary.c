@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ledger_state.h"
 #include "ro.h"
 
 /* Schema 3 has requests.count; older ledgers are migrated by otpd. */
@@ -191,10 +192,10 @@ static int summary_rest(sqlite3 *db, struct summary *s, int64_t since_ms, int64_
     int rc;
 
     if ((rc = sqlite3_prepare_v2(db,
-                                 "SELECT (SELECT count(*) FROM message_events WHERE state = 'delivered' "
-                                 "AND ts_ms >= ?1 AND ts_ms < ?2), "
-                                 "(SELECT count(*) FROM message_events WHERE state = 'failed' "
-                                 "AND ts_ms >= ?1 AND ts_ms < ?2)",
+                                 "SELECT (SELECT count(*) FROM message_events "
+                                 "WHERE state = '" LEDGER_DELIVERED "' AND ts_ms >= ?1 AND ts_ms < ?2), "
+                                 "(SELECT count(*) FROM message_events "
+                                 "WHERE state = '" LEDGER_FAILED "' AND ts_ms >= ?1 AND ts_ms < ?2)",
                                  -1, &st, NULL)) != SQLITE_OK)
         return rc;
     sqlite3_bind_int64(st, 1, since_ms);

@@ -1,12 +1,14 @@
 /*
- * sweep: a handful of rows per second at most, and in a steady fleet the
- * messages other instances sent for this one (about half of them with two
- * instances, each once). Most ticks find nothing and ask Redis nothing.
+ * sweep: ends here the messages the fleet ended (sweep.h). A handful of
+ * rows per second at most, and in a steady fleet the messages other
+ * instances sent for this one (about half of them with two instances,
+ * each once). Most ticks find nothing and ask Redis nothing.
  */
 #include "sweep.h"
 
 #include <stdio.h>
-#include <string.h>
+
+#include "ledger_state.h"
 
 #define SWEEP_STATE_MAX 16
 #define SWEEP_DETAIL_MAX 160
@@ -29,22 +31,19 @@ static void sweep_put(void *ctx, int i, const char *state, const char *detail)
  * bytes), or NULL when it has not ended yet: ask again later. */
 static const char *sweep_verdict(const struct sweep_seen *s, char *detail, size_t detail_cap)
 {
-    static const char *const final[] = {"sent", "delivered", "failed", "expired"};
-    size_t i;
+    const char *end;
 
     if (s->state[0] == '\0') {
         snprintf(detail, detail_cap,
                  "outcome unknown here: the fleet's record of it is gone (the sending "
                  "instance's ledger has its sends)");
-        return "expired";
+        return LEDGER_EXPIRED;
     }
-    for (i = 0; i < sizeof(final) / sizeof(final[0]); i++)
-        if (strcmp(s->state, final[i]) == 0) {
-            snprintf(detail, detail_cap, "ended here by the sweep, from the fleet's record%s%s",
-                     s->detail[0] ? ": " : "", s->detail);
-            return final[i];
-        }
-    return NULL;
+    if ((end = ledger_state_ended(s->state)) == NULL)
+        return NULL;
+    snprintf(detail, detail_cap, "ended here by the sweep, from the fleet's record%s%s",
+             s->detail[0] ? ": " : "", s->detail);
+    return end;
 }
 
 int sweep_run(struct sweep *sw, struct ledger *l, int64_t now_ms, int64_t grace_ms, sweep_read_fn read,
@@ -76,8 +75,8 @@ int sweep_run(struct sweep *sw, struct ledger *l, int64_t now_ms, int64_t grace_
         const char *state = sweep_verdict(&seen[i], detail, sizeof(detail));
         /* Only from a state that has not ended: this instance's sender may
          * have ended it meanwhile, and its word stands. */
-        if (state != NULL &&
-            ledger_message_state(l, ids[i], state, "queued,sending", NULL, detail, -1, now_ms) == OTP_OK)
+        if (state != NULL && ledger_message_state(l, ids[i], state, LEDGER_UNFINISHED_FROM, NULL, detail, -1,
+                                                  now_ms) == OTP_OK)
             ended++;
     }
     return ended;

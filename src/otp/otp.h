@@ -1,8 +1,8 @@
 /*
- * otp: the service's two operations, issue and verify (DESIGN.md, "One
- * request, issue path" and "Verify path"), plus message status, delivery
- * reports, crash recovery and the metrics text. It ties codes, limits,
- * the pacer and the ledger together; it knows nothing of HTTP.
+ * otp: the service's two operations, issue and verify (docs/architecture.md,
+ * "A request's path"), plus cancel, message status, delivery reports, crash
+ * recovery, readiness and the metrics text. It ties codes, limits, the
+ * pacer and the ledger together; it knows nothing of HTTP.
  */
 #ifndef OTPD_OTP_H
 #define OTPD_OTP_H
@@ -95,7 +95,7 @@ struct admin *otp_admin(struct otp *o);
 
 /* An admin change made through this instance (an unlock, a row removed):
  * its refusal cache forgets at once what the others forget on their next
- * refresh (README, "The refusal cache"). */
+ * refresh (docs/architecture.md, "The refusal cache"). */
 void otp_admin_changed(struct otp *o);
 
 /* Registers the idempotency scripts with d->store, so call it before the
@@ -108,8 +108,8 @@ void otp_free(struct otp *o);
  * issued keep their expiry). Copies what it needs; c may be freed after. */
 void otp_reload(struct otp *o, const struct otp_conf *c);
 
-/* The Idempotency-Key state (DESIGN.md, "One request, issue path"), owned
- * by o; the HTTP layer claims keys and stores answers through it. */
+/* The Idempotency-Key state (docs/architecture.md, "A request's path"),
+ * owned by o; the HTTP layer claims keys and stores answers through it. */
 struct idem *otp_idem(struct otp *o);
 
 /* What decides an issue without Redis, before its Idempotency-Key is
@@ -158,7 +158,9 @@ enum otp_rc otp_start_pacer(struct otp *o, char *err);
 int otp_ready(struct otp *o, char *why, size_t cap);
 
 
-/* Writes the Prometheus text of every counter into a malloc'd string. */
+/* The Prometheus text of every counter, malloc'd for the caller to free;
+ * NULL when out of memory (the scrape fails whole, never served in part).
+ * Blocks for one Redis call (the cost caps' headroom). */
 char *otp_metrics(struct otp *o);
 
 #endif

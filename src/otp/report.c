@@ -14,6 +14,7 @@
 
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "../base/metrics.h"
 #include "../base/unittest.h"
 
 #define REPORT_EXP_MAX 12    /* decimal digits of a Unix time in seconds */
@@ -368,36 +369,23 @@ enum report_verdict report_handle(struct report *r, const struct report_in *in)
     return v;
 }
 
-size_t report_metrics(struct report *r, char *out, size_t cap)
+void report_metrics(struct report *r, struct metrics_text *t)
 {
-    size_t n = 0;
-    int i, w;
+    int i;
 
     pthread_mutex_lock(&r->mu);
-    w = snprintf(out, cap,
-                 "# HELP otpd_delivery_reports_total Delivery reports that changed a message's state, by status.\n"
-                 "# TYPE otpd_delivery_reports_total counter\n"
-                 "otpd_delivery_reports_total{status=\"delivered\"} %llu\n"
-                 "otpd_delivery_reports_total{status=\"failed\"} %llu\n"
-                 "# HELP otpd_delivery_reports_ignored_total Final reports that changed nothing (the message "
-                 "was final already), by status.\n"
-                 "# TYPE otpd_delivery_reports_ignored_total counter\n"
-                 "otpd_delivery_reports_ignored_total{status=\"delivered\"} %llu\n"
-                 "otpd_delivery_reports_ignored_total{status=\"failed\"} %llu\n"
-                 "# HELP otpd_delivery_reports_refused_total Delivery reports refused, by reason.\n"
-                 "# TYPE otpd_delivery_reports_refused_total counter\n",
-                 (unsigned long long)r->recorded[1], (unsigned long long)r->recorded[0],
-                 (unsigned long long)r->ignored[1], (unsigned long long)r->ignored[0]);
-    if (w > 0)
-        n = (size_t)w < cap ? (size_t)w : cap - 1;
-    for (i = 0; i < REPORT_VERDICTS && n + 1 < cap; i++) {
-        if (report_rows[i].label == NULL)
-            continue;
-        w = snprintf(out + n, cap - n, "otpd_delivery_reports_refused_total{reason=\"%s\"} %llu\n",
-                     report_rows[i].label, (unsigned long long)r->verdicts[i]);
-        if (w > 0)
-            n += (size_t)w < cap - n ? (size_t)w : cap - n - 1;
-    }
+    metrics_head(t, "otpd_delivery_reports_total", "counter",
+                 "Delivery reports that changed a message's state, by status.");
+    metrics_u64(t, "otpd_delivery_reports_total", r->recorded[1], "status", "delivered");
+    metrics_u64(t, "otpd_delivery_reports_total", r->recorded[0], "status", "failed");
+    metrics_head(t, "otpd_delivery_reports_ignored_total", "counter",
+                 "Final reports that changed nothing (the message was final already), by status.");
+    metrics_u64(t, "otpd_delivery_reports_ignored_total", r->ignored[1], "status", "delivered");
+    metrics_u64(t, "otpd_delivery_reports_ignored_total", r->ignored[0], "status", "failed");
+    metrics_head(t, "otpd_delivery_reports_refused_total", "counter", "Delivery reports refused, by reason.");
+    for (i = 0; i < REPORT_VERDICTS; i++)
+        if (report_rows[i].label != NULL)
+            metrics_u64(t, "otpd_delivery_reports_refused_total", r->verdicts[i], "reason",
+                        report_rows[i].label);
     pthread_mutex_unlock(&r->mu);
-    return n;
 }

@@ -1,5 +1,5 @@
 /*
- * report: delivery reports (DESIGN.md, "Providers"). A report URL carries
+ * report: delivery reports (docs/architecture.md, "Providers"). A report URL carries
  * the message id, an expiry and a tag that binds both to the provider it
  * was given to, so a URL is good for one message, one provider and a
  * limited time. Twilio also signs each callback with the account's auth
@@ -25,6 +25,7 @@
 #include "code.h"
 
 struct report;
+struct metrics_text;
 
 /* The route a report came by: the provider it claims to be from. */
 enum report_via { REPORT_KANNEL, REPORT_TWILIO };
@@ -76,8 +77,7 @@ enum otp_rc report_query(const struct report *r, const char *id, int64_t now_ms,
  * it may move a message. Any thread. */
 enum report_verdict report_handle(struct report *r, const struct report_in *in);
 
-/* Appends the Prometheus text of the report counters to out (cap bytes);
- * returns the length written. */
-size_t report_metrics(struct report *r, char *out, size_t cap);
+/* Appends the Prometheus text of the report counters to t. */
+void report_metrics(struct report *r, struct metrics_text *t);
 
 #endif

@@ -45,7 +45,7 @@
 #include "../base/clock.h"
 #include "../base/log.h"
 #include "../base/metrics.h"
-#include "../otp/code.h"
+#include "../base/wipe.h"
 #include "queue.h"
 #include "schedule.h"
 #include "xfer.h"
@@ -263,7 +263,7 @@ static void pacer_item_free(struct pacer *pc, struct pacer_item *it)
     if (it->rnext)
         it->rnext->rprev = it->rprev;
     pthread_mutex_unlock(&pc->mu);
-    code_wipe(it, sizeof(*it));
+    wipe(it, sizeof(*it));
     free(it);
 }
 

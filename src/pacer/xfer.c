@@ -14,7 +14,7 @@
 #include <curl/curl.h>
 
 #include "../base/clock.h"
-#include "../otp/code.h"
+#include "../base/wipe.h"
 
 #define XFER_REPLY_MAX 4096
 /* The most a call is started ahead of its slot. */
@@ -145,9 +145,9 @@ static void xfer_call_free(struct xfer_call *k)
         curl_easy_cleanup(k->easy);
     /* curl keeps its own copies of the headers, a bearer token among them. */
     for (struct curl_slist *h = k->headers; h != NULL; h = h->next)
-        code_wipe(h->data, strlen(h->data));
+        wipe(h->data, strlen(h->data));
     curl_slist_free_all(k->headers);
-    code_wipe(&k->req, sizeof(k->req)); /* its body or URL holds the code, its headers a token */
+    wipe(&k->req, sizeof(k->req)); /* its body or URL holds the code, its headers a token */
     free(k);
 }
 

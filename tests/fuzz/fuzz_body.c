@@ -1,15 +1,14 @@
 /*
- * fuzz_body: libFuzzer over what http.c reads from a request body before
- * any decision: the JSON body of issue and verify (http_body, then the
- * field checks, with limits_ip_key for client_ip as otp.c applies it) and
- * the form body of a Twilio delivery report
- * (http_form_get, http_form_decode, and report.c's report_twilio_data, the
- * text its signature covers), and the cut every problem's detail gets
- * (http_utf8_cut: its result is a prefix jansson takes as a string), and
- * the problem text of such a detail (problem.c, against jansson). An
- * input is one body of at most
- * HTTP_BODY_MAX bytes, as http.c buffers it. Seeds: tests/fuzz/corpus/body/,
- * bodies that pass every check.
+ * fuzz_body: libFuzzer over what http reads from a request body before any
+ * decision (http_body.c): the JSON body of issue and verify (http_body,
+ * then the field checks, with limits_ip_key for client_ip as otp.c applies
+ * it) and the form body of a Twilio delivery report (http_form_get,
+ * http_form_decode, and report.c's report_twilio_data, the text its
+ * signature covers), and the cut every problem's detail gets (http_reply.c's
+ * http_utf8_cut: its result is a prefix jansson takes as a string), and the
+ * problem text of such a detail (problem.c, against jansson). An input is
+ * one body of at most HTTP_BODY_MAX bytes, as http_body_take buffers it.
+ * Seeds: tests/fuzz/corpus/body/, bodies that pass every check.
  */
 #include <string.h>
 
@@ -22,9 +21,11 @@
 #include "../../src/limits/limits.h"
 #include "fuzz.h"
 
-/* http.c's UNITTEST functions. */
+/* http's: shared by its files (http_int.h), or UNITTEST functions of
+ * http_body.c and http_reply.c. */
 json_t *http_body(const char *body, size_t len, const char *const *fields, char *detail, size_t cap);
 int http_printable(const char *s, size_t max);
+int http_purpose_ok(json_t *j);
 enum otp_outcome http_check_common(json_t *j, struct phone_info *pi, char *detail, size_t cap);
 void http_form_decode(char *s);
 int http_form_get(const char *body, const char *name, char *out, size_t cap);
@@ -44,14 +45,23 @@ static const char *fuzz_str(json_t *j, const char *name)
     return json_string_value(json_object_get(j, name));
 }
 
-/* Parses body as http_issue (verify 0) or http_verify does; returns 1 when
- * it passes every check, and checks what passing promises. */
+/* 1 when every byte of s is printable ASCII. */
+static int fuzz_printable(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            return 0;
+    return 1;
+}
+
+/* Parses body as http_issue (verify 0) or http_verify does (http_api.c);
+ * returns 1 when it passes every check, and checks what passing promises. */
 static int fuzz_json(const char *body, size_t len, int verify)
 {
     static const char *const issue_fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
-    static const char *const verify_fields[] = {"phone", "code", "device_id", "client_ip", NULL};
+    static const char *const verify_fields[] = {"phone", "code", "device_id", "client_ip", "purpose", NULL};
     const char *const *fields = verify ? verify_fields : issue_fields;
-    char detail[160]; /* as in http.c */
+    char detail[160]; /* as in http_api.c */
     struct phone_info pi;
     const char *key, *s;
     enum otp_outcome bad;
@@ -100,15 +110,20 @@ static int fuzz_json(const char *body, size_t len, int verify)
         FUZZ_CHECK(ipkey[0] != '\0' && strlen(ipkey) < sizeof(ipkey));
         FUZZ_CHECK(strspn(ipkey, "0123456789abcdef.:/") == strlen(ipkey));
     }
-    s = fuzz_str(j, verify ? "code" : "purpose");
-    ok = verify ? s != NULL : s == NULL || http_printable(s, 32);
+    /* A purpose that passes is 1 to 32 bytes of printable ASCII (a Redis
+     * key's part and a log field). */
+    if (!http_purpose_ok(j))
+        goto out; /* http_api.c: 400 invalid_request */
+    s = fuzz_str(j, "purpose");
+    FUZZ_CHECK(s == NULL || (strlen(s) >= 1 && strlen(s) <= 32 && fuzz_printable(s)));
+    ok = !verify || fuzz_str(j, "code") != NULL;
 out:
     json_decref(j);
     return ok;
 }
 
-/* problem_text for detail (cut as http.c cuts it) against jansson's dump
- * of the same object, built as http.c built it before problem.c: byte for
+/* problem_text for detail (cut as http_reply.c cuts it) against jansson's
+ * dump of the same object, built as http.c built it before problem.c: byte for
  * byte the same (problem_ref.h). The rest of the problem varies with the
  * input's size. */
 static void fuzz_problem(const char *detail, size_t size)
@@ -178,9 +193,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *body;
     int deep;
 
-    if (size > HTTP_BODY_MAX) /* http.c answers 413 before parsing */
+    if (size > HTTP_BODY_MAX) /* http answers 413 before parsing */
         return 0;
-    /* http.c's buffer holds the body and a NUL after it, for the form. */
+    /* http's buffer holds the body and a NUL after it, for the form. */
     if ((body = malloc(size + 1)) == NULL)
         return 0;
     memcpy(body, data, size);

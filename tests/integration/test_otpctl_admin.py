@@ -1,6 +1,6 @@
 """otpctl override|block|unlock: the operator's client for the admin API
-(DESIGN.md, "Admin bodies"), run as bin/otpctl against the real bin/otpd on a
-real Redis, with an admin key and a caller key.
+(docs/openapi.yaml, the admin routes), run as bin/otpctl against the real
+bin/otpd on a real Redis, with an admin key and a caller key.
 
 AdminCommandsTest: each command's rows, seen through the server's own GET,
 act on real requests (a block refuses an issue with 403; an override raises
@@ -9,9 +9,11 @@ wrong-guess lock), and list prints them as a table or as the server's JSON.
 ErrorsTest: the exit codes (sysexits) and the server's problem detail on
 stderr: no OTPCTL_KEY, a caller key, a wrong key, a bad --expires-in, an
 unknown row, a server that is not there, a Redis that is away (503).
-WireTest: the HTTP client against small socket servers in this file: the
-request it writes, chunked and close-delimited answers, an answer larger than
-the cap, and a server that never answers (the --timeout bound).
+WireTest: the HTTP client (libcurl) against small socket servers in this
+file: the request it writes, an ID that cannot change the route, chunked and
+close-delimited answers, an answer larger than the cap, a server that never
+answers (the --timeout bound), and a proxy in the environment that is not
+used. test_otpctl_tls.py has the https:// side.
 
 Every otpctl run is checked for the key in its stdout and stderr (ctl()).
 
@@ -276,11 +278,11 @@ class ErrorsTest(AdminTest):
             r = self.ctl(*args, key=None)
             self.assertEqual(r.returncode, EX_USAGE, (args, r.stderr))
             self.assertEqual(r.stdout, "")
-        for url in ("https://127.0.0.1:%d" % self.otpd.port, "ftp://x", "http://user@127.0.0.1",
-                    "http://127.0.0.1:99999", "http://[::1"):
+        for url in ("ftp://x", "http://user@127.0.0.1", "http://127.0.0.1:99999", "http://[::1",
+                    "http://127.0.0.1/?q", "http://127.0.0.1/#f"):
             r = self.ctl("block", "list", server=url)
             self.assertEqual(r.returncode, EX_USAGE, (url, r.stderr))
-        self.assertIn("https:// is not supported yet", self.ctl("block", "list", server="https://x").stderr)
+            self.assertIn("http[s]://HOST[:PORT][/PATH]", r.stderr)
         self.assertEqual(self.otpd.rows("SELECT * FROM admin_actions"), [])
 
     def test_server_down_and_store_down(self):
@@ -417,6 +419,25 @@ class WireTest(CtlMixin, unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(s.request.split(b"\r\n")[0],
                          b"DELETE /base/v1/admin/blocks/..%2Funlock%20x%0D%0AX%3A%20y HTTP/1.1")
+
+    def test_dot_segments_stay(self):
+        """An ID of ".." is sent as it is: a client that resolves dot
+        segments would send DELETE /v1/admin/, another route."""
+        s = self.serve(lambda req: b"HTTP/1.1 204 No Content\r\n\r\n")
+        r = self.ctl("block", "rm", "..", server=s.url)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(s.request.split(b"\r\n")[0], b"DELETE /v1/admin/blocks/.. HTTP/1.1")
+
+    def test_proxy_in_the_environment_is_not_used(self):
+        """http_proxy and kin would carry the admin key to a third host:
+        otpctl talks to -s and nothing else (the proxy here refuses)."""
+        s = self.serve(lambda req: b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{\"items\": []}")
+        env = ctl_env(ADMIN_KEY)
+        dead = "http://127.0.0.1:%d" % free_port()
+        env.update(http_proxy=dead, HTTP_PROXY=dead, https_proxy=dead, ALL_PROXY=dead, all_proxy=dead, no_proxy="")
+        r = run_bin(self.tmp, "otpctl", ["-s", s.url, "block", "list", "--format", "json"], env)
+        self.assertEqual((r.returncode, r.stdout), (0, '{"items":[]}\n'), r.stderr)
+        self.assertIn(b"Authorization: Bearer " + ADMIN_KEY.encode(), s.request)
 
     def test_chunked_and_close_delimited_answers(self):
         items = {"items": [{"id": "00000000000000a1", "match": {"region": "GB"}, "expires_at": "T1",

@@ -1,23 +1,24 @@
 """Mutants for the ledger's hash chain (src/ledger/chain.c, the writer's
-links and prunes in ledger.c, schema/008, the checker src/ledger/chaincheck.c)
+links and prunes in ledger_writer.c and ledger_retention.c, schema/008, the
+checker src/ledger/chaincheck.c)
 and otpctl stats (src/ledger/summary.c). Each a small plausible bug in
 verify's checks or the figures, and the test that must catch it.
 
 Not here: a group rolled back inside a batch must put the chain's head back
-(ledger.c, ledger_commit); no test makes a group fail on a live otpd yet, so
+(ledger_writer.c, ledger_commit); no test makes a group fail on a live otpd yet, so
 a mutant there would survive."""
 T = "test_otpctl_kit.KitTest."
 MUTANTS = [
     dict(name="chain-no-row-check",
          file="src/ledger/chaincheck.c",
-         old="        if (memcmp(got, digest, SHA256_LEN) != 0) {",
-         new="        if (0) {",
+         old="    if (memcmp(got, k->digest, SHA256_LEN) != 0)",
+         new="    if (0)",
          test=T + "test_changed_field",
          why="verify checks the links but never the rows: a changed field passes"),
     dict(name="chain-missing-row-ok",
          file="src/ledger/chaincheck.c",
-         old="            if (chaincheck_was_pruned(w->p, seq, ts_ms)) {",
-         new="            if (1) {",
+         old="        if (chaincheck_was_pruned(w->p, k->seq, k->ts_ms))",
+         new="        if (1)",
          test=T + "test_deleted_row",
          why="a row that is gone is always taken for pruned: a deleted row passes"),
     dict(name="chain-pruned-whatever-its-time",
@@ -29,14 +30,14 @@ MUTANTS = [
              "not yet expired)"),
     dict(name="chain-hash-not-checked",
          file="src/ledger/chaincheck.c",
-         old="        if (memcmp(want, hash, SHA256_LEN) != 0) {",
-         new="        if (0) {",
+         old="    if (memcmp(want, k.hash, SHA256_LEN) != 0) {",
+         new="    if (0) {",
          test=T + "test_added_row_and_changed_link",
          why="a changed link (its time) passes: the hash is recomputed but never compared"),
     dict(name="chain-gap-ignored",
          file="src/ledger/chaincheck.c",
-         old="        if (seq != expect) {",
-         new="        if (seq < expect) {",
+         old="    if (k.seq != *expect) {",
+         new="    if (k.seq < *expect) {",
          test=T + "test_deleted_row",
          why="a row deleted with its link leaves a gap; without the gap check only the hash would tell"),
     dict(name="chain-unlinked-rows-ignored",
@@ -66,7 +67,7 @@ MUTANTS = [
          test="test_ledger_chain.PrunedForgeryTest.test_forged_verified_row_below_a_raised_mark",
          why="a prune link's digest is not compared with the start marks: a mark raised over a forged row passes"),
     dict(name="chain-prune-binds-no-marks",
-         file="src/ledger/ledger.c",
+         file="src/ledger/ledger_retention.c",
          old="    chain_genesis(marks, marks_digest);",
          new="    memset(marks_digest, 0, SHA256_LEN);",
          test="test_ledger_chain.PrunedForgeryTest.test_forged_admin_action_below_a_raised_mark",
@@ -79,25 +80,25 @@ MUTANTS = [
          test="test_ledger_chain.PrunedForgeryTest.test_tail_cut_shows_against_a_kept_head",
          why="--head is taken as held whatever the chain holds: a cut tail passes"),
     dict(name="chain-keep-link-missing",
-         file="src/ledger/ledger.c",
+         file="src/ledger/ledger_retention.c",
          old="""        (rc = ledger_keep_unfinished(l, from_ms, cutoff_ms)) != SQLITE_OK)""",
          new="""        (rc = SQLITE_OK) != SQLITE_OK)""",
          test="unit:test_ledger",
          why="a message still queued when the cutoff passes it gets no keep link: deleting it passes for pruned"),
     dict(name="chain-keep-link-every-prune",
-         file="src/ledger/ledger.c",
+         file="src/ledger/ledger_retention.c",
          old="        *from_ms = sqlite3_column_int64(st, 0);",
          new="        *from_ms = INT64_MIN;",
          test="unit:test_ledger",
          why="every prune links each waiting message again: one link per row per prune, without end"),
     dict(name="chain-keep-link-own-time",
-         file="src/ledger/ledger.c",
+         file="src/ledger/ledger_retention.c",
          old='"SELECT %s, max(updated_ms, expires_ms + ?3) FROM messages WHERE state IN "',
          new='"SELECT %s, updated_ms + 0 * ?3 FROM messages WHERE state IN "',
          test="unit:test_ledger",
          why="the keep link carries the message's own time, which the cutoff is past: deleting it passes"),
     dict(name="chain-legacy-keeps-nothing",
-         file="src/ledger/ledger.c",
+         file="src/ledger/ledger_retention.c",
          old="""    if ((rc = sqlite3_step(st)) == SQLITE_ROW && !(sqlite3_column_bytes(st, 1) == SHA256_LEN &&""",
          new="""    if ((rc = sqlite3_step(st)) == SQLITE_ROW && !(sqlite3_column_bytes(st, 1) == SHA256_LEN + 1 &&""",
          test="test_ledger_chain.MigrationTest",

@@ -32,9 +32,9 @@ MUTANTS = [
          test="test_openapi.OpenApiTest.test_bad_phone_and_key",
          why="400 invalid_phone is missing from the document"),
     dict(name="http-status-503-without-retry-after",
-         file="src/http/http.c",
+         file="src/http/http_api.c",
          old="struct otp_answer a = {.outcome = OUT_STORE_UNAVAILABLE, .rc = OTP_ESTORE, .retry_after_s = 1};",
          new="struct otp_answer a = {.outcome = OUT_STORE_UNAVAILABLE, .rc = OTP_ESTORE, .retry_after_s = 0};",
          test="test_openapi.OpenApiTest.test_store_down",
-         why="GET /v1/otp/{id}'s 503 carries no Retry-After, which the document (and DESIGN.md) require"),
+         why="GET /v1/otp/{id}'s 503 carries no Retry-After, which the document (and docs/architecture.md, \"HTTP\") require"),
 ]

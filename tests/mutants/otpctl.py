@@ -34,8 +34,8 @@ MUTANTS = [
              "beside it, owned by whoever ran otpctl"),
     dict(name="otpctl-phone-as-typed",
          file="cmd/otpctl/ledger.c",
-         old="filter.phone = pi.e164;",
-         new="filter.phone = values[1];",
+         old="filter->phone = pi->e164;",
+         new="filter->phone = o->phone;",
          test=T + "test_phone_filter",
          why="--phone +4407400123456 finds nothing: the ledgers hold the canonical +447400123456"),
 ]

@@ -3,7 +3,7 @@ it): one spelling per number, validity, and the number-type gate. Each a
 small plausible bug, and the test that must catch it."""
 MUTANTS = [
     dict(name="phone-raw-spelling-downstream",
-         file="src/http/http.c",
+         file="src/http/http_body.c",
          old='if (json_object_set_new(j, "phone", json_string(pi->e164)) != 0) {',
          new='if (0) {',
          test="test_phone.TrunkPrefixTest",
@@ -39,7 +39,7 @@ MUTANTS = [
          test="unit:test_phone",
          why="libphonenumber's lenient parse takes spaces, letters, extensions and tel: URIs"),
     dict(name="phone-type-gate-after-rules",
-         file="src/otp/otp.c",
+         file="src/otp/otp_gate.c",
          old="""    if (!type_served(o, rq, out))
         goto refused;""",
          new="""    if (0)

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the ledger's counted 4xx rows (src/ledger/ledger.c,
+ * Unit tests of the ledger's counted 4xx rows (src/ledger/ledger_queue.c,
  * ledger_request): many distinct keys refused in one second, each counted
  * into its own row with its exact count, through the writer and SQLite,
  * then read back from the file. The rows' second lies an hour ahead, so
@@ -27,7 +27,7 @@
 #include "../../src/ledger/ledger.h"
 #include "../../src/ledger/sweep.h"
 
-/* The ledger's cap on rows counted at once (LEDGER_AGG_MAX in ledger.c). */
+/* The ledger's cap on rows counted at once (LEDGER_AGG_MAX in ledger_int.h). */
 #define AGG_MAX 1024
 
 struct ledger_fixture {
