@@ -60,7 +60,9 @@ LEDGER_SRC   := src/ledger/ledger.c src/ledger/ledger_queue.c src/ledger/ledger_
                 src/ledger/ro.c src/ledger/history.c src/ledger/summary.c src/ledger/chaincheck.c
 PROVIDER_SRC := src/provider/provider.c src/provider/file.c src/provider/webhook.c src/provider/kannel.c \
                 src/provider/twilio.c
-LIMITS_SRC   := src/limits/limits.c src/limits/fraud.c src/limits/rcache.c
+LIMITS_SRC   := src/limits/limits.c src/limits/limits_rules.c src/limits/limits_keys.c src/limits/limits_args.c \
+                src/limits/limits_issue.c src/limits/limits_verify.c src/limits/limits_undo.c \
+                src/limits/limits_cache.c src/limits/limits_money.c src/limits/fraud.c src/limits/rcache.c
 ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c src/admin/admin_rows.c \
                 src/admin/admin_snap.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
@@ -80,7 +82,7 @@ LUA_H        := $(LUA:.lua=.lua.h)
 UNIT_TESTS   := test_duration test_timestamp test_rc test_log test_sha256 test_phone test_config test_config_rows
 UNIT_TESTS   += test_problem test_logsum test_http_body
 UNIT_TESTS   += test_code test_metrics
-UNIT_TESTS   += test_limits_keys test_fraud test_rcache
+UNIT_TESTS   += test_limits_keys test_limits_args test_fraud test_rcache
 UNIT_TESTS   += test_admin
 UNIT_TESTS   += test_schedule
 UNIT_TESTS   += test_ledger
@@ -103,10 +105,12 @@ $(B)/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-# Lua scripts are embedded as C strings: one line of Lua, one line of C.
+# Lua scripts are embedded as C strings: one line of Lua, one line of C. issue.lua and verify.lua start with
+# prelude.lua, what both share: its lines come first in their string (tests/integration/luascript.py reads them so).
+src/limits/issue.lua.h src/limits/verify.lua.h: src/limits/prelude.lua
 src/limits/%.lua.h: src/limits/%.lua
-	@{ echo "static const char limits_$*_lua[] ="; \
-	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
+	@{ echo "static const char limits_$*_lua[] ="; cat $(filter %/prelude.lua,$^) $< | \
+	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/'; echo "    ;"; } > $@.tmp && mv $@.tmp $@
 src/pacer/%.lua.h: src/pacer/%.lua
 	@{ echo "static const char pacer_$*_lua[] ="; \
 	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@

@@ -2,6 +2,9 @@
 -- atomic step on Redis's clock, plus the cost reservation and the start (or
 -- continuation) of the verification of (phone, caller, purpose). All or
 -- nothing: when an enforced rule or a cost cap refuses, nothing is written.
+-- What it shares with verify.lua (Redis's clock `now`, the request id, a
+-- rule's check and give-back, the penalty counts, an Idempotency-Key's
+-- part) is in prelude.lua, which the build puts before this text.
 --
 -- Decisions that are never lost. Every call carries a request id (rid,
 -- random per HTTP request) and its undo key otp:u:<rid> (the last KEYS).
@@ -24,7 +27,7 @@
 --   whose commit is lost simply expires. (verify.lua's records are deleted
 --   by a commit whose KEYS is the undo key alone.)
 --
--- Holds: the visibility rule (DESIGN.md, "One request, issue path"). An
+-- Holds: the visibility rule (docs/architecture.md, "A request's path"). An
 -- accepted issue writes its message's hash (otp:msg:<mid>, state 'held')
 -- and puts "<mid>:<rid>" in the holds set, scored by when the hold lapses
 -- (hold_ms from now). Only the commit moves the message into the send
@@ -60,7 +63,8 @@
 -- KEYS[#KEYS-3], [#KEYS-2], [#KEYS-1] the send stream otp:q, the holds
 --           otp:holds and the message's hash otp:msg:<mid>
 -- KEYS[#KEYS] the undo key otp:u:<rid>
--- ARGV: op ('i' issue, 'a' abandon, 'c' commit), vid, vhash, ttl_ms, max_attempts,
+-- ARGV (named below as limits_int.h names them: enum issue_argv and the
+-- groups' enums): op ('i' issue, 'a' abandon, 'c' commit), vid, vhash, ttl_ms, max_attempts,
 --       price (-1: none), nrules, ncaps, cost key index (0: none),
 --       undo_ttl_ms, scope (the verification's field), at_ms (0: Redis's
 --       clock; else the replay clock, see above), then 7 per rule:
@@ -96,7 +100,7 @@
 -- below), after, within_ms, block_ms and n, the refusals to count now.
 -- Returns how many blocks it started.
 -- Two more ops serve the drop of lapsed holds: 'h' (KEYS: the holds)
--- returns up to ARGV[2] lapsed holds; 'k' (KEYS: an undo key) returns the
+-- returns up to IA_HOLDS_MAX lapsed holds; 'k' (KEYS: an undo key) returns the
 -- KEYS its issue ran with (JSON), or false when its record is gone.
 -- kinds: 1 sliding_log, 2 fixed_window, 3 token_bucket, 4 resend_delay,
 --        5 wrong_guess_cap (a log of wrong-guess times, written by verify),
@@ -137,9 +141,9 @@
 -- Abandon returns 1 when it gave takes back, 0 when it left a tombstone
 -- or found one.
 --
--- The pumping guard (DESIGN.md, "Fraud"): per phone prefix, one hash
--- otp:pump:{+4474001} with a count of accepted issues ('s<bucket>') and of
--- successful verifies ('v<bucket>', by verify.lua) per bucket of
+-- The pumping guard (docs/architecture.md, "Limits and rules"): per phone
+-- prefix, one hash otp:pump:{+4474001} with a count of accepted issues
+-- ('s<bucket>') and of successful verifies ('v<bucket>', by verify.lua) per bucket of
 -- window / PUMP_BUCKETS on this clock, summed over the last PUMP_BUCKETS
 -- buckets (a sliding window in steps of a twelfth), and 'h', the end of a
 -- hold. It is checked before the rules: a held prefix is refused and takes
@@ -167,17 +171,41 @@
 -- (sent its code again): an abandon of the issue that created it then
 -- keeps it, at no byte's cost.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The arguments by name, read once (limits_int.h names each on the C side).
+-- KEYS (enum issue_keys): ops 'i', 'a' and 'd' run on the phone's hash
+-- first, and on the stream, the holds and the message's hash just before
+-- the undo key (the prelude's undo_key, the last); op 'c' on those four
+-- alone; op 'C' on an Idempotency-Key's hash and count, then those four or
+-- (a verify's commit) the undo key alone; op 'h' on the holds alone.
+local IK_PHONE = 1
+local phone_key = KEYS[IK_PHONE]
+local queue_key, holds_key, msg_key = KEYS[#KEYS - 3], KEYS[#KEYS - 2], KEYS[#KEYS - 1] -- IK_QUEUE, IK_HOLDS, IK_MSG
+local first_key, second_key = KEYS[1], KEYS[2]                     -- op 'h': the holds; op 'C': an Idempotency-Key's hash, its count
+-- ARGV of op 'i' (enum issue_argv, IA_OP to IA_AT); its groups follow from
+-- IA_RULES: nrules rules (RA_*), ncaps caps (CA_*), the message (MA_*), an
+-- Idempotency-Key's (XA_*), and last the pumping guard's (PA_*).
+local op, vid, vhash, ttl, maxatt = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local price, nrules, ncaps, costkey = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local undo_ttl, scope, at_ms = tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]) or 0
+local IA_RULES = 13
+-- The other ops' (the same enum): IA_HOLD, "<mid>:<rid>" (ops 'a', 'd',
+-- 'c', 'C'); IA_ANSWER and IA_KEEP, the answer and how long to keep it
+-- (op 'C'); IA_HOLDS_MAX (op 'h'); op 'p' has groups of PN_N from
+-- IA_PENALTIES (PN_*: key index, field, after, within_ms, block_ms, n).
+local hold, answer_arg, keep_arg, holds_max = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[2])
+local IA_PENALTIES = 2
+local PN_KEY, PN_FIELD, PN_AFTER, PN_WITHIN, PN_BLOCK, PN_COUNT, PN_N = 0, 1, 2, 3, 4, 5, 6
+-- A cap's group (enum cap_argv) and the message's (enum msg_argv).
+local CA_FIELD, CA_WINDOW, CA_MAX, CA_N = 0, 1, 2, 3
+local MA_CAPACITY, MA_HOLD_MS, MA_MID, MA_API_KEY, MA_CAPS_TEXT, MA_PHONE, MA_SHARE, MA_SHARE_KEY, MA_N =
+  0, 1, 2, 3, 4, 5, 6, 7, 8
+local pump_at = #ARGV - PA_N + 1
+-- The reply's fixed values (enum issue_reply, counted from 1 here).
+local IR_ALLOWED, IR_NOW, IR_VID, IR_EXPIRES, IR_IS_NEW, IR_COST_RETRY, IR_NEXT, IR_FULL = 1, 2, 3, 4, 5, 6, 7, 8
+
 -- The replay clock (otpctl simulate runs a ledger's requests at their own
 -- times in a private Redis); otpd always passes 0: Redis's own clock.
-if ARGV[1] == 'i' and (tonumber(ARGV[12]) or 0) > 0 then now = tonumber(ARGV[12]) end
-local undo_key = KEYS[#KEYS]
-local undo_ttl = tonumber(ARGV[10])
-local TOMB = 'x'
-
-local function fmt(n) return string.format('%.0f', n) end
-local PUMP_BUCKETS = 12
+if op == 'i' and at_ms > 0 then now = at_ms end
 
 -- The cost fields a cap windows text names (limits_caps_text): {field,
 -- window_ms} per window. Digits before a ';' are global windows (the old
@@ -208,172 +236,43 @@ local function share_end(msg)
   if sh then redis.call('ZREM', sk, sh) end
 end
 
--- A rule's mode: shadow (true/false), and its penalty {after, within_ms,
--- block_ms} or nil.
-local function mode_of(s)
-  local sh, pa, pw, pb = string.match(s, '^([01]):(%d+):(%d+):(%d+)$')
-  if not sh then return s == '1', nil end
-  return sh == '1', {tonumber(pa), tonumber(pw), tonumber(pb)}
+if op == 'h' then
+  return redis.call('ZRANGEBYSCORE', first_key, '-inf', now, 'LIMIT', 0, holds_max)
 end
 
--- A penalty field: start, count, until (see "Penalties").
-local function pen_read(v)
-  local st, c, u = string.match(v or '', '^(%d+):(%d+):(%d+)$')
-  return tonumber(st) or 0, tonumber(c) or 0, tonumber(u) or 0
-end
-
--- Counts n refusals, now, toward penalty pen ({after, within_ms,
--- block_ms}) whose field held pstart and pcount (pen_read) and no block in
--- force: the field's new value, how long it must live (ms) and, when the
--- count reached after, the block's length (else 0). The rules below count
--- each refusal through it, op 'p' a refusal cache's hits.
-local function pen_add(pen, pstart, pcount, n)
-  if pstart + pen[2] <= now then pstart, pcount = now, 0 end
-  pcount = pcount + n
-  if pcount >= pen[1] then return '0:0:' .. fmt(now + pen[3]), pen[3], pen[3] end
-  return fmt(pstart) .. ':' .. pcount .. ':0', pstart + pen[2] - now, 0
-end
-
--- "idx:cur:prev" sliding-window-counter state: the counts of window idx
--- and of the window before it.
-local function swc_read(v, idx)
-  local i, c, p = string.match(v or '', '^(%d+):(%d+):(%d+)$')
-  i = tonumber(i)
-  if i == idx then return tonumber(c), tonumber(p) end
-  if i == idx - 1 then return 0, tonumber(c) end
-  return 0, 0
-end
-
--- How long until the estimate cur + prev x (window - elapsed) / window
--- drops below limit; 0 when it already is. In integer ms (limit x window
--- < 2^53: config.c bounds both), never early: the first ms at which the
--- comparison holds.
-local function swc_wait(cur, prev, elapsed, limit, window)
-  if cur * window + prev * (window - elapsed) < limit * window then return 0 end
-  if cur >= limit then
-    -- Full on its own: in the next window it weighs as the previous one.
-    return window - elapsed + math.floor(window * (cur - limit) / cur) + 1
-  end
-  -- The previous window's weight falls until the estimate is below limit,
-  -- at the latest at the boundary, where only cur (< limit) is left.
-  return math.min(math.floor(window * (cur + prev - limit) / prev) + 1, window) - elapsed
-end
-
--- "idx:count" fixed-window state; returns the count for window idx.
-local function window_count(v, idx)
-  if v then
-    local i, c = string.match(v, '^(%d+):(%d+)$')
-    if tonumber(i) == idx then return tonumber(c) end
-  end
-  return 0
-end
-
--- The entries of a log field ("ts ts ts") still inside the window.
-local function live_log(v, window)
-  local log = {}
-  if v then
-    for ts in string.gmatch(v, '%d+') do
-      if tonumber(ts) > now - window then log[#log + 1] = ts end
-    end
-  end
-  return log
-end
-
--- A verification's field: {vid, hash, exp, att, continued}, or nil.
-local function vget(v)
-  if not v then return nil end
-  local e, sep, n = string.match(string.sub(v, 49), '^(%d+)([:+])(%d+)$')
-  return {string.sub(v, 1, 32), string.sub(v, 33, 48), tonumber(e) or 0, tonumber(n) or 0, sep == '+'}
-end
-
-local function vput(vid, hash, exp, att, continued)
-  return vid .. hash .. fmt(exp) .. (continued and '+' or ':') .. att
-end
-
--- This call's request id: the undo key's last part.
-local rid = string.match(undo_key, '[^:]+$')
-
--- An Idempotency-Key's 4 ARGV from index a (see "Idempotency-Key"), or nil.
-local function idem_args(a)
-  local k = tonumber(ARGV[a] or '') or 0
-  if k == 0 then return nil end
-  return {k = KEYS[k], c = KEYS[k + 1], h = ARGV[a + 1], ms = tonumber(ARGV[a + 2]), max = tonumber(ARGV[a + 3])}
-end
-
--- Before anything is taken: nil when the request may decide; -1 when the
--- key is another request's; else the caller is at max_keys, and the wait
--- until its oldest key lapses (ms). Lapsed keys leave the count here.
-local function idem_check(I)
-  if redis.call('EXISTS', I.k) == 1 then return -1 end
-  redis.call('ZREMRANGEBYSCORE', I.c, '-inf', now)
-  if redis.call('ZCARD', I.c) < I.max then return nil end
-  local first = redis.call('ZRANGE', I.c, 0, 0, 'WITHSCORES')
-  return math.max(1, tonumber(first[2]) - now)
-end
-
--- Counts key k in the caller's c until ms from now.
-local function idem_count(k, c, ms)
-  redis.call('ZADD', c, now + ms, k)
-  if redis.call('PTTL', c) < ms then redis.call('PEXPIRE', c, ms) end
-end
-
--- The claim of a decision that took something, this rid's for claim_ms.
-local function idem_claim(I)
-  redis.call('HSET', I.k, 'h', I.h, 'o', rid)
-  redis.call('PEXPIRE', I.k, I.ms)
-  idem_count(I.k, I.c, I.ms)
-end
-
--- An abandon's: the key goes with the decision while it is this rid's.
-local function idem_drop()
-  local k, c = nil, nil
-  for i = 1, #KEYS do
-    if string.sub(KEYS[i], 1, 10) == 'otpd:idem:' then k = KEYS[i] end
-    if string.sub(KEYS[i], 1, 11) == 'otpd:idemc:' then c = KEYS[i] end
-  end
-  if k and c and redis.call('HGET', k, 'o') == rid then
-    redis.call('DEL', k)
-    redis.call('ZREM', c, k)
-  end
-end
-
-if ARGV[1] == 'h' then
-  return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-end
-
-if ARGV[1] == 'k' then
+if op == 'k' then
   local rec = redis.call('GET', undo_key)
   if not rec or rec == TOMB then return false end
   return cjson.encode(cjson.decode(rec).k)
 end
 
-if ARGV[1] == 'p' then
+if op == 'p' then
   local started = 0
-  for a = 2, #ARGV - 5, 6 do
-    local key, field = KEYS[tonumber(ARGV[a])], '!' .. ARGV[a + 1]
-    local pen = {tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])}
+  for a = IA_PENALTIES, #ARGV - PN_N + 1, PN_N do
+    local key, field = KEYS[tonumber(ARGV[a + PN_KEY])], '!' .. ARGV[a + PN_FIELD]
+    local pen = {tonumber(ARGV[a + PN_AFTER]), tonumber(ARGV[a + PN_WITHIN]), tonumber(ARGV[a + PN_BLOCK])}
     local pstart, pcount, puntil = pen_read(redis.call('HGET', key, field))
     -- Refusals during a block are not counted (see "Penalties").
     if puntil <= now then
-      local v, ttl, block = pen_add(pen, pstart, pcount, tonumber(ARGV[a + 5]))
+      local v, ttl_ms, block = pen_add(pen, pstart, pcount, tonumber(ARGV[a + PN_COUNT]))
       redis.call('HSET', key, field, v)
-      if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+      if redis.call('PTTL', key) < ttl_ms then redis.call('PEXPIRE', key, ttl_ms) end
       if block > 0 then started = started + 1 end
     end
   end
   return started
 end
 
-if ARGV[1] == 'c' or ARGV[1] == 'C' then
+if op == 'c' or op == 'C' then
   -- 'C': with an answer (an Idempotency-Key's): only while the claim is
   -- this rid's, and the answer kept in the same step as the release.
-  local answer, keep = ARGV[1] == 'C' and ARGV[3] or '', tonumber(ARGV[4] or '') or 0
-  if answer ~= '' and redis.call('HGET', KEYS[1], 'o') ~= rid then return -1 end
+  local answer, keep = op == 'C' and answer_arg or '', tonumber(keep_arg or '') or 0
+  if answer ~= '' and redis.call('HGET', first_key, 'o') ~= rid then return -1 end
   local function kept()
     if answer == '' then return end
-    redis.call('HSET', KEYS[1], 'a', answer)
-    redis.call('PEXPIRE', KEYS[1], keep)
-    idem_count(KEYS[1], KEYS[2], keep)
+    redis.call('HSET', first_key, 'a', answer)
+    redis.call('PEXPIRE', first_key, keep)
+    idem_count(first_key, second_key, keep)
   end
   if #KEYS == 1 then return redis.call('DEL', undo_key) end
   if answer ~= '' and #KEYS == 3 then
@@ -381,22 +280,21 @@ if ARGV[1] == 'c' or ARGV[1] == 'C' then
     redis.call('DEL', undo_key)
     return 1
   end
-  local q, holds, msg = KEYS[#KEYS - 3], KEYS[#KEYS - 2], KEYS[#KEYS - 1]
-  local s = redis.call('HGET', msg, 's')
+  local s = redis.call('HGET', msg_key, 's')
   if s == 'held' then
     -- A hold past its time may be being dropped: it is the dropper's.
-    local score = redis.call('ZSCORE', holds, ARGV[2])
+    local score = redis.call('ZSCORE', holds_key, hold)
     if not score or tonumber(score) <= now then return 0 end
-    redis.call('ZREM', holds, ARGV[2])
-    local f = redis.call('HMGET', msg, 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk')
-    if redis.call('EXISTS', q) == 0 then redis.call('XGROUP', 'CREATE', q, 'senders', '0', 'MKSTREAM') end
-    local eid = redis.call('XADD', q, '*', 'id', string.match(ARGV[2], '^[^:]+'), 'v', f[1], 'to', f[2],
+    redis.call('ZREM', holds_key, hold)
+    local f = redis.call('HMGET', msg_key, 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk')
+    if redis.call('EXISTS', queue_key) == 0 then redis.call('XGROUP', 'CREATE', queue_key, 'senders', '0', 'MKSTREAM') end
+    local eid = redis.call('XADD', queue_key, '*', 'id', string.match(hold, '^[^:]+'), 'v', f[1], 'to', f[2],
                            'e', f[3], 'sc', f[4], 'p', f[5] or '-1', 't', f[6] or '0', 'k', f[7] or '',
                            'pk', f[8])
     -- The entry carries them from here; the hash keeps what changes
     -- (state, attempts, money) and who may read it, for a day.
-    redis.call('HDEL', msg, 'v', 'to', 'e', 'sc', 'pk')
-    redis.call('HSET', msg, 's', 'queued')
+    redis.call('HDEL', msg_key, 'v', 'to', 'e', 'sc', 'pk')
+    redis.call('HSET', msg_key, 's', 'queued')
   elseif not s then
     return 0 -- dropped, or abandoned: never visible
   end
@@ -409,86 +307,56 @@ end
 -- and past its time, in the same step as the release's check, so a hold
 -- is either released (the message is sent) or dropped (it never is), never
 -- both. Then it gives back the issue's takes like an abandon.
-if ARGV[1] == 'd' then
-  local score = redis.call('ZSCORE', KEYS[#KEYS - 2], ARGV[2])
+if op == 'd' then
+  local score = redis.call('ZSCORE', holds_key, hold)
   if not score or tonumber(score) > now then return 0 end
-  redis.call('ZREM', KEYS[#KEYS - 2], ARGV[2])
-  share_end(KEYS[#KEYS - 1])
-  redis.call('DEL', KEYS[#KEYS - 1])
+  redis.call('ZREM', holds_key, hold)
+  share_end(msg_key)
+  redis.call('DEL', msg_key)
   -- Its record expired: its takes end with their windows.
   if redis.call('EXISTS', undo_key) == 0 then return 1 end
-  ARGV[1] = 'a'
+  op = 'a'
 end
 
-if ARGV[1] == 'a' then
+-- An abandon that finds no record: its issue was committed before it (the
+-- commit's reply was lost), so the message ends unsent unless a sender has
+-- started it.
+local function abandon_committed()
+  local msg = #KEYS >= 4 and msg_key
+  if msg and redis.call('HGET', msg, 's') == 'queued' then
+    redis.call('HSET', msg, 's', 'failed', 'd', 'abandoned: its request was answered 503')
+    share_end(msg)
+    idem_drop() -- its answer, kept by the commit, is no longer true
+    -- Its reservation never reached the provider unless marked used.
+    local m = redis.call('HMGET', msg, 'r', 'f', 'u', 'p', 't', 'k')
+    local r, f, u, mprice = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[3] or 0), tonumber(m[4] or -1)
+    local cost = nil
+    for i = 1, #KEYS do if KEYS[i] == 'otp:cost' then cost = KEYS[i] end end
+    if cost and mprice > 0 and u < r and f < r then
+      redis.call('HSET', msg, 'f', r)
+      for _, fw in ipairs(cap_fields(m[6] or '')) do
+        local widx = math.floor(tonumber(m[5]) / fw[2])
+        local sum = window_count(redis.call('HGET', cost, fw[1]), widx)
+        if sum >= mprice then redis.call('HSET', cost, fw[1], fmt(widx) .. ':' .. fmt(sum - mprice)) end
+      end
+    end
+  end
+  return 0
+end
+
+if op == 'a' then
   local rec = redis.call('GET', undo_key)
   redis.call('SET', undo_key, TOMB, 'PX', undo_ttl)
   if not rec or rec == TOMB then
-    -- Committed before this abandon (its reply was lost): the message ends
-    -- unsent unless a sender has started it.
-    local msg = #KEYS >= 4 and KEYS[#KEYS - 1]
-    if msg and redis.call('HGET', msg, 's') == 'queued' then
-      redis.call('HSET', msg, 's', 'failed', 'd', 'abandoned: its request was answered 503')
-      share_end(msg)
-      idem_drop() -- its answer, kept by the commit, is no longer true
-      -- Its reservation never reached the provider unless marked used.
-      local m = redis.call('HMGET', msg, 'r', 'f', 'u', 'p', 't', 'k')
-      local r, f, u, price = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[3] or 0), tonumber(m[4] or -1)
-      local cost = nil
-      for i = 1, #KEYS do if KEYS[i] == 'otp:cost' then cost = KEYS[i] end end
-      if cost and price > 0 and u < r and f < r then
-        redis.call('HSET', msg, 'f', r)
-        for _, fw in ipairs(cap_fields(m[6] or '')) do
-          local widx = math.floor(tonumber(m[5]) / fw[2])
-          local sum = window_count(redis.call('HGET', cost, fw[1]), widx)
-          if sum >= price then redis.call('HSET', cost, fw[1], fmt(widx) .. ':' .. fmt(sum - price)) end
-        end
-      end
-    end
-    return 0
+    return abandon_committed()
   end
   rec = cjson.decode(rec)
   idem_drop()
-  if rec.m and redis.call('ZSCORE', KEYS[#KEYS - 2], rec.m) then share_end(KEYS[#KEYS - 1]) end
-  if rec.m and redis.call('ZREM', KEYS[#KEYS - 2], rec.m) == 1 then redis.call('DEL', KEYS[#KEYS - 1]) end
-  for _, w in ipairs(rec.w) do
-    local key, field, kind = KEYS[w[1]], w[2], w[3]
-    local v = redis.call('HGET', key, field)
-    local new = nil
-    if kind == 1 and v then
-      local rest, gone = {}, false
-      for ts in string.gmatch(v, '%d+') do
-        if not gone and ts == w[4] then gone = true else rest[#rest + 1] = ts end
-      end
-      new = table.concat(rest, ' ')
-    elseif kind == 2 then
-      local c = window_count(v, w[4])
-      if c > 0 then new = fmt(w[4]) .. ':' .. (c - 1) end
-    elseif kind == 3 and v and tonumber(w[5]) > now then
-      -- Only while this take still holds the bucket back: once its time has
-      -- passed, its token has come back by itself.
-      new = fmt(math.max(now, tonumber(v) - w[4]))
-    elseif kind == 4 and v == w[5] then
-      new = w[4]
-    elseif kind == 6 then
-      -- Its own window's count while that is the current one, or the
-      -- previous count once the next window began; later, it weighs nothing.
-      local i, c, p = string.match(v or '', '^(%d+):(%d+):(%d+)$')
-      if tonumber(i) == w[4] and tonumber(c) > 0 then new = fmt(w[4]) .. ':' .. (tonumber(c) - 1) .. ':' .. p
-      -- Rolled into the next window by a later take: it weighs there as
-      -- part of the previous count.
-      elseif tonumber(i) == w[4] + 1 and tonumber(p) > 0 then new = i .. ':' .. c .. ':' .. (tonumber(p) - 1) end
-    end
-    if new == '' then redis.call('HDEL', key, field)
-    elseif new then redis.call('HSET', key, field, new) end
-  end
-  -- rec.p: the pumping guard's sent this issue counted. Gone (a hold
-  -- cleared the counts since, or its bucket aged out): nothing to give.
-  if rec.p then
-    local c = tonumber(redis.call('HGET', KEYS[rec.p[1]], rec.p[2]) or '0') or 0
-    if c > 1 then redis.call('HINCRBY', KEYS[rec.p[1]], rec.p[2], -1)
-    elseif c == 1 then redis.call('HDEL', KEYS[rec.p[1]], rec.p[2]) end
-  end
+  if rec.m and redis.call('ZSCORE', holds_key, rec.m) then share_end(msg_key) end
+  if rec.m and redis.call('ZREM', holds_key, rec.m) == 1 then redis.call('DEL', msg_key) end
+  for _, w in ipairs(rec.w) do take_back(w) end
+  -- rec.p: the pumping guard's sent this issue counted.
+  if rec.p then pump_back(rec.p) end
   for _, c in ipairs(rec.c) do
     local key = KEYS[c[1]]
     local sum = window_count(redis.call('HGET', key, c[2]), c[3])
@@ -507,25 +375,29 @@ if ARGV[1] == 'a' then
   -- or ''}. It goes (or the one it replaced comes back) only while no other
   -- issue has continued it: a '+' in its field marks one that has, and that
   -- issue's message carries its code.
-  local now_v = rec.v and vget(redis.call('HGET', KEYS[1], rec.v[1]))
+  local now_v = rec.v and vget(redis.call('HGET', phone_key, rec.v[1]))
   if now_v and now_v[1] == rec.v[2] and not now_v[5] then
     if rec.v[3] ~= '' then
-      redis.call('HSET', KEYS[1], rec.v[1], rec.v[3])
+      redis.call('HSET', phone_key, rec.v[1], rec.v[3])
     else
-      redis.call('HDEL', KEYS[1], rec.v[1])
+      redis.call('HDEL', phone_key, rec.v[1])
     end
   end
   return 1
 end
 
+-- Op 'i'. The groups' bases, and the message's values.
+local caps_at = IA_RULES + nrules * RA_N
+local msg_at = caps_at + ncaps * CA_N
+local capacity, hold_ms, mid = tonumber(ARGV[msg_at + MA_CAPACITY]), tonumber(ARGV[msg_at + MA_HOLD_MS]), ARGV[msg_at + MA_MID]
+local api_key, caps_text, phone = ARGV[msg_at + MA_API_KEY], ARGV[msg_at + MA_CAPS_TEXT], ARGV[msg_at + MA_PHONE]
+local smax, skey = tonumber(ARGV[msg_at + MA_SHARE] or ''), tonumber(ARGV[msg_at + MA_SHARE_KEY] or '') or 0
+
 local rec = redis.call('GET', undo_key)
 if rec == TOMB then return {-1, now, '', 0, 0, 0, 0, -1} end
 if rec then return cjson.decode(rec).o end
 
-local ttl, maxatt, price = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local nrules, ncaps, costkey = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local scope = ARGV[11]
-local idem = idem_args(13 + nrules * 7 + ncaps * 3 + 8)
+local idem = idem_args(msg_at + MA_N)
 if idem then
   local wait = idem_check(idem)
   if wait == -1 then return {-2, now} end
@@ -546,12 +418,12 @@ end
 -- The pumping guard, before every rule (see above). pump.count: whether an
 -- accepted issue counts one sent.
 local pump, ptail = nil, {0, 0, 0, 0}
-local pk = ARGV[#ARGV - 6] == 'pump' and tonumber(ARGV[#ARGV - 5]) or 0
+local pk = ARGV[pump_at + PA_WORD] == 'pump' and tonumber(ARGV[pump_at + PA_KEY]) or 0
 if pk > 0 then
   local pkey = KEYS[pk]
-  local width = math.ceil(tonumber(ARGV[#ARGV - 4]) / PUMP_BUCKETS)
-  local pmin, pppm, phold = tonumber(ARGV[#ARGV - 3]), tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1])
-  local pshadow = ARGV[#ARGV] == '1'
+  local width = math.ceil(tonumber(ARGV[pump_at + PA_WINDOW]) / PUMP_BUCKETS)
+  local pmin, pppm = tonumber(ARGV[pump_at + PA_MIN_SENT]), tonumber(ARGV[pump_at + PA_RATIO])
+  local phold, pshadow = tonumber(ARGV[pump_at + PA_HOLD]), ARGV[pump_at + PA_SHADOW] == '1'
   local held = tonumber(redis.call('HGET', pkey, 'h') or '0') or 0
   pump = {k = pk, width = width, count = true, dead = {}}
   if held > now then
@@ -584,110 +456,31 @@ if pk > 0 then
 end
 
 for r = 0, nrules - 1 do
-  local a = 13 + r * 7
-  local kind, k, field = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2]
-  local limit, window, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local shadow, pen = mode_of(ARGV[a + 6])
-  if shadow then pen = nil end -- shadow refusals are never counted: it blocks nothing
-  local v = redis.call('HGET', KEYS[k], field)
-  local ok, remaining, reset, new, hold, nxt, u = true, 0, 0, nil, 0, 0, nil
-  local blk = 0 -- on a refusal, how long its penalty block lasts from now (ms)
-  local pstart, pcount, puntil = pen_read(pen and redis.call('HGET', KEYS[k], '!' .. field))
-  if pen and puntil > now then
-    -- Blocked: refused outright, not counted, the block not extended.
-    ok, reset, blk = false, puntil - now, puntil - now
-  elseif kind == 1 or kind == 5 then
-    local log = live_log(v, window)
-    if #log >= limit then
-      ok, reset = false, tonumber(log[#log - limit + 1]) + window - now
-    elseif kind == 1 then
-      log[#log + 1] = fmt(now)
-      new, hold, u = table.concat(log, ' '), window, fmt(now)
-      remaining, reset = limit - #log, tonumber(log[1]) + window - now
-      -- Full now: the next issue passes when the oldest counted entry leaves.
-      if #log >= limit then nxt = tonumber(log[#log - limit + 1]) + window - now end
-    else
-      remaining = limit - #log
-      reset = #log > 0 and tonumber(log[1]) + window - now or 0
-    end
-  elseif kind == 2 then
-    local idx = math.floor(now / window)
-    local count = window_count(v, idx)
-    reset = (idx + 1) * window - now
-    if count >= limit then
-      ok = false
-    else
-      new, hold, remaining, u = fmt(idx) .. ':' .. (count + 1), reset, limit - count - 1, idx
-      if count + 1 >= limit then nxt = reset end
-    end
-  elseif kind == 3 then
-    local step = math.ceil(window / limit)
-    local tat = math.max(tonumber(v or 0) or 0, now)
-    local allow_at = tat + step - step * burst
-    if now < allow_at then
-      ok, reset = false, allow_at - now
-    else
-      new, hold, u = fmt(tat + step), tat + step - now, {step, fmt(tat + step)}
-      remaining, reset = math.floor((now - allow_at) / step), tat + step - now
-      nxt = math.max(0, allow_at + step - now)
-    end
-  elseif kind == 4 then
-    local untl = tonumber(v or 0) or 0
-    if now < untl then
-      ok, reset = false, untl - now
-    else
-      new, hold, reset, nxt = fmt(now + window), window, window, window
-      u = {v or '', fmt(now + window)}
-    end
-  elseif kind == 6 then
-    local idx = math.floor(now / window)
-    local cur, prev = swc_read(v, idx)
-    local elapsed = now - idx * window
-    local wait = swc_wait(cur, prev, elapsed, limit, window)
-    if wait > 0 then
-      ok, reset = false, wait
-    else
-      -- Every count taken so far weighs until the end of the next window.
-      new, hold, u = fmt(idx) .. ':' .. (cur + 1) .. ':' .. prev, (idx + 2) * window - now, idx
-      remaining = math.max(0, math.floor((limit * window - (cur + 1) * window - prev * (window - elapsed)) / window))
-      reset, nxt = hold, swc_wait(cur + 1, prev, elapsed, limit, window)
-    end
+  local c = rule_check(IA_RULES + r * RA_N)
+  if c.pen then pens[#pens + 1] = c.pen end
+  if not c.ok and not c.shadow then refused = true end
+  if c.ok and c.new then
+    writes[#writes + 1] = {c.k, c.field, c.new}
+    want(c.k, c.hold)
+    undo[#undo + 1] = take_record(c)
   end
-  if not ok and pen and puntil <= now then
-    local pv, pttl, block = pen_add(pen, pstart, pcount, 1)
-    if block > reset then reset = block end
-    blk = block
-    pens[#pens + 1] = {k, '!' .. field, pv, pttl}
-  end
-  if not ok and not shadow then refused = true end
-  if ok and new then
-    writes[#writes + 1] = {k, field, new}
-    want(k, hold)
-    if type(u) == 'table' then
-      undo[#undo + 1] = {k, field, kind, u[1], u[2]}
-    else
-      undo[#undo + 1] = {k, field, kind, u}
-    end
-  end
-  if ok and not shadow and nxt > next_ms then next_ms = nxt end
-  out[#out + 1] = ok and 1 or 0
-  out[#out + 1] = blk > 0 and -blk or remaining
-  out[#out + 1] = reset
+  if c.ok and not c.shadow and c.nxt > next_ms then next_ms = c.nxt end
+  verdict_add(out, c)
 end
 
 -- Caps are named by their window, so two caps with one window share one
 -- sum (and take the price once).
 local cost_new, cost_undo = {}, {}
 if price >= 0 and costkey > 0 then
-  local a = 13 + nrules * 7
   for c = 0, ncaps - 1 do
-    local field, window, max = ARGV[a + c * 3], tonumber(ARGV[a + c * 3 + 1]), tonumber(ARGV[a + c * 3 + 2])
+    local a = caps_at + c * CA_N
+    local field, window, max = ARGV[a + CA_FIELD], tonumber(ARGV[a + CA_WINDOW]), tonumber(ARGV[a + CA_MAX])
     local idx = math.floor(now / window)
     local sum = window_count(redis.call('HGET', KEYS[costkey], field), idx)
     local reset = (idx + 1) * window - now
     if sum + price > max then
       refused = true
-      if reset > out[6] then out[6] = reset end
+      if reset > out[IR_COST_RETRY] then out[IR_COST_RETRY] = reset end
     else
       if not cost_new[field] then cost_undo[#cost_undo + 1] = {costkey, field, idx, price} end
       cost_new[field] = fmt(idx) .. ':' .. fmt(sum + price)
@@ -698,31 +491,25 @@ if price >= 0 and costkey > 0 then
 end
 for _, x in ipairs(ptail) do out[#out + 1] = x end
 if refused then
-  for _, p in ipairs(pens) do
-    redis.call('HSET', KEYS[p[1]], p[2], p[3])
-    if redis.call('PTTL', KEYS[p[1]]) < p[4] then redis.call('PEXPIRE', KEYS[p[1]], p[4]) end
-  end
+  pens_write(pens)
   return out
 end
 
 -- The fleet's queue: messages in the stream (queued, claimed or in flight)
 -- and held ones. Checked last, so a refusal by a rule says which rule.
-local qa = 13 + nrules * 7 + ncaps * 3
-local capacity, hold_ms, mid = tonumber(ARGV[qa]), tonumber(ARGV[qa + 1]), ARGV[qa + 2]
-local depth = redis.call('XLEN', KEYS[#KEYS - 3]) + redis.call('ZCARD', KEYS[#KEYS - 2])
+local depth = redis.call('XLEN', queue_key) + redis.call('ZCARD', holds_key)
 if depth >= capacity then
-  out[8] = depth
+  out[IR_FULL] = depth
   return out
 end
 -- The caller's share: its members not yet past their code's expiry (the
 -- others are pruned: their instance died before their end).
-local smax, skey = tonumber(ARGV[qa + 6] or ''), tonumber(ARGV[qa + 7] or '') or 0
 local share_at = nil
 if skey > 0 then
-  share_at = ARGV[qa + 3] .. '\031'
+  share_at = api_key .. '\031'
   redis.call('ZREMRANGEBYLEX', KEYS[skey], '[' .. share_at, '(' .. share_at .. string.format('%013.0f', now))
   if smax and redis.call('ZLEXCOUNT', KEYS[skey], '[' .. share_at, '(' .. share_at .. ':') >= smax then
-    out[5], out[8] = 1, depth
+    out[IR_IS_NEW], out[IR_FULL] = 1, depth
     return out
   end
 end
@@ -740,33 +527,32 @@ for field, v in pairs(cost_new) do redis.call('HSET', KEYS[costkey], field, v) e
 -- A live verification is continued (same code, a new message) while at
 -- least a third of otp.ttl is left; with less, an SMS would arrive nearly
 -- dead, so a new verification (a new code) replaces it.
-local raw = redis.call('HGET', KEYS[1], scope)
+local raw = redis.call('HGET', phone_key, scope)
 local cur = vget(raw)
 local exp = cur and cur[3] or 0
 local vrec = nil
 if cur and (exp - now) * 3 >= ttl and cur[4] < maxatt then
-  out[3], out[5] = cur[1], 0
+  out[IR_VID], out[IR_IS_NEW] = cur[1], 0
   -- Continued: an abandon of the issue that created it keeps it.
-  redis.call('HSET', KEYS[1], scope, vput(cur[1], cur[2], exp, cur[4], true))
+  redis.call('HSET', phone_key, scope, vput(cur[1], cur[2], exp, cur[4], true))
 else
-  vrec = {scope, ARGV[2], raw or ''}
+  vrec = {scope, vid, raw or ''}
   exp = now + ttl
-  redis.call('HSET', KEYS[1], scope, vput(ARGV[2], ARGV[3], exp, 0, false))
-  out[3], out[5] = ARGV[2], 1
+  redis.call('HSET', phone_key, scope, vput(vid, vhash, exp, 0, false))
+  out[IR_VID], out[IR_IS_NEW] = vid, 1
 end
-out[1], out[4], out[7] = 1, exp - now, next_ms
-want(1, exp - now)
+out[IR_ALLOWED], out[IR_EXPIRES], out[IR_NEXT] = 1, exp - now, next_ms
+want(IK_PHONE, exp - now)
 
 local member = mid .. ':' .. rid
-local msg = KEYS[#KEYS - 1]
-redis.call('ZADD', KEYS[#KEYS - 2], now + hold_ms, member)
-redis.call('HSET', msg, 's', 'held', 'v', out[3], 'to', ARGV[qa + 5], 'e', fmt(exp), 'sc', scope,
-           'a', ARGV[qa + 3], 'p', fmt(price), 't', fmt(now), 'k', ARGV[qa + 4], 'n', 0, 'pk', KEYS[1])
-redis.call('PEXPIRE', msg, 86400000)
+redis.call('ZADD', holds_key, now + hold_ms, member)
+redis.call('HSET', msg_key, 's', 'held', 'v', out[IR_VID], 'to', phone, 'e', fmt(exp), 'sc', scope,
+           'a', api_key, 'p', fmt(price), 't', fmt(now), 'k', caps_text, 'n', 0, 'pk', phone_key)
+redis.call('PEXPIRE', msg_key, 86400000)
 if share_at then
   local sh = share_at .. string.format('%013.0f', exp) .. '\031' .. mid
   redis.call('ZADD', KEYS[skey], 0, sh)
-  redis.call('HSET', msg, 'sh', sh)
+  redis.call('HSET', msg_key, 'sh', sh)
 end
 
 for k, ms in pairs(keep) do

@@ -1,8 +1,9 @@
 /*
- * limits: the abuse rules of DESIGN.md ("Limits"), as data. Each issue runs
- * one script (issue.lua) that checks and takes every applicable rule and
- * the cost reservation and starts or continues the phone's verification;
- * each verify runs verify.lua. Rules are swapped whole on reload.
+ * limits: the abuse rules (docs/architecture.md, "Limits and rules"), as
+ * data. Each issue runs one script (issue.lua) that checks and takes every
+ * applicable rule and the cost reservation and starts or continues the
+ * phone's verification; each verify runs verify.lua. Rules are swapped
+ * whole on reload. limits_int.h holds what the module's files share.
  */
 #ifndef OTPD_LIMITS_H
 #define OTPD_LIMITS_H
@@ -61,9 +62,10 @@ struct limits_request {
     const char *ip_key;    /* from limits_ip_key, NULL when absent */
     const char *api_key;   /* the caller's configured name */
     const char *purpose;   /* never NULL: "default" when the request named none */
-    /* From phone_parse, for rules keyed on them (DESIGN.md, "Phone
-     * numbers"): the phone's region ("IN", "001") and its number type.
-     * region is "" when the number has none (rules keyed on it skipped). */
+    /* From phone_parse, for rules keyed on them (docs/architecture.md,
+     * "Limits and rules"): the phone's region ("IN", "001") and its number
+     * type. region is "" when the number has none (rules keyed on it
+     * skipped). */
     char region[PHONE_REGION_MAX];
     enum phone_type type;
     const char *scope;     /* the verification's field (LIMITS_SCOPE_LEN characters): names
@@ -156,9 +158,9 @@ void limits_free(struct limits *l);
 /* Replaces the rules with c's; requests in flight finish on the old ones. */
 enum otp_rc limits_reload(struct limits *l, const struct limits_conf *c);
 
-/* An admin override (DESIGN.md, "Limits"): another limit (and burst) for
- * rule for one value of its key. values holds each kind of the rule's key
- * as the admin body gave it, checked: the canonical phone, "+" and the
+/* An admin override (docs/architecture.md, "Limits and rules"): another
+ * limit (and burst) for rule for one value of its key. values holds each
+ * kind of the rule's key as the admin body gave it, checked: the canonical phone, "+" and the
  * prefix's digits for phone_prefix, an address for client_ip (keyed here
  * as limits_ip_key keys a request's), "" for the others. */
 #define LIMITS_VALUE_MAX 129
@@ -301,23 +303,9 @@ void limits_cap_field(int64_t window_ms, char *out, size_t cap);
  * "k<window_ms>:<api_key>", so reordering caps changes nothing. Pure. */
 void limits_cap_key_field(int64_t window_ms, const char *api_key, char *out, size_t cap);
 
-/* The cap windows text of a reservation taken on caps by api_key, into out
- * (LIMITS_CAPS_TEXT): the global windows as digits, comma-separated (the
- * old text, which still means exactly that); then, when any cap is per
- * caller, ";", the caller's name with each byte as two letters a-p (high
- * nibble, low nibble), ":", and each per-caller window_ms with each digit d
- * as the letter 'a' + d, comma-separated. "3600000;gbgcgd:igeaaaaa" is a
- * global hour and abc's own day. No digit after the ';': a parser of the
- * old text reads the global windows alone. Pure, for tests. */
-void limits_caps_text(const struct cfg_cap *caps, size_t n_caps, const char *api_key, char *out, size_t cap);
-
 /* The key of a client IP: IPv4 whole, IPv4-mapped IPv6 as IPv4, other IPv6
  * as its /64 ("2001:db8:1:2::/64"). OTP_EINVAL when ip is malformed. */
 enum otp_rc limits_ip_key(const char *ip, char *out, size_t cap);
-
-/* Builds the Redis key of a rule's key kind into out; pure, for tests.
- * phone_prefix keys take the first 3 digits here; see limits_rule_key. */
-void limits_key(enum cfg_key kind, const struct limits_request *rq, char *out, size_t cap);
 
 /* Where rule r keeps its state for rq: the Redis key of its first key kind
  * (the phone's hash whenever the key holds phone) and the field, which is
@@ -328,10 +316,10 @@ int limits_rule_key(const struct cfg_rule *r, const struct limits_request *rq, c
                     char *field, size_t fcap);
 
 /*
- * The pacer's side of the cost caps (DESIGN.md, "Pacer": what a failure
- * costs), run on the pacer's money thread: reserve.lua and refund.lua on a
- * per-message money hash, so each reservation is taken and given back at
- * most once. Build with limits_money_new before s is shared (it registers
+ * The pacer's side of the cost caps (docs/architecture.md, "Money": what a
+ * failure costs), run on the pacer's money thread: reserve.lua and
+ * refund.lua on a per-message money hash, so each reservation is taken and
+ * given back at most once. Build with limits_money_new before s is shared (it registers
  * a script); it reads l's caps at each call, so SIGHUP applies.
  */
 struct limits_money;

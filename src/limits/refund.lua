@@ -39,11 +39,16 @@
 -- consumer's to give back (another ended the message, or marked the
 -- reservation used): kept; anomalies counts the windows that would have
 -- gone below zero.
+
+-- The arguments by name, read once (limits_money.c names each on the C
+-- side): KEYS (enum money_keys) MK_COST, MK_MSG; ARGV (enum refund_argv)
+-- RF_PRICE to RF_OWNER.
+local cost_key, msg_key = KEYS[1], KEYS[2]
 local price, at, windows = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local idx, me = tonumber(ARGV[4]), ARGV[5] or ''
 local DAY_MS = 86400000
 
-local idx, me = tonumber(ARGV[4]), ARGV[5] or ''
-local m = redis.call('HMGET', KEYS[2], 'r', 'f', 'p', 't', 'k', 'u', 'o', 'uo')
+local m = redis.call('HMGET', msg_key, 'r', 'f', 'p', 't', 'k', 'u', 'o', 'uo')
 local r, f, u = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[6] or 0)
 if me == '' or m[7] ~= me then return {3, 0} end
 if idx == 0 then
@@ -54,8 +59,8 @@ if f >= idx then return {0, 0} end
 if idx ~= r then return {-1, 0} end
 if u >= idx and m[8] ~= me then return {3, 0} end
 if m[3] then price, at, windows = tonumber(m[3]), tonumber(m[4]), m[5] or windows end
-redis.call('HSET', KEYS[2], 'f', idx)
-redis.call('PEXPIRE', KEYS[2], DAY_MS)
+redis.call('HSET', msg_key, 'f', idx)
+redis.call('PEXPIRE', msg_key, DAY_MS)
 
 -- A cap windows text (limits_caps_text) is the global windows (digits,
 -- the whole of an old text), then, after a ';', the caller (two letters a-p
@@ -74,7 +79,7 @@ end
 local anomalies = 0
 local function give(field, window)
   local widx = math.floor(at / window) -- the window the reservation was counted in
-  local v = redis.call('HGET', KEYS[1], field)
+  local v = redis.call('HGET', cost_key, field)
   if v then
     local i, sum = string.match(v, '^(%d+):(%d+)$')
     if tonumber(i) == widx then
@@ -82,7 +87,7 @@ local function give(field, window)
       if left < 0 then
         anomalies = anomalies + 1
       else
-        redis.call('HSET', KEYS[1], field, string.format('%.0f', widx) .. ':' .. string.format('%.0f', left))
+        redis.call('HSET', cost_key, field, string.format('%.0f', widx) .. ':' .. string.format('%.0f', left))
       end
     end
   end

@@ -50,22 +50,31 @@
 -- (idx, taken at at_ms), or 0 when cap number `cap` (0-based) has no room
 -- until retry_ms from now. mode 3: ok 1 when the mark was given back, 0
 -- (cap -1) when nothing changed.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The arguments by name, read once (limits_money.c names each on the C
+-- side). KEYS (enum money_keys): MK_COST, MK_MSG. ARGV (enum reserve_argv,
+-- RV_NEED to RV_NCAPS), then from RV_CAPS ncaps caps (CA_*: field,
+-- window_ms, max), then the consumer.
+local cost_key, msg_key = KEYS[1], KEYS[2]
 local need, price, issue_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local mode, ncaps = tonumber(ARGV[4]), tonumber(ARGV[5])
+local RV_CAPS = 6
+local CA_FIELD, CA_WINDOW, CA_MAX, CA_N = 0, 1, 2, 3
+local me = ARGV[RV_CAPS + ncaps * CA_N] or ''
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local DAY_MS = 86400000
 
 local function fmt(n) return string.format('%.0f', n) end
 
-local me = ARGV[6 + ncaps * 3] or ''
 if me == '' and (mode == 1 or mode == 3) then return redis.error_reply('reserve.lua: no consumer name') end
 
-local m = redis.call('HMGET', KEYS[2], 'r', 'f', 't', 'u', 'a', 's', 'uo')
+local m = redis.call('HMGET', msg_key, 'r', 'f', 't', 'u', 'a', 's', 'uo')
 local r, f, u = tonumber(m[1] or 1), tonumber(m[2] or 0), tonumber(m[4] or 0)
 if mode == 3 then
   if r == need and u == need and f < need and m[6] == 'queued' and m[7] == me then
-    redis.call('HSET', KEYS[2], 'u', need - 1)
+    redis.call('HSET', msg_key, 'u', need - 1)
     return {1, need, tonumber(m[3] or issue_ms), 0, -1}
   end
   return {0, r, 0, 0, -1}
@@ -73,8 +82,8 @@ end
 if (mode == 2 or (mode == 1 and m[7] ~= me)) and need <= u then need = u + 1 end
 if r >= need and f < r then
   if mode == 1 and u < r then
-    redis.call('HSET', KEYS[2], 'u', r, 'uo', me)
-    redis.call('PEXPIRE', KEYS[2], DAY_MS)
+    redis.call('HSET', msg_key, 'u', r, 'uo', me)
+    redis.call('PEXPIRE', msg_key, DAY_MS)
   end
   return {1, r, tonumber(m[3] or issue_ms), 0, -1}
 end
@@ -82,13 +91,13 @@ end
 local caller = m[5] or ''
 local writes, windows, kwindows = {}, {}, {}
 for c = 0, ncaps - 1 do
-  local a = 6 + c * 3
-  local field, window, max = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local a = RV_CAPS + c * CA_N
+  local field, window, max = ARGV[a + CA_FIELD], tonumber(ARGV[a + CA_WINDOW]), tonumber(ARGV[a + CA_MAX])
   local per_key = string.sub(field, 1, 1) == 'k'
   if per_key then field = field .. ':' .. caller end
   local idx = math.floor(now / window)
   local sum = 0
-  local v = redis.call('HGET', KEYS[1], field)
+  local v = redis.call('HGET', cost_key, field)
   if v then
     local i, s = string.match(v, '^(%d+):(%d+)$')
     if tonumber(i) == idx then sum = tonumber(s) end
@@ -100,9 +109,9 @@ for c = 0, ncaps - 1 do
   if per_key then
     -- A letter per digit: an older parser of this text (gmatch '%d+') sees
     -- only the global windows (limits_caps_text).
-    kwindows[#kwindows + 1] = string.gsub(ARGV[a + 1], '%d', function(d) return string.char(string.byte(d) + 49) end)
+    kwindows[#kwindows + 1] = string.gsub(ARGV[a + CA_WINDOW], '%d', function(d) return string.char(string.byte(d) + 49) end)
   else
-    windows[#windows + 1] = ARGV[a + 1]
+    windows[#windows + 1] = ARGV[a + CA_WINDOW]
   end
 end
 local text = table.concat(windows, ',')
@@ -115,12 +124,12 @@ end
 
 local keep = 0
 for _, w in ipairs(writes) do
-  redis.call('HSET', KEYS[1], w[1], w[2])
+  redis.call('HSET', cost_key, w[1], w[2])
   if w[3] > keep then keep = w[3] end
 end
-if keep > 0 and redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
+if keep > 0 and redis.call('PTTL', cost_key) < keep then redis.call('PEXPIRE', cost_key, keep) end
 local idx = math.max(r + 1, need)
-redis.call('HSET', KEYS[2], 'r', idx, 'p', fmt(price), 't', fmt(now), 'k', text)
-if mode == 1 then redis.call('HSET', KEYS[2], 'u', idx, 'uo', me) end
-redis.call('PEXPIRE', KEYS[2], DAY_MS)
+redis.call('HSET', msg_key, 'r', idx, 'p', fmt(price), 't', fmt(now), 'k', text)
+if mode == 1 then redis.call('HSET', msg_key, 'u', idx, 'uo', me) end
+redis.call('PEXPIRE', msg_key, DAY_MS)
 return {1, idx, now, 0, -1}

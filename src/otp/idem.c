@@ -96,7 +96,7 @@ enum otp_rc idem_prepare(struct idem *m, const char *caller, const char *key, co
     free(in);
     /* The caller's name is length-prefixed, so no (caller, key) pair can
      * spell another's; and no byte of either is in a Redis key name, which
-     * the undo records carry as JSON (src/limits/limits.c). */
+     * the undo records carry as JSON (src/limits/limits_undo.c). */
     if (asprintf(&in, "idemkey:%zu:%s:%s", strlen(caller), caller, key) < 0)
         return OTP_ENOMEM;
     code_tag(m->keys, in, tag);

@@ -1,6 +1,7 @@
 /*
- * fuzz_reply: libFuzzer over the readers of the Lua scripts' replies in
- * limits.c: issue_read (issue.lua) and verify_read (verify.lua). They turn
+ * fuzz_reply: libFuzzer over the readers of the Lua scripts' replies:
+ * issue_read (limits_issue.c, issue.lua's) and verify_read
+ * (limits_verify.c, verify.lua's). They turn
  * what Redis answered into the decision a caller sees (status, reason,
  * Retry-After, RateLimit fields), so a reader that misreads a reply
  * refuses wrongly, or says when to retry too early.
@@ -27,18 +28,16 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../src/limits/limits.h"
+#include "../../src/limits/limits_int.h"
 #include "fuzz.h"
 
 #define FUZZ_RULES_MAX 32
-/* issue.lua's reply: allowed, now, vid, expires_in, is_new, cost_retry,
- * next (resend_after), then 3 per rule (limits.c's enum issue_reply). */
-#define FUZZ_ISSUE_FIXED 8
-#define FUZZ_PUMP_N 4 /* issue.lua's reply ends with the pumping guard's state, wait, sent, verified */
-#define FUZZ_REPLY_MAX (FUZZ_ISSUE_FIXED + 3 * FUZZ_RULES_MAX + FUZZ_PUMP_N)
+/* issue.lua's reply (limits_int.h, enum issue_reply): IR_RULES fixed
+ * values, IR_PER_RULE per rule, then the pumping guard's IR_PUMP_N. */
+#define FUZZ_REPLY_MAX (IR_RULES + IR_PER_RULE * FUZZ_RULES_MAX + IR_PUMP_N)
 #define FUZZ_LUA_INT_MAX (1LL << 53) /* beyond it a Lua double skips integers */
 
-/* limits.c's UNITTEST functions. */
+/* limits_issue.c's and limits_verify.c's UNITTEST functions. */
 void issue_read(const struct cfg_rule *const *used, size_t n_used, const struct store_reply *rep,
                 struct limits_issue *out);
 enum otp_rc verify_read(const struct cfg_rule *wrong, const struct store_reply *rep, struct limits_verify *out,
@@ -153,7 +152,7 @@ static int fuzz_parse(struct fuzz_in *in, char *text)
     return in->mode != 0;
 }
 
-/* issue_read's promises (see its comment in limits.c and limits.h). */
+/* issue_read's promises (see its comment in limits_issue.c and limits.h). */
 static int fuzz_issue(struct fuzz_in *in)
 {
     const struct store_reply *rep = &in->rep;
@@ -161,43 +160,43 @@ static int fuzz_issue(struct fuzz_in *in)
     struct limits_issue out;
     int64_t longest = INT64_MIN;
     int limited = 0;
-    size_t i, base = FUZZ_ISSUE_FIXED + in->n_rules * 3;
-    const long long *pump;
+    size_t i, base = IR_RULES + in->n_rules * IR_PER_RULE;
+    const long long *pump, *v;
 
     /* A reply without the pumping guard's values is read as the guard off
      * (the seeds written before it). */
-    if (rep->n == base && base + FUZZ_PUMP_N <= FUZZ_REPLY_MAX) {
-        for (i = 0; i < FUZZ_PUMP_N; i++)
+    if (rep->n == base && base + IR_PUMP_N <= FUZZ_REPLY_MAX) {
+        for (i = 0; i < IR_PUMP_N; i++)
             in->ints[base + i] = 0, in->strs[base + i] = NULL;
-        in->rep.n += FUZZ_PUMP_N;
+        in->rep.n += IR_PUMP_N;
     }
-    if (rep->n != base + FUZZ_PUMP_N || rep->strs[0] != NULL || rep->ints[0] < 0)
+    if (rep->n != base + IR_PUMP_N || rep->strs[IR_ALLOWED] != NULL || rep->ints[IR_ALLOWED] < 0)
         return 0; /* limits_issue answers OTP_ESTORE (a bad or an abandoned call's reply) */
     pump = rep->ints + base;
-    if (pump[0] == LIMITS_PUMP_HELD || pump[0] == LIMITS_PUMP_STARTED) {
+    if (pump[IR_PUMP_STATE] == LIMITS_PUMP_HELD || pump[IR_PUMP_STATE] == LIMITS_PUMP_STARTED) {
         /* Refused by the guard before any rule: no rule is named. */
         memset(&out, 0, sizeof(out));
         issue_read(in->used, in->n_rules, rep, &out);
-        FUZZ_CHECK(out.rc == OTP_EPUMPING && out.retry_ms == pump[1] && out.reason[0] == '\0');
+        FUZZ_CHECK(out.rc == OTP_EPUMPING && out.retry_ms == pump[IR_PUMP_RETRY] && out.reason[0] == '\0');
         return 1;
     }
-    for (i = 0; i < in->n_rules; i++)
-        if (rep->ints[FUZZ_ISSUE_FIXED + i * 3] != 1 && rep->ints[FUZZ_ISSUE_FIXED + 2 + i * 3] < 1)
+    for (i = 0, v = rep->ints + IR_RULES; i < in->n_rules; i++, v += IR_PER_RULE)
+        if (v[IR_RULE_OK] != 1 && v[IR_RULE_RESET] < 1)
             return 0; /* not a refusal issue.lua gives */
     memset(&out, 0, sizeof(out));
     issue_read(in->used, in->n_rules, rep, &out);
     FUZZ_CHECK(strlen(out.vid) < sizeof(out.vid) && strlen(out.reason) < sizeof(out.reason));
     FUZZ_CHECK(out.header.remaining >= 0 && out.header.reset_s >= 0 && out.header.window_s >= 0);
-    if (rep->ints[0] == 1) {
-        FUZZ_CHECK(out.rc == OTP_OK && out.reason[0] == '\0' && out.resend_after_ms == rep->ints[6]);
+    if (rep->ints[IR_ALLOWED] == 1) {
+        FUZZ_CHECK(out.rc == OTP_OK && out.reason[0] == '\0' && out.resend_after_ms == rep->ints[IR_NEXT]);
         return 1;
     }
     /* A refusal: never early, and named by the lock, else the longest. */
-    FUZZ_CHECK(out.retry_ms >= rep->ints[5]); /* the cost caps' wait */
-    for (i = 0; i < in->n_rules; i++) {
+    FUZZ_CHECK(out.retry_ms >= rep->ints[IR_COST_RETRY]); /* the cost caps' wait */
+    for (i = 0, v = rep->ints + IR_RULES; i < in->n_rules; i++, v += IR_PER_RULE) {
         const struct cfg_rule *r = in->used[i];
-        int64_t reset = rep->ints[FUZZ_ISSUE_FIXED + 2 + i * 3];
-        if (rep->ints[FUZZ_ISSUE_FIXED + i * 3] == 1 || r->shadow)
+        int64_t reset = v[IR_RULE_RESET];
+        if (v[IR_RULE_OK] == 1 || r->shadow)
             continue;
         FUZZ_CHECK(out.retry_ms >= reset);
         if (r->algo == CFG_ALGO_WRONG_GUESS_CAP)
@@ -210,15 +209,14 @@ static int fuzz_issue(struct fuzz_in *in)
         FUZZ_CHECK(strcmp(out.header.name, lock->name) == 0 && out.header.remaining == 0);
     } else if (limited) {
         FUZZ_CHECK(out.rc == OTP_ELIMITED && out.reason[0] != '\0');
-        for (i = 0; i < in->n_rules; i++)
+        for (i = 0, v = rep->ints + IR_RULES; i < in->n_rules; i++, v += IR_PER_RULE)
             if (strcmp(in->used[i]->name, out.reason) == 0)
-                FUZZ_CHECK(rep->ints[FUZZ_ISSUE_FIXED + i * 3] != 1 && !in->used[i]->shadow &&
-                           rep->ints[FUZZ_ISSUE_FIXED + 2 + i * 3] == longest);
-    } else if (rep->ints[7] >= 0 && rep->ints[5] == 0) {
-        /* The queue alone refused: queue_full, without RateLimit headers. */
-        /* is_new (4) says the caller's share refused it, not the fleet's capacity. */
-        FUZZ_CHECK(out.rc == OTP_EFULL && out.depth == rep->ints[7] &&
-                   strcmp(out.reason, rep->ints[4] == 1 ? "share_per_key" : "") == 0);
+                FUZZ_CHECK(v[IR_RULE_OK] != 1 && !in->used[i]->shadow && v[IR_RULE_RESET] == longest);
+    } else if (rep->ints[IR_FULL] >= 0 && rep->ints[IR_COST_RETRY] == 0) {
+        /* The queue alone refused: queue_full, without RateLimit headers.
+         * is_new says the caller's share refused it, not the fleet's capacity. */
+        FUZZ_CHECK(out.rc == OTP_EFULL && out.depth == rep->ints[IR_FULL] &&
+                   strcmp(out.reason, rep->ints[IR_IS_NEW] == 1 ? "share_per_key" : "") == 0);
         FUZZ_CHECK(out.header.name[0] == '\0');
     } else {
         FUZZ_CHECK(out.rc == OTP_ECOST && out.reason[0] == '\0');
@@ -245,14 +243,14 @@ static int fuzz_verify(const struct fuzz_in *in)
         FUZZ_CHECK(err[0] != '\0');
         return 0;
     }
-    /* Six values, then 3 per verify rule (read by limits_verify). */
-    FUZZ_CHECK(rep->n >= 6 && (status = rep->strs[0]) != NULL);
+    /* VR_COUNT values, then IR_PER_RULE per verify rule (read by limits_verify). */
+    FUZZ_CHECK(rep->n >= VR_COUNT && (status = rep->strs[VR_STATUS]) != NULL);
     want = strcmp(status, "ok") == 0        ? OTP_OK
            : strcmp(status, "wrong") == 0   ? OTP_EBADCODE
            : strcmp(status, "locked") == 0  ? OTP_ELOCKED
            : strcmp(status, "limited") == 0 ? OTP_ELIMITED
                                             : OTP_ENOTFOUND;
-    FUZZ_CHECK(out.rc == want && out.retry_ms == rep->ints[3]);
+    FUZZ_CHECK(out.rc == want && out.retry_ms == rep->ints[VR_WINDOW_LEFT]);
     FUZZ_CHECK(strlen(out.vid) < sizeof(out.vid));
     if (wrong == NULL) {
         FUZZ_CHECK(out.reason[0] == '\0' && out.header.name[0] == '\0');

@@ -8,6 +8,7 @@ import os
 import re
 
 from harness import API_KEY, OTHER_KEY, ROOT, OtpdTest, wait_until
+from luascript import limits_script
 
 PRICE = 20  # "+91"
 HOUR_MS = 3600000
@@ -233,8 +234,7 @@ class ShareTest(CallersTest):
         """A held message (issue.lua's hold, its commit never sent: an
         instance that died) made by running issue.lua as otpd does, then
         dropped by otpd's lapsed-hold sweep; another abandoned."""
-        with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
-            script = f.read()
+        script = limits_script("issue.lua")
         phone = phones(1, 310)[0]
         # caller-c may hold 1 (ARGV share, after phone); KEYS as otpd passes
         # them with no rule and no price: phone, shares, stream, holds,

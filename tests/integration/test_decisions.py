@@ -23,7 +23,8 @@ import time
 
 import fleet
 import harness
-from harness import ROOT, Redis, wait_until
+from harness import Redis, wait_until
+from luascript import limits_script
 from test_limits import LimitsTest, verification
 
 P = "+919812345678"
@@ -264,8 +265,7 @@ class ScriptOrderTest(DecisionsTest):
     limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 2, "window": "1m"}]
 
     def eval_issue(self, op, rid):
-        with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
-            src = f.read()
+        src = limits_script("issue.lua")
         keys = ["otp:{%s}" % P, "otp:cost"] + queue_keys(rid)
         args = [op, "" if op == "a" else "v" * 32, "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000, "s" * 12, 0,
                 1, 1, "pl", 2, 60000, 2, 0,
@@ -297,8 +297,7 @@ class ScriptOrderTest(DecisionsTest):
     def eval_hold(self, op, rid, hold_ms=10000):
         """issue.lua's hold ops on a stream and holds of the test's own (t:q,
         t:holds), so the running pacer never claims what they release."""
-        with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
-            src = f.read()
+        src = limits_script("issue.lua")
         keys = ["otp:{%s}" % P, "otp:cost", "t:q", "t:holds", "otp:msg:m" + rid, "otp:u:" + rid]
         args = [op, "v" * 32 if op == "i" else "m%s:%s" % (rid, rid), "h" * 16, 300000, 3, PRICE, 1, 1, 2, 30000,
                 "s" * 12, 0, 1, 1, "pl", 2, 60000, 2, 0, "c3600000", 3600000, 100000,
@@ -349,14 +348,12 @@ class AbandonInterleavingTest(DecisionsTest):
     RIGHT, WRONG = "r" * 16, "w" * 16
 
     def verify_script(self, op, rid, guess):
-        with open(os.path.join(ROOT, "src", "limits", "verify.lua")) as f:
-            src = f.read()
+        src = limits_script("verify.lua")
         return self.redis.cmd("EVAL", src, 2, self.K, "otp:u:" + rid, op, guess, "3", "wg", "10", "3600000", "0",
                               "30000", self.SCOPE, "0", "0")
 
     def issue_script(self, op, rid, vid):
-        with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
-            src = f.read()
+        src = limits_script("issue.lua")
         keys = [self.K, "otp:cost"] + queue_keys(rid)
         args = [op, "" if op == "a" else vid, "h" * 16, 300000, 3, PRICE, 2, 1, 2, 30000, self.SCOPE, 0,
                 1, 1, "pl", 5, 60000, 0, 0,

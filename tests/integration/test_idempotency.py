@@ -19,7 +19,6 @@ instance that stalled past its claim never sends or answers its own decision.
 import hashlib
 import http.client
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -30,6 +29,7 @@ import unittest
 import harness
 from fleet import FleetTest, message_id
 from harness import OTHER_KEY, OtpdTest, wait_until
+from luascript import limits_script, limits_script_sha
 from netproxy import NetProxy
 
 PHONE = "+919812345678"
@@ -38,7 +38,6 @@ LATER_PHONE = "+919812345670"
 # The headers a replay must repeat exactly.
 REPLAYED = ("content-type", "retry-after", "ratelimit-policy", "ratelimit")
 ADMIN_KEY = "key-ops-admin-0123456789ab"
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
 def idem_keys(redis):
@@ -456,8 +455,7 @@ class ScriptTest(IdemTest):
 
     @staticmethod
     def source(name):
-        with open(os.path.join(ROOT, "src", "limits", name)) as f:
-            return f.read()
+        return limits_script(name)
 
     def rtime_ms(self):
         s, us = self.redis.cmd("TIME")
@@ -628,8 +626,7 @@ class LostReleaseReplyTest(FleetTest):
 
     def test_the_retry_gets_the_answer_kept_with_the_release(self):
         a, b = self.fleet[0], self.fleet[1]
-        with open(os.path.join(ROOT, "src", "limits", "issue.lua"), "rb") as f:
-            sha = hashlib.sha1(f.read()).hexdigest().encode()
+        sha = limits_script_sha("issue.lua").encode()
         # issue.lua's commit: op 'c', or 'C' with an answer to keep.
         release = re.compile(rb"\r\n\$1\r\n[cC]\r\n")
         self.proxy.trip = lambda data: "blackhole" if sha in data and release.search(data) else None

@@ -6,14 +6,13 @@ cost given back when the ledger refuses a message.
 Expiries and Retry-After are checked against Redis's own TIME, read before
 and after each call: the script decided at some moment in between."""
 import concurrent.futures
-import hashlib
 import json
-import os
 import re
 import signal
 import threading
 
 from harness import OTHER_KEY, wait_until
+from luascript import limits_script_sha
 from test_limits import P, P2, P3, LimitsTest, verification, wrong_of
 
 HOUR_MS = 3600000
@@ -442,9 +441,7 @@ class VerifyRoundTripsBase(LimitsTest):
 
     @staticmethod
     def sha(name):
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "limits", name)
-        with open(path, "rb") as f:
-            return hashlib.sha1(f.read()).hexdigest()
+        return limits_script_sha(name)
 
     @classmethod
     def round_trip(cls, args):

@@ -22,6 +22,7 @@ import tempfile
 import unittest
 
 from harness import ROOT, Redis
+from luascript import limits_script
 
 DAY_MS = 86400000
 HOUR_MS = 3600000
@@ -42,7 +43,7 @@ def script(*path):
         return f.read()
 
 
-ISSUE, VERIFY = script("src", "limits", "issue.lua"), script("src", "limits", "verify.lua")
+ISSUE, VERIFY = limits_script("issue.lua"), limits_script("verify.lua")
 
 
 def resp(args):

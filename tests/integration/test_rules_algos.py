@@ -21,7 +21,8 @@ import json
 import os
 import time
 
-from harness import ROOT, rule_fields
+from harness import rule_fields
+from luascript import limits_script
 from test_decisions import queue_args
 from test_limits import LimitsTest
 
@@ -131,8 +132,7 @@ class SwcScriptTest(AlgosTest):
     def eval_issue(self, op, rid, limit, at_ms, state=None, mode="0"):
         if state is not None:
             self.redis.cmd("HSET", "otp:g", self.FIELD, state)
-        with open(os.path.join(ROOT, "src", "limits", "issue.lua")) as f:
-            src = f.read()
+        src = limits_script("issue.lua")
         keys = ["otp:{%s}" % P, "otp:g", "t:q", "t:holds", "otp:msg:m" + rid, "otp:u:" + rid]
         args = [op, "v" * 32, "h" * 16, 300000, 3, -1, 1, 0, 0, 30000, "s" * 12, at_ms,
                 6, 2, self.FIELD, limit, self.W, limit, mode] + queue_args(rid)
@@ -230,8 +230,7 @@ class SwcScriptTest(AlgosTest):
     def eval_verify(self, rid, limit, at_ms, state=None):
         if state is not None:
             self.redis.cmd("HSET", "otp:g", self.FIELD, state)
-        with open(os.path.join(ROOT, "src", "limits", "verify.lua")) as f:
-            src = f.read()
+        src = limits_script("verify.lua")
         keys = ["otp:{%s}" % P, "otp:g", "otp:u:" + rid]
         args = ["v", "x" * 16, 3, "", 0, 1, 0, 30000, "s" * 12, 1, at_ms,
                 6, 2, self.FIELD, limit, self.W, limit, "0"]

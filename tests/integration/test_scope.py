@@ -9,6 +9,7 @@ import os
 import re
 
 from harness import API_KEY, OTHER_KEY, wait_until
+from luascript import limits_script
 from test_limits import P, P2, LimitsTest, verification, wrong_of
 
 PAY_KEY = "key-payments-0123456789"
@@ -352,9 +353,7 @@ class VerifyAbandonTest(ScopeTest):
     every verify rule it took, in the keys of composite rules too."""
 
     def eval_verify(self, op, rid, guess):
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "limits",
-                               "verify.lua")) as f:
-            src = f.read()
+        src = limits_script("verify.lua")
         keys = ["otp:{%s}" % P, "otp:k:{login-web}", "otp:u:" + rid]
         args = [op, guess, 5, "wg\x1flogin-web", 3, 3600000, 0, 30000, "s" * 12, 2, 0,
                 1, 2, "vr\x1flogin", 3, 3600000, 3, 0,   # sliding_log on ["api_key", "purpose"]
@@ -393,9 +392,7 @@ class VerifyAbandonTest(ScopeTest):
         # A bucket of 10 a second (one token each 100 ms): r1 takes one,
         # its time passes (the token is back by itself), r2 takes the next.
         def eval_tb(op, rid):
-            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "limits",
-                                   "verify.lua")) as f:
-                src = f.read()
+            src = limits_script("verify.lua")
             keys = ["otp:{%s}" % P, "otp:k:{login-web}", "otp:u:" + rid]
             args = [op, "x" * 16, 5, "", 3, 3600000, 0, 30000, "s" * 12, 1, 0,
                     3, 2, "tb", 10, 1000, 1, 0]

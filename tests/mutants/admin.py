@@ -1,4 +1,4 @@
-"""Mutants for admin: the rows (src/admin), their matching and refresh, roles (http.c), overrides in limits.c,
+"""Mutants for admin: the rows (src/admin), their matching and refresh, roles (http.c), overrides in limits_rules.c,
 unlock (admin.lua), addresses and bodies (unit:test_admin). Each is a small plausible bug, and the test that must
 catch it."""
 MUTANTS = [
@@ -33,13 +33,13 @@ MUTANTS = [
          test="test_admin.FleetTest.test_block_seen_everywhere_and_ends",
          why="expired rows listed (and kept) for ever"),
     dict(name="admin-override-wrong-rule",
-         file="src/limits/limits.c",
+         file="src/limits/limits_rules.c",
          old="for (j = 0; j < r->n_rules && strcmp(r->rules[j].name, o->rule) != 0; j++)",
          new="for (j = 0; j < r->n_rules && strcmp(r->rules[j].name, o->rule) == 0; j++)",
          test="test_admin.FleetTest.test_override_five_times_then_ends",
          why="an override matched to another rule than the one it names"),
     dict(name="admin-override-burst-not-limit",
-         file="src/limits/limits.c",
+         file="src/limits/limits_rules.c",
          old="    tmp->limit = hit->limit;\n",
          new="",
          test="test_admin.FleetTest.test_override_five_times_then_ends",

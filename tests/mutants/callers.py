@@ -3,11 +3,9 @@ issue.lua's cap and queue sections, reserve.lua, refund.lua, queue.lua's end,
 limits.c's share. Each a small plausible bug and the test that kills it."""
 MUTANTS = [
     dict(name="callers-per-key-cap-not-checked",
-         file="src/limits/limits.c",
-         old="            args_str(a, capf[i]);\n            args_int(a, rs->caps[i].window_ms);\n"
-             "            args_int(a, rs->caps[i].max_minor);",
-         new="            args_str(a, capf[i]);\n            args_int(a, rs->caps[i].window_ms);\n"
-             "            args_int(a, INT64_MAX / 4);",
+         file="src/limits/limits_args.c",
+         old="        limits_argv_int(a, at + CA_MAX, rs->caps[i].max_minor);",
+         new="        limits_argv_int(a, at + CA_MAX, rs->caps[i].per_key ? INT64_MAX / 4 : rs->caps[i].max_minor);",
          test="test_callers.CallerCapTest.test_a_caller_spends_its_own_budget_under_the_global_one",
          why="the caller's cap is passed with no max: one caller spends the whole global budget"),
     dict(name="callers-refund-forgets-per-key-window",
@@ -36,8 +34,8 @@ MUTANTS = [
          why="a sent message keeps its place: the caller's share fills up for good"),
     dict(name="callers-share-not-freed-on-drop",
          file="src/limits/issue.lua",
-         old="  redis.call('ZREM', KEYS[#KEYS - 2], ARGV[2])\n  share_end(KEYS[#KEYS - 1])",
-         new="  redis.call('ZREM', KEYS[#KEYS - 2], ARGV[2])",
+         old="  redis.call('ZREM', holds_key, hold)\n  share_end(msg_key)",
+         new="  redis.call('ZREM', holds_key, hold)",
          test="test_callers.ShareTest.test_a_dropped_hold_and_an_abandon_give_their_places_back",
          why="a dropped hold keeps its place until its code expires"),
     dict(name="callers-share-off-by-one",

@@ -38,13 +38,13 @@ MUTANTS = [
          test="test_decisions.NearDeadTest",
          why="a code with less than a third of its life left is sent again instead of replaced"),
     dict(name="resend-after-ignores-fixed-window",
-         file="src/limits/issue.lua",
+         file="src/limits/prelude.lua",
          old="      if count + 1 >= limit then nxt = reset end",
          new="      if count + 1 > limit then nxt = reset end",
          test="test_decisions.ResendAfterTest",
          why="resend_after says 1 s while a full fixed window refuses until its end"),
     dict(name="resend-after-newest-log-entry",
-         file="src/limits/issue.lua",
+         file="src/limits/prelude.lua",
          old="      if #log >= limit then nxt = tonumber(log[#log - limit + 1]) + window - now end",
          new="      if #log >= limit then nxt = tonumber(log[#log]) + window - now end",
          test="test_decisions.ResendAfterTest",
@@ -56,15 +56,9 @@ MUTANTS = [
          test="test_decisions.WrongGuessSlidingTest",
          why="a wrong-guess lock lasts until the newest wrong guess leaves the window, not the oldest counted"),
     dict(name="cap-field-by-position",
-         file="src/limits/limits.c",
-         old="""        limits_cap_field(rs->caps[i].window_ms, a->num[a->n], sizeof(a->num[0]));
-        args_str(a, a->num[a->n]);
-        args_int(a, rs->caps[i].window_ms);
-        args_int(a, rs->caps[i].max_minor);""",
-         new="""        limits_cap_field((int64_t)i, a->num[a->n], sizeof(a->num[0]));
-        args_str(a, a->num[a->n]);
-        args_int(a, rs->caps[i].window_ms);
-        args_int(a, rs->caps[i].max_minor);""",
+         file="src/limits/limits_args.c",
+         old="limits_cap_field(rs->caps[i].window_ms, limits_argv_buf(a, at + CA_FIELD), sizeof(a->num[0]));",
+         new="limits_cap_field((int64_t)i, limits_argv_buf(a, at + CA_FIELD), sizeof(a->num[0]));",
          test="test_decisions.CapNamesTest",
          why="cost-cap state named by position: reordering the caps resets the spend"),
     dict(name="verify-abandon-restores-snapshot",
@@ -86,7 +80,7 @@ MUTANTS = [
          test="test_decisions.AbandonInterleavingTest.test_abandoned_issue_keeps_a_verification_another_issue_continued",
          why="an abandoned issue deletes a verification whose code another 202's SMS carries"),
     dict(name="token-bucket-abandon-refilled",
-         file="src/limits/issue.lua",
+         file="src/limits/prelude.lua",
          old="elseif kind == 3 and v and tonumber(w[5]) > now then",
          new="elseif kind == 3 and v then",
          test="test_decisions.AbandonInterleavingTest.test_token_bucket_abandon_gives_back_only_a_token_still_held",
@@ -94,14 +88,14 @@ MUTANTS = [
 ]
 MUTANTS += [
     dict(name="undo-keys-escapes-refused",
-         file="src/limits/limits.c",
+         file="src/limits/limits_undo.c",
          old="            if (*p == '\\0' || (e = strchr(esc, *p)) == NULL)\n                return NULL;\n            c = val[e - esc];\n",
          new="            return NULL;\n",
          test="test_decisions.LapsedHoldEscapedKeysTest",
          why=("the undo record's keys are read as they were before the fix, refusing any escape: a device_id with "
               "a '/' makes the lapsed hold's drop fall back to the hold alone, and the device's take stays counted")),
     dict(name="undo-keys-slash-kept-escaped",
-         file="src/limits/limits.c",
+         file="src/limits/limits_undo.c",
          old='static const char esc[] = "\\"\\\\/bfnrt", val[] = "\\"\\\\/\\b\\f\\n\\r\\t";',
          new='static const char esc[] = "\\"\\\\bfnrt", val[] = "\\"\\\\\\b\\f\\n\\r\\t";',
          test="test_decisions.LapsedHoldEscapedKeysTest",

@@ -62,8 +62,8 @@ MUTANTS = [
               "for a request answered 503")),
     dict(name="abandon-after-commit-keeps-cost",
          file="src/limits/issue.lua",
-         old="if cost and price > 0 and u < r and f < r then",
-         new="if false and cost and price > 0 then",
+         old="if cost and mprice > 0 and u < r and f < r then",
+         new="if false and cost and mprice > 0 then",
          test="test_decisions.ScriptOrderTest.test_a_live_hold_is_released_never_dropped_and_an_abandon_after_ends_it",
          why=("an abandon after the commit keeps the unsent message's reservation: budget counted for no SMS")),
 ]

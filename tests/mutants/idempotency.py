@@ -68,7 +68,7 @@ MUTANTS = [
          test="test_idempotency.CapTest",
          why="a caller may hold any number of keys: its stored answers grow without bound"),
     dict(name="idem-cap-never-prunes",
-         file="src/limits/issue.lua",
+         file="src/limits/prelude.lua",
          old="  redis.call('ZREMRANGEBYSCORE', I.c, '-inf', now)\n",
          new="",
          test="test_idempotency.CapTest",
@@ -82,7 +82,7 @@ MUTANTS = [
     # What may decide twice: the answer is kept with the release, fenced by the claim.
     dict(name="idem-fence-off",
          file="src/limits/issue.lua",
-         old="  if answer ~= '' and redis.call('HGET', KEYS[1], 'o') ~= rid then return -1 end\n",
+         old="  if answer ~= '' and redis.call('HGET', first_key, 'o') ~= rid then return -1 end\n",
          new="",
          # An issue's hold lapses with its claim (both 10 s), so StaleOwnerTest's owner is stopped by its
          # hold too; a verify has no hold: the fence alone keeps a stale guess's answer out.
@@ -96,7 +96,7 @@ MUTANTS = [
          why="an owner fenced off answers 503 instead of the answer stored by the request that won the key"),
     dict(name="idem-abandon-keeps-answer",
          file="src/limits/issue.lua",
-         old="      idem_drop() -- its answer, kept by the commit, is no longer true\n",
+         old="    idem_drop() -- its answer, kept by the commit, is no longer true\n",
          new="",
          test="test_idempotency.ScriptTest.test_an_abandon_after_the_release_takes_the_answer_back_with_the_message",
          why="a message ended unsent after its release keeps its 202: a retry replays an id never sent"),

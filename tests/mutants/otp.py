@@ -15,7 +15,7 @@ MUTANTS = [
          why=("an issue refused for the ledger keeps its takes and cost reservation: the budget drains with no SMS")),
     dict(name="otp-slot-leak-on-ledger-failure",
          file="src/limits/issue.lua",
-         old="  if rec.m and redis.call('ZREM', KEYS[#KEYS - 2], rec.m) == 1 then redis.call('DEL', KEYS[#KEYS - 1]) end\n",
+         old="  if rec.m and redis.call('ZREM', holds_key, rec.m) == 1 then redis.call('DEL', msg_key) end\n",
          new="",
          test="test_api.LedgerFailureRefundTest",
          why=("an issue refused for the ledger keeps its place in the queue (its hold, until it lapses): the queue "

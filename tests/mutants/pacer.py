@@ -53,7 +53,7 @@ MUTANTS = [
               "call on the wire before the kill may have spent")),
     dict(name="refund-not-marked",
          file="src/limits/refund.lua",
-         old="redis.call('HSET', KEYS[2], 'f', idx)\n",
+         old="redis.call('HSET', msg_key, 'f', idx)\n",
          new="",
          test="test_money.RefusedConnectionTest",
          why="a refund without its mark: a crash before the ledger row lets it happen again"),

@@ -1,6 +1,6 @@
 """Mutants for issue 13's path (not the refusal cache): the ledger's index of
 counted 4xx rows (src/ledger/ledger.c), the memo of phone parses
-(src/base/phone.cc) and the verify that needs no commit (src/limits/limits.c).
+(src/base/phone.cc) and the verify that needs no commit (src/limits/limits_verify.c).
 Each a small plausible bug, and the test that must catch it."""
 MUTANTS = [
     dict(name="ledger-agg-index-keeps-flushed-rows",
@@ -54,7 +54,7 @@ MUTANTS = [
          test="unit:test_phone",
          why="every miss evicts a set's first entry: the memo holds one number per set (1/8 of its memory used)"),
     dict(name="verify-take-not-committed",
-         file="src/limits/limits.c",
+         file="src/limits/limits_verify.c",
          old="""        if (rep->ints[VR_COUNT + i * IR_PER_RULE + IR_RULE_OK] == 1)
             return 1;""",
          new="""        if (rep->ints[VR_COUNT + i * IR_PER_RULE + IR_RULE_OK] == 2)
@@ -63,7 +63,7 @@ MUTANTS = [
          why="a verify rule's take is left with its undo record: the record outlives the answer for the "
              "undo TTL"),
     dict(name="verify-wrong-guess-not-committed",
-         file="src/limits/limits.c",
+         file="src/limits/limits_verify.c",
          old="""    if (out->vid[0] != '\\0')
         return 1;""",
          new="""    if (out->vid[0] == '\\0')

@@ -1,4 +1,4 @@
-"""Mutants for the refusal cache (issue 13): src/limits/rcache.c, its wiring in limits.c, the admin clears and the
+"""Mutants for the refusal cache (issue 13): src/limits/rcache.c, its wiring in limits_cache.c, the admin clears and the
 penalty flush. Each is a small plausible bug, and the test that must catch it."""
 MUTANTS = [
     dict(name="rcache-answers-at-deadline",
@@ -57,8 +57,8 @@ MUTANTS = [
          why="a penalty that fires only on the refusals Redis saw"),
     dict(name="rcache-penalty-add-one",
          file="src/limits/issue.lua",
-         old="      local v, ttl, block = pen_add(pen, pstart, pcount, tonumber(ARGV[a + 5]))",
-         new="      local v, ttl, block = pen_add(pen, pstart, pcount, 1)",
+         old="      local v, ttl_ms, block = pen_add(pen, pstart, pcount, tonumber(ARGV[a + PN_COUNT]))",
+         new="      local v, ttl_ms, block = pen_add(pen, pstart, pcount, 1)",
          test="test_rcache.PenaltyTest",
          why="a flush that counts each entry's hits as one refusal"),
     dict(name="rcache-lru-touch-skipped",
@@ -92,9 +92,9 @@ MUTANTS = [
          test="test_rcache.PenaltyBlockHitsTest",
          why="hits answered during a penalty block flushed after its end start a new block no refusal earned"),
     dict(name="rcache-block-not-reported",
-         file="src/limits/issue.lua",
-         old="  out[#out + 1] = blk > 0 and -blk or remaining",
-         new="  out[#out + 1] = remaining",
+         file="src/limits/prelude.lua",
+         old="rem = blk > 0 and -blk or remaining",
+         new="rem = remaining",
          test="test_rcache.PenaltyBlockHitsTest",
          why="issue.lua's reply hides a block, so the cache counts the hits it answers during it"),
     dict(name="rcache-deadline-no-rate-margin",
@@ -104,7 +104,7 @@ MUTANTS = [
          test="unit:test_rcache",
          why="a long refusal outlives Redis's when Redis's wall clock runs a little faster than our monotonic one"),
     dict(name="rcache-retry-after-from-deadline",
-         file="src/limits/limits.c",
+         file="src/limits/limits_cache.c",
          old="    out->retry_ms = why.end_ms - now;",
          new="    out->retry_ms = why.deadline_ms - now;",
          test="test_limits.WrongGuessCapTest.test_lock_across_codes",

@@ -14,6 +14,9 @@
 
 #include "../../src/limits/limits.h"
 
+/* limits_keys.c's UNITTEST function. */
+void limits_key(enum cfg_key kind, const struct limits_request *rq, char *out, size_t cap);
+
 /* Checks that ip gives want. */
 static void expect_key(const char *ip, const char *want)
 {
