@@ -44,6 +44,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unkn
 
 BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clock.c src/base/log.c \
                 src/base/config.c src/base/conftab.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c
+BASE_SRC     += src/base/msgstate.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -73,6 +74,7 @@ LUA_H        := $(LUA:.lua=.lua.h)
 UNIT_TESTS   := test_duration test_timestamp test_rc test_log test_sha256 test_phone test_config test_config_rows
 UNIT_TESTS   += test_problem test_logsum test_http_body
 UNIT_TESTS   += test_code test_metrics
+UNIT_TESTS   += test_msgstate
 UNIT_TESTS   += test_limits_keys test_fraud test_rcache
 UNIT_TESTS   += test_admin
 UNIT_TESTS   += test_schedule
