@@ -4,7 +4,7 @@
  * written out here again, by hand), a refused move leaves the state as it
  * was, the words round-trip and are the ones the ledger and the scripts
  * store, unknown words are refused, and the sets built from the table
- * (msg_from, the phases) are the ones a conditional move starts from.
+ * (msg_from, the phases) are the ones the ledger's conditional moves use.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "../../src/base/msgstate.h"
+#include "../../src/ledger/ledger_state.h"
 
 #define B(s) MSG_BIT(MSG_##s)
 
@@ -158,6 +159,29 @@ static void test_from_sets(void **state)
     assert_int_equal(msg_from(MSG_QUEUED, MSG_ALL), B(HELD) | B(QUEUED) | B(SENDING));
 }
 
+/* The ledger refuses a move the table does not have, and spells the
+ * unfinished states as the table's pending phase. */
+static void test_ledger_agrees(void **state)
+{
+    char sql[64];
+    size_t n = 0;
+    int s;
+
+    (void)state;
+    assert_true(ledger_move_ok(MSG_FAILED, B(QUEUED)));
+    assert_true(ledger_move_ok(MSG_DELIVERED, B(QUEUED) | B(SENDING) | B(SENT)));
+    assert_false(ledger_move_ok(MSG_EXPIRED, B(QUEUED) | B(SENT)));
+    assert_false(ledger_move_ok(MSG_QUEUED, 0));
+    assert_false(ledger_move_ok(MSG_NONE, B(QUEUED)));
+    n += (size_t)snprintf(sql + n, sizeof(sql) - n, "(");
+    for (s = 0; s < MSG_STATES; s++)
+        if (msg_phase_set(MSG_PENDING) & MSG_BIT(s))
+            n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s'%s'", n > 1 ? ", " : "",
+                                  msg_state_name((enum msg_state)s));
+    snprintf(sql + n, sizeof(sql) - n, ")");
+    assert_string_equal(sql, LEDGER_UNFINISHED_SQL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -167,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_unknown_names_refused),
         cmocka_unit_test(test_phases),
         cmocka_unit_test(test_from_sets),
+        cmocka_unit_test(test_ledger_agrees),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
