@@ -12,7 +12,10 @@ PKGS    += libcrypto
 PKGS    += gnutls
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wcast-qual \
            -Wformat=2 -Wvla
-CFLAGS  ?= -O2 -g
+# OPT is the plain build's optimisation and debug info. The mutation gate builds its scratch copies with OPT=-O0:
+# they compile three times faster and behave the same.
+OPT     ?= -O2 -g
+CFLAGS  ?= $(OPT)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -pthread $(WARN) -MMD -MP
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror
@@ -39,11 +42,15 @@ B       := build/rel
 endif
 BIN     := bin
 PREFIX  ?= /usr/local
-# The git describe at build time, for `otpd --version` (a source tree without git says "unknown").
-VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+# The git describe at build time, for `otpd --version` (a source tree without git says "unknown"). Expanded only
+# where version.h is made, and not at all when given on the command line (the mutation gate's copies).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
 BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clock.c src/base/log.c \
-                src/base/config.c src/base/conftab.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c
+                src/base/config.c src/base/config_read.c src/base/config_rows.c src/base/conftab.c \
+                src/base/config_net.c src/base/config_otp.c src/base/config_rules.c src/base/config_cost.c \
+                src/base/config_provider.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c \
+                src/base/phone_mask.c
 BASE_SRC     += src/base/msgstate.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
@@ -232,15 +239,23 @@ openapi-lint: $(NPM_DIR)/.installed
 	$(NPM_DIR)/node_modules/.bin/redocly lint --config docs/redocly.yaml docs/openapi.yaml
 
 # `make install PREFIX=/usr DESTDIR=pkg/`: the two binaries, the systemd unit (its paths follow PREFIX), an
-# example config and the docs. The service user, /etc/otpd and the secrets are the operator's (see the unit).
+# example config (its ledger under /var/lib/otpd, the unit's StateDirectory) and the docs, README.md at the top
+# and docs/ beside it as in the source tree, so their links hold. The service user, /etc/otpd and the secrets are
+# the operator's (see the unit).
+DOC_FILES := docs/architecture.md docs/config.md docs/operations.md docs/contributing.md docs/rules.md \
+             docs/providers.md docs/openapi.yaml
+DOC_DIR    = $(DESTDIR)$(PREFIX)/share/doc/otpd
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/otpd \
-	  $(DESTDIR)$(PREFIX)/share/doc/otpd
+	  $(DOC_DIR)/docs/prometheus $(DOC_DIR)/docs/grafana
 	install -m 0755 $(BIN)/otpd $(BIN)/otpctl $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|/usr/local|$(PREFIX)|g' packaging/otpd.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/otpd.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/otpd.service
 	install -m 0644 configs/otpd.json $(DESTDIR)$(PREFIX)/share/otpd/otpd.json.example
-	install -m 0644 README.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/otpd/
+	install -m 0644 README.md LICENSE $(DOC_DIR)/
+	install -m 0644 $(DOC_FILES) $(DOC_DIR)/docs/
+	install -m 0644 docs/prometheus/otpd.rules.yml $(DOC_DIR)/docs/prometheus/
+	install -m 0644 docs/grafana/otpd.json $(DOC_DIR)/docs/grafana/
 
 run: deps all
 	sh tests/run_dev.sh
@@ -256,6 +271,7 @@ bench: deps-test all build/bench/bare429
 	python3 bench/run.py perf
 
 lint:
+	python3 tests/layers.py
 	@! grep -nE '\b(sprintf|strcpy|strcat|strtok|gmtime|localtime|atoi)\(' $$(git ls-files '*.c' '*.cc' '*.h') || \
 	  { echo "banned call found"; exit 1; }
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
@@ -264,8 +280,9 @@ lint:
 # libFuzzer (clang) over the parsers: build/fuzz/fuzz_T for each T of FUZZ_TARGETS, from tests/fuzz/fuzz_T.c
 # and the library built with OTPD_TESTING (UNITTEST functions visible) and ASan+UBSan. tests/fuzz/run.sh
 # checks that every seed parses, then runs each target FUZZ_SECONDS (default 60) from tests/fuzz/corpus/T/
-# copied to build/fuzz/; any crash fails. FUZZ_SECONDS=N to run longer.
+# copied to build/fuzz/; any crash fails. FUZZ_SECONDS=N to run longer, FUZZ_JOBS=N targets at once.
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= 1
 FUZZ_TARGETS := config body phone reply
 FUZZ_CFLAGS  := -g -O1 -std=c11 -D_GNU_SOURCE -DOTPD_TESTING -pthread $(WARN) $(filter -Werror,$(CFLAGS)) \
                 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -282,12 +299,13 @@ $(FUZZ_OBJ): | $(LUA_H) src/ledger/schema.h
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -fsanitize-link-c++-runtime $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
-	sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	FUZZ_JOBS=$(FUZZ_JOBS) sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-# The mutation gate (tests/mutants/): MUTANTS="name ..." picks mutants by substring, MUTATE_JOBS copies in parallel.
+# The mutation gate (tests/mutants/): MUTANTS="name ..." picks mutants by substring, MUTATE_JOBS copies in parallel,
+# MUTATE_FLAGS passes more (--no-baseline, --timeout S).
 MUTATE_JOBS ?= 2
 mutate:
-	python3 tests/mutants/run.py --jobs $(MUTATE_JOBS) $(MUTANTS)
+	python3 tests/mutants/run.py --jobs $(MUTATE_JOBS) $(MUTATE_FLAGS) $(MUTANTS)
 
 # Line and branch coverage of src/ per module, unit plus integration tests, from a gcov build in build/cov
 # (bin/ relinks to it through the mode stamp; the next plain `make` relinks back). Counts start from zero each
@@ -314,7 +332,7 @@ coverage-report:
 	        n = split(mods, ms, " "); for (i = 1; i <= n; i++) row("src/" ms[i], lt[ms[i]], lc[ms[i]], bt[ms[i]], bc[ms[i]]); \
 	        row("src/ (total)", LT, LC, BT, BC) }' build/cov/coverage.csv
 
-# README's configuration key table, from the key table in src/base/config.c.
+# docs/config.md's configuration key table, from the key table in src/base/config_rows.c.
 config-doc: $(BIN)/otpd
 	python3 tests/config_table.py
 

@@ -16,7 +16,7 @@ FUNC_MAX = 80
 SOURCES = (".c", ".cc", ".h", ".lua")
 # A table's initialiser is data, one row a line: "static const struct x rows[] = {" at column 0.
 TABLE = re.compile(r"^[A-Za-z].*=\s*\{\s*$")
-NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")
+NAME = re.compile(r"\b(?!__attribute__\b)([A-Za-z_]\w*)\s*\(")
 
 
 def tracked():

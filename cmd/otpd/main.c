@@ -77,12 +77,14 @@
 /* How long SIGTERM waits for provider calls in flight. */
 #define OTPD_DRAIN_MS 5000
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: otpd -c FILE          run the service\n"
+    fprintf(f, "usage: otpd -c FILE          run the service\n"
                     "       otpd --check -c FILE  validate FILE (no secret needed) and exit 0, or 1 with every error\n"
                     "       otpd --version        print the version (git describe at build) and exit\n"
-                    "       otpd --print-config-table  print every config key (README's table) and exit\n");
+                    "       otpd --print-config-table  print every config key (docs/config.md's table) and exit\n"
+                    "       otpd --help           print this and exit\n"
+                    "signals: SIGHUP reloads the file (what can change without a restart), SIGTERM stops\n");
 }
 
 /* Everything otpd runs; torn down in reverse order. */
@@ -102,6 +104,7 @@ struct otpd {
     struct tls *tls; /* tls: the certificate HTTPS serves; NULL for plain HTTP */
     struct http *http;
     struct sweep sweep; /* the tick's */
+    int tick_down;      /* the tick could not reach Redis at its last try: said once, until it can again */
 };
 
 static void otpd_free(struct otpd *d)
@@ -183,21 +186,27 @@ static void otpd_harden(void)
     }
 }
 
+/* The sweep's read of the fleet's record (sweep_read_fn): the pacer's. */
+static enum otp_rc otpd_fleet_states(void *ctx, const char *const *ids, int n,
+                                     void (*put)(void *put_ctx, int i, enum msg_state state, const char *detail),
+                                     void *put_ctx, char *err)
+{
+    return pacer_states(ctx, ids, n, put, put_ctx, err);
+}
+
 /* The housekeeping tick's admin part: the rows' snapshot, the live
  * overrides into the limits when they changed, and last what vouches for
  * the refusal cache: the read just made, once what it saw is applied, or
  * its failure (a change made on another instance may be unseen: nothing
  * is answered from memory then). */
-static void otpd_admin_tick(struct otpd *d)
+static enum otp_rc otpd_admin_tick(struct otpd *d, char *err)
 {
     struct admin_override *ov = NULL;
     struct limits_override *lo = NULL;
-    char err[OTP_ERR_LEN] = "";
     int changed = 0, kind;
     long n, i;
+    enum otp_rc rc = admin_refresh(d->admin, &changed, err);
 
-    if (admin_refresh(d->admin, &changed, err) != OTP_OK)
-        log_msg(LOG_WARN, "cannot refresh the admin rows (the last ones stay): %s", err);
     /* An override, a block's end or removal, an unlock: a cached refusal
      * may be over (an override's change clears it in limits_overrides_set too). */
     if (changed & ADMIN_ROWS_MOVED)
@@ -223,14 +232,43 @@ out:
     limits_cache_vouch(d->limits, admin_read_ms(d->admin));
     free(lo);
     free(ov);
+    return rc;
 }
 
-/* The sweep's read of the fleet's record (sweep_read_fn): the pacer's. */
-static enum otp_rc otpd_fleet_states(void *ctx, const char *const *ids, int n,
-                                     void (*put)(void *put_ctx, int i, enum msg_state state, const char *detail),
-                                     void *put_ctx, char *err)
+/* One line when the tick's work first fails (Redis away, most often), one
+ * when it works again: not a line a second for each of its calls while
+ * Redis is away (the API's own 503s and /readyz say the rest). */
+static void otpd_tick_say(struct otpd *d, const char *what, const char *err)
 {
-    return pacer_states(ctx, ids, n, put, put_ctx, err);
+    if (what != NULL && !d->tick_down)
+        log_event(LOG_WARN, "tick.failing", LOG_FIELDS(LOG_STR("what", what), LOG_STR("reason", err)),
+                  "housekeeping failing (%s: %s): lapsed holds, admin rows and the fleet's ends wait; said again "
+                  "when it works", what, err);
+    else if (what == NULL && d->tick_down)
+        log_event(LOG_INFO, "tick.working", NULL, 0, "housekeeping works again");
+    d->tick_down = what != NULL;
+}
+
+/* Once a second between signals: the abandons of 503'd requests and the
+ * cached refusals' penalties, the fleet's lapsed holds, the admin rows, and
+ * the messages other instances ended (after a code's life, a call begun
+ * before it ends within pacer.timeout). */
+static void otpd_tick(struct otpd *d)
+{
+    static const char *const what[] = {"lapsed holds", "admin rows", "the fleet's ends"};
+    char err[3][OTP_ERR_LEN] = {"", "", ""};
+    size_t dropped = 0;
+    int failed[3], i;
+
+    limits_flush(d->limits);
+    limits_penalties_flush(d->limits);
+    failed[0] = limits_holds(d->limits, &dropped, err[0]) != OTP_OK;
+    failed[1] = otpd_admin_tick(d, err[1]) != OTP_OK;
+    failed[2] = sweep_run(&d->sweep, d->ledger, clock_wall_ms(), d->cfg->pacer.timeout_ms, otpd_fleet_states,
+                          d->pacer, err[2]) < 0;
+    for (i = 0; i < 3 && !failed[i]; i++)
+        ;
+    otpd_tick_say(d, i < 3 ? what[i] : NULL, i < 3 ? err[i] : "");
 }
 
 /* Builds and starts everything; returns 0, or logs and returns -1. */
@@ -356,6 +394,24 @@ static void otpd_needs_restart(void *ctx, const char *path, int reload)
                   "reload: %s changed: needs a restart (the running value stays until then)", path);
 }
 
+/* text's lines joined by "; " (malloc'd; NULL when text is NULL or out of
+ * memory), its last newline dropped. */
+static char *otpd_one_line(const char *text)
+{
+    char *out, *o;
+
+    if (text == NULL || (out = malloc(2 * strlen(text) + 1)) == NULL)
+        return NULL;
+    for (o = out; *text; text++) {
+        if (*text != '\n')
+            *o++ = *text;
+        else if (text[1] != '\0')
+            *o++ = ';', *o++ = ' ';
+    }
+    *o = '\0';
+    return out;
+}
+
 /* SIGHUP: a valid file replaces what the key table marks reloadable (the
  * rules, prices and caps, countries, the pumping guard, otp.ttl and
  * otp.template) and names each other changed key as needing a restart; a
@@ -366,8 +422,11 @@ static void otpd_reload(struct otpd *d, const char *path)
     struct config *c = config_load(path, &errors);
 
     if (c == NULL) {
-        log_event(LOG_ERROR, "config.reload_refused", NULL, 0, "reload refused, the old rules stay:\n%s",
-                  errors ? errors : "");
+        /* One event, one line: config_load's errors are one a line. */
+        char *line = otpd_one_line(errors);
+        log_event(LOG_ERROR, "config.reload_refused", NULL, 0, "reload refused, the old rules stay: %s",
+                  line ? line : errors ? errors : "");
+        free(line);
         free(errors);
         return;
     }
@@ -395,84 +454,141 @@ static void otpd_reload(struct otpd *d, const char *path)
     d->applied = c;
 }
 
+/* What the command line asks: run (or check) the file at *path; returns
+ * -1 to go on, else the exit status (--help, --version and the table print
+ * to stdout and exit 0; a usage error prints to stderr, EX_USAGE). */
+static int otpd_args(int argc, char **argv, const char **path, int *check)
+{
+    int i;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
+            *path = argv[++i];
+        } else if (strcmp(argv[i], "--check") == 0) {
+            *check = 1;
+        } else if (strcmp(argv[i], "--print-config-table") == 0) {
+            config_print_table(stdout);
+            return EX_OK;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("otpd %s\n", OTPD_VERSION);
+            return EX_OK;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return EX_OK;
+        } else {
+            fprintf(stderr, "otpd: unknown argument %s\n", argv[i]);
+            usage(stderr);
+            return EX_USAGE;
+        }
+    }
+    if (*path == NULL) {
+        fprintf(stderr, "otpd: no config file: give -c FILE\n");
+        usage(stderr);
+        return EX_USAGE;
+    }
+    return -1;
+}
+
+/* --check: validates the file on any machine (a CI job, an operator's
+ * laptop): each secret's variable must be named, but no value is read;
+ * the certificate and key files too, as a start would read them (the
+ * key's content is never printed). Returns the exit status. */
+static int otpd_check(const char *path)
+{
+    char *errors = NULL;
+    struct config *c;
+    int ok;
+
+    config_set_secrets(0);
+    c = config_load(path, &errors);
+    ok = c != NULL;
+    fputs(errors ? errors : "", stderr);
+    if (ok && c->tls.on) {
+        struct tls_info ti;
+        char err[TLS_ERR_LEN] = "";
+        if (tls_check(&c->tls, (int64_t)time(NULL), &ti, err) < 0) {
+            fprintf(stderr, "%s: %s\n", path, err);
+            ok = 0;
+        }
+    }
+    if (ok)
+        printf("%s: ok\n", path);
+    free(errors);
+    config_free(c);
+    return ok ? EX_OK : 1;
+}
+
+/* The certificate before anything opens: a bad one is the config's fault,
+ * told before any listening. Returns 0, or -1 (logged). */
+static int otpd_tls_open(struct otpd *d, const char *path)
+{
+    struct tls_info ti;
+    char err[TLS_ERR_LEN] = "";
+    int64_t now_s = (int64_t)time(NULL);
+
+    if (!d->cfg->tls.on)
+        return 0;
+    if ((d->tls = tls_new(&d->cfg->tls, now_s, err)) == NULL) {
+        log_event(LOG_ERROR, "tls.refused", NULL, 0, "cannot start: %s: %s", path, err);
+        return -1;
+    }
+    tls_info(d->tls, &ti);
+    otpd_tls_log("tls.loaded", &ti, now_s);
+    otpd_tls_key_mode(&ti);
+    return 0;
+}
+
+/* Serves until SIGTERM or SIGINT (returned): SIGHUP reloads path, and
+ * between signals the tick runs once a second. */
+static int otpd_serve(struct otpd *d, const char *path, const sigset_t *set)
+{
+    int sig;
+
+    log_event(LOG_INFO, "otpd.started", LOG_FIELDS(LOG_STR("version", OTPD_VERSION)),
+              "otpd listening on %s:%d%s (provider %s, rate %d/s, %zu rules)", d->cfg->http.listen_host,
+              d->cfg->http.listen_port, d->tls ? " with TLS" : "", d->provider->ops->name, d->cfg->pacer.rate,
+              d->cfg->limits.n_rules);
+    if (d->cfg->http.listen_internal_port != 0)
+        log_msg(LOG_INFO, "probes and metrics on %s:%d only (listen_internal)", d->cfg->http.listen_internal_host,
+                d->cfg->http.listen_internal_port);
+    for (;;) {
+        sig = sigtimedwait(set, NULL, &(struct timespec){1, 0});
+        if (sig < 0)
+            otpd_tick(d);
+        else if (sig == SIGHUP)
+            otpd_reload(d, path);
+        else
+            return sig;
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct otpd d = {0};
     const char *path = NULL;
-    char *errors = NULL;
+    char *errors = NULL, err[OTP_ERR_LEN] = "";
     sigset_t set;
-    int i, check = 0, sig;
+    int check = 0, sig, rc;
 
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
-            path = argv[++i];
-        else if (strcmp(argv[i], "--check") == 0)
-            check = 1;
-        else if (strcmp(argv[i], "--print-config-table") == 0) {
-            config_print_table(stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--version") == 0) {
-            printf("otpd %s\n", OTPD_VERSION);
-            return 0;
-        } else {
-            usage();
-            return EX_USAGE;
-        }
-    }
-    if (path == NULL) {
-        usage();
-        return EX_USAGE;
-    }
-    /* --check validates the file on any machine (a CI job, an operator's
-     * laptop): each secret's variable must be named, but no value is read. */
+    if ((rc = otpd_args(argc, argv, &path, &check)) >= 0)
+        return rc;
     if (check)
-        config_set_secrets(0);
-    d.cfg = config_load(path, &errors);
-    if (check) {
-        int ok = d.cfg != NULL;
-        fputs(errors ? errors : "", stderr);
-        /* The certificate and key files too, as a start would read them
-         * (the key's content is never printed). */
-        if (ok && d.cfg->tls.on) {
-            struct tls_info ti;
-            char err[TLS_ERR_LEN] = "";
-            if (tls_check(&d.cfg->tls, (int64_t)time(NULL), &ti, err) < 0) {
-                fprintf(stderr, "%s: %s\n", path, err);
-                ok = 0;
-            }
-        }
-        if (ok)
-            printf("%s: ok\n", path);
-        free(errors);
-        config_free(d.cfg);
-        return ok ? 0 : 1;
-    }
-    if (d.cfg == NULL) {
+        return otpd_check(path);
+    if ((d.cfg = config_load(path, &errors)) == NULL) {
         fputs(errors ? errors : "", stderr);
         free(errors);
         return EX_CONFIG;
     }
     log_setup((enum log_format)d.cfg->log.format, (enum log_level)d.cfg->log.level);
-    /* The certificate before anything opens: a bad one is the config's
-     * fault, told before any listening. */
-    if (d.cfg->tls.on) {
-        struct tls_info ti;
-        char err[TLS_ERR_LEN] = "";
-        int64_t now_s = (int64_t)time(NULL);
-        if ((d.tls = tls_new(&d.cfg->tls, now_s, err)) == NULL) {
-            log_event(LOG_ERROR, "tls.refused", NULL, 0, "cannot start: %s: %s", path, err);
-            config_free(d.cfg);
-            return EX_CONFIG;
-        }
-        tls_info(d.tls, &ti);
-        otpd_tls_log("tls.loaded", &ti, now_s);
-        otpd_tls_key_mode(&ti);
+    if (otpd_tls_open(&d, path) < 0) {
+        config_free(d.cfg);
+        return EX_CONFIG;
     }
     otpd_harden();
     if (config_scrub_env() != 0)
         log_msg(LOG_WARN, "out of memory: a secret variable stays in the environment");
 
-    /* Every thread inherits this mask, so only sigwait below sees them. */
+    /* Every thread inherits this mask, so only sigwait sees them. */
     sigemptyset(&set);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGTERM);
@@ -484,38 +600,9 @@ int main(int argc, char **argv)
         otpd_free(&d);
         return EX_UNAVAILABLE;
     }
-    otpd_admin_tick(&d); /* the rows now, not a second late: blocks, and a refusal cache vouched for */
-    log_event(LOG_INFO, "otpd.started", LOG_FIELDS(LOG_STR("version", OTPD_VERSION)),
-              "otpd listening on %s:%d%s (provider %s, rate %d/s, %zu rules)", d.cfg->http.listen_host, d.cfg->http.listen_port,
-              d.tls ? " with TLS" : "", d.provider->ops->name, d.cfg->pacer.rate, d.cfg->limits.n_rules);
-    if (d.cfg->http.listen_internal_port != 0)
-        log_msg(LOG_INFO, "probes and metrics on %s:%d only (listen_internal)", d.cfg->http.listen_internal_host,
-                d.cfg->http.listen_internal_port);
-    for (;;) {
-        /* Between signals, once a second: the abandons of 503'd requests
-         * (limits_flush), so their takes come back without API traffic. */
-        sig = sigtimedwait(&set, NULL, &(struct timespec){1, 0});
-        if (sig < 0) {
-            size_t dropped = 0;
-            char err[OTP_ERR_LEN] = "";
-            limits_flush(d.limits);
-            limits_penalties_flush(d.limits);
-            if (limits_holds(d.limits, &dropped, err) != OTP_OK)
-                log_msg(LOG_WARN, "cannot look for lapsed holds: %s", err);
-            otpd_admin_tick(&d);
-            /* After the code's life, a call begun before it ends within pacer.timeout. */
-            if (sweep_run(&d.sweep, d.ledger, clock_wall_ms(), d.cfg->pacer.timeout_ms, otpd_fleet_states,
-                          d.pacer, err) < 0)
-                log_msg(LOG_WARN, "cannot end the messages other instances sent (tried again later): %s",
-                        err);
-            continue;
-        }
-        if (sig == SIGHUP) {
-            otpd_reload(&d, path);
-            continue;
-        }
-        break;
-    }
+    /* The rows now, not a second late: blocks, and a refusal cache vouched for. */
+    otpd_tick_say(&d, otpd_admin_tick(&d, err) != OTP_OK ? "admin rows" : NULL, err);
+    sig = otpd_serve(&d, path, &set);
     log_msg(LOG_INFO, "stopping on signal %d: no new requests, draining provider calls", sig);
     http_quiesce(d.http);
     otpd_free(&d);

@@ -13,7 +13,7 @@
 #include "../base/clock.h"
 #include "../base/log.h"
 #include "../base/timestamp.h"
-#include "../limits/fraud.h"
+#include "../base/phone.h"
 #include "admin_int.h"
 
 #define ADMIN_OV_KEY "otp:adm:o"
@@ -339,7 +339,7 @@ enum otp_rc admin_unlock(struct admin *a, const char *who, const char *body, siz
     json_object_set_new(j, "unlocked", json_integer(*n));
     text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     record(a, &(struct ledger_admin){clock_wall_ms(), who, "unlock", "lock", NULL, text, u.note, 0, *n});
-    fraud_mask(u.phone, masked, sizeof(masked));
+    phone_mask(u.phone, masked, sizeof(masked));
     log_event(LOG_INFO, "admin.unlocked",
               LOG_FIELDS(LOG_STR("admin", who), LOG_STR("phone", masked), LOG_STR("caller", u.api_key),
                          LOG_INT("cleared", *n)),

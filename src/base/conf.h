@@ -1,10 +1,11 @@
 /*
- * conf: the config's sections (DESIGN.md, "Configuration"), one struct per
- * module, and the types they hold. A module includes this and takes its
- * own section (the pacer struct pacer_conf, the limits struct limits_conf);
- * only cmd/ and src/base/config*.c see the whole struct config (config.h),
- * which is these sections side by side. The loader fills them from the key
- * table; the functions below live in config.c.
+ * conf: the config's sections (docs/architecture.md, "Configuration"), one
+ * struct per module, and the types they hold. A module includes this and
+ * takes its own section (the pacer struct pacer_conf, the limits struct
+ * limits_conf); only cmd/ and src/base/config*.c see the whole struct
+ * config (config.h), which is these sections side by side. The loader fills
+ * them from the key table; the functions below live in config_cost.c (the
+ * price) and config_rules.c (the rest).
  */
 #ifndef OTPD_CONF_H
 #define OTPD_CONF_H
@@ -100,8 +101,8 @@ struct cfg_countries {
     char monitor[CFG_REGIONS_MAX][CFG_REGION_LEN]; /* served, but counted and logged */
 };
 
-/* pumping: the guard against SMS pumping (DESIGN.md, "Fraud"); off when
- * the key is absent. */
+/* pumping: the guard against SMS pumping (docs/architecture.md, "Limits
+ * and rules"); off when the key is absent. */
 struct cfg_pumping {
     int on;                 /* 0: the guard is off */
     int prefix_digits;      /* digits after the '+' naming a prefix, 3 to 15 */
@@ -112,8 +113,8 @@ struct cfg_pumping {
     int shadow;             /* 1: count and log holds, refuse nothing */
 };
 
-/* pacer: the send queue's section (DESIGN.md, "Pacer"); src/pacer reads
- * only this. */
+/* pacer: the send queue's section (docs/architecture.md, "The pacer and
+ * the fleet"); src/pacer reads only this. */
 struct pacer_conf {
     int rate;               /* sends per second, 1 to 10000 */
     int capacity;           /* queued messages, fleet-wide */
@@ -156,7 +157,7 @@ struct provider_conf {
     int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
 };
 
-/* tls: HTTPS on listen (README, "TLS"); src/http/tls.c reads only this. The
+/* tls: HTTPS on listen (docs/operations.md, "TLS and private probes"); src/http/tls.c reads only this. The
  * files are read at start-up and again on each SIGHUP, never here. */
 struct tls_conf {
     int on;                 /* 1: the tls section is present (a change needs a restart) */

@@ -1,8 +1,8 @@
 /*
- * config: the one JSON file of otpd (DESIGN.md, "Configuration"), loaded and
- * validated whole at start-up and on SIGHUP. Secrets are read from the
- * environment variables the file names; they live only in this struct.
- * Its parts are the sections of conf.h.
+ * config: the one JSON file of otpd (docs/architecture.md,
+ * "Configuration"), loaded and validated whole at start-up and on SIGHUP.
+ * Secrets are read from the environment variables the file names; they
+ * live only in this struct. Its parts are the sections of conf.h.
  */
 #ifndef OTPD_CONFIG_H
 #define OTPD_CONFIG_H
@@ -52,21 +52,11 @@ void config_free(struct config *c);
  * out of memory (that variable is left as it was). */
 int config_scrub_env(void);
 
-/* Makes the loader allocate through fn (NULL: malloc again); what fn returns
- * must be released by free(). For tests that make one allocation fail: every
- * failure is then a load error, never a config with something missing. Not
- * thread-safe; set it before loading. */
-void config_set_alloc(void *(*fn)(size_t));
-
 /* read 0: later loads check that each secret's variable is named but read
  * no value, leaving secret, keys.api_keys[].key, redis.password and the
  * provider's credentials NULL. For tools that replay rules and need no
  * secret (otpctl simulate); otpd never calls it. Not thread-safe. */
 void config_set_secrets(int read);
-
-/* The price of one SMS to phone: the longest matching prefix, else "*",
- * else -1 when no price applies (no cost block). */
-int64_t config_price(const struct config *c, const char *phone);
 
 /*
  * What SIGHUP does with a changed key. config_diff calls fn once per key
@@ -78,7 +68,7 @@ size_t config_diff(const struct config *old, const struct config *new_cfg,
                    void (*fn)(void *ctx, const char *path, int reload), void *ctx);
 
 /* Prints the key table (Markdown, one row per key: type, default, bounds,
- * reload) to f, as README's "Configuration keys" holds it. */
+ * reload) to f, as docs/config.md's "Every key" holds it. */
 void config_print_table(FILE *f);
 
 #endif

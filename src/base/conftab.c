@@ -1,7 +1,7 @@
 /*
  * conftab: the walk over config's key table (config_int.h): reading a
  * section's plain rows, the unknown-key check with its "did you mean",
- * the defaults, README's key table and config_diff for SIGHUP. Runs at
+ * the defaults, docs/config.md's key table and config_diff for SIGHUP. Runs at
  * start-up, on SIGHUP and for --print-config-table; never on a request.
  */
 #include <stdint.h>
@@ -16,7 +16,7 @@
 #include "duration.h"
 #include "phone.h"
 
-/* Forward: the key table (below) names every key the file may hold. */
+/* Forward: the keys of one level of the key table (config_rows.c), for cfg_unknown. */
 static const char *cfg_child(const char *table_parent, size_t *i);
 
 /* Edit distance of a and b (both short: key names), for "did you mean". */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "timestamp.h"
+#include "unittest.h"
 
 /* A message is cut here, a string field's value at LOG_VALUE_MAX: a line
  * stays bounded whatever a caller passes. */
@@ -38,7 +39,8 @@ void log_set_level(enum log_level min)
     atomic_store(&log_min, min < LOG_DEBUG ? LOG_DEBUG : min > LOG_ERROR ? LOG_ERROR : min);
 }
 
-int log_enabled(enum log_level level)
+/* 1 when a line at level would be printed. */
+UNITTEST int log_enabled(enum log_level level)
 {
     return level >= (enum log_level)atomic_load(&log_min) && level <= LOG_ERROR;
 }
@@ -58,12 +60,15 @@ static int log_parse(const char *s, const char *const *names, int n)
     return -1;
 }
 
-int log_level_parse(const char *s)
+/* Parses "debug", "info", "warn", "error" (and "text", "json"); -1 when
+ * not one of them. Only the unit test calls them: the config reads these
+ * names through its key table. */
+UNITTEST __attribute__((unused)) int log_level_parse(const char *s)
 {
     return log_parse(s, log_level_names, 4);
 }
 
-int log_format_parse(const char *s)
+UNITTEST __attribute__((unused)) int log_format_parse(const char *s)
 {
     return log_parse(s, log_format_names, 2);
 }
@@ -261,9 +266,13 @@ static int log_field(struct log_buf *b, enum log_format format, const char *key,
     return 1;
 }
 
-size_t log_format_line(char *out, size_t cap, enum log_format format, long long wall_ms, enum log_level level,
-                       const char *event, const char *request_id, const struct log_field *fields, size_t n,
-                       const char *msg)
+/* Formats one line, newline included, into out (cap bytes, at least
+ * LOG_LINE_MIN) and returns its length. Pure: the time is wall_ms (Unix
+ * ms). event NULL: a plain line. A line longer than cap loses its last
+ * fields (JSON then says "truncated": true), never its form. */
+UNITTEST size_t log_format_line(char *out, size_t cap, enum log_format format, long long wall_ms,
+                                enum log_level level, const char *event, const char *request_id,
+                                const struct log_field *fields, size_t n, const char *msg)
 {
     /* The room kept for the end: ',"truncated":true}\n' and the NUL. */
     static const size_t reserve = 24;

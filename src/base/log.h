@@ -48,9 +48,6 @@ void log_setup(enum log_format format, enum log_level min);
 /* The lowest level printed; SIGHUP changes it. Thread-safe. */
 void log_set_level(enum log_level min);
 
-/* 1 when a line at level would be printed. */
-int log_enabled(enum log_level level);
-
 /* The request this thread now serves (NULL or "": none); every line the
  * thread writes until the next call carries it. The id is copied, cut to
  * LOG_REQUEST_ID_MAX bytes. */
@@ -64,19 +61,10 @@ void log_event(enum log_level level, const char *event, const struct log_field *
 /* A plain line (event "message" in JSON). */
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Parses "debug", "info", "warn", "error" (and "text", "json"); -1 when
- * not one of them. */
-int log_level_parse(const char *s);
-int log_format_parse(const char *s);
+/* "debug", "info", "warn" or "error". */
 const char *log_level_name(enum log_level level);
 
-/* Formats one line, newline included, into out (cap bytes, at least
- * LOG_LINE_MIN) and returns its length. Pure: the time is wall_ms (Unix
- * ms). event NULL: a plain line. A line longer than cap loses its last
- * fields (JSON then says "truncated": true), never its form. */
+/* The least buffer log.c formats a line into (its unit test's bound). */
 #define LOG_LINE_MIN 256
-size_t log_format_line(char *out, size_t cap, enum log_format format, long long wall_ms, enum log_level level,
-                       const char *event, const char *request_id, const struct log_field *fields, size_t n,
-                       const char *msg);
 
 #endif

@@ -37,6 +37,9 @@ static int metrics_room(struct metrics_text *t, size_t need)
 }
 
 static void metrics_vput(struct metrics_text *t, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void metrics_vput(struct metrics_text *t, const char *fmt, va_list ap)
 {
     va_list again;
     int n;

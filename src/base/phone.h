@@ -1,5 +1,5 @@
 /*
- * phone: the one parse of a phone number (DESIGN.md, "Phone numbers"),
+ * phone: the one parse of a phone number (docs/config.md, "Phone numbers"),
  * through libphonenumber. Its C++ lives in phone.cc alone; every other
  * file sees this C interface. A number arrives in E.164 ("+" and digits);
  * the parse says whether it is valid for its country and why not, and
@@ -116,6 +116,11 @@ struct phone_memo_counts {
     unsigned long long hits, misses, entries, capacity;
 };
 void phone_memo_stats(struct phone_memo_counts *out);
+
+/* phone for a log line: the '+', the first 4 digits, stars, and the last
+ * 2 ("+4474******56"); a number of 6 digits or fewer is all stars after
+ * the '+'. Never the whole number. Pure C (phone_mask.c). */
+void phone_mask(const char *phone, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

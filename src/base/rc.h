@@ -32,7 +32,7 @@ enum otp_rc {
 const char *otp_rc_str(enum otp_rc rc);
 
 /*
- * The one vocabulary of answers (DESIGN.md, "HTTP contract"): every
+ * The one vocabulary of answers (docs/architecture.md, "HTTP"): every
  * decision otp makes and every problem the HTTP layer answers itself is one
  * of these, and its HTTP status, `error` code, title and metric label come
  * from its row in rc.c's table, and from nowhere else.

@@ -170,7 +170,7 @@ static void http_log_request(struct http *h, const struct http_req *rq, const ch
         level = LOG_DEBUG; /* counted in its kind's summary line */
     log_event(level, event,
               LOG_FIELDS(LOG_STR("method", method), LOG_STR("path", url), LOG_INT("status", rq->status),
-                         LOG_STR("outcome", rq->outcome[0] ? rq->outcome : "ok"), LOG_STR("rule", rq->rule),
+                         LOG_STR("outcome", rq->outcome[0] ? rq->outcome : ok ? "ok" : "error"), LOG_STR("rule", rq->rule),
                          LOG_STR("caller", rq->caller), LOG_INT("duration_ms", http_now_ms() - rq->start_ms)),
               "%.8s %.200s %u", method, url, rq->status);
 }

@@ -25,7 +25,9 @@ enum MHD_Result http_ready(struct http *h, struct MHD_Connection *con, struct ht
     char why[OTP_ERR_LEN + 32];
     int ready = otp_ready(h->otp, why, sizeof(why));
 
-    (void)rq;
+    /* Its log line says what a 503 here is, not "ok". */
+    if (!ready)
+        snprintf(rq->outcome, sizeof(rq->outcome), "not_ready");
     return http_json(con, ready ? 200 : 503,
                      json_pack("{s:s, s:s}", "status", ready ? "ready" : "not_ready", "detail", why), NULL);
 }

@@ -43,18 +43,3 @@ int fraud_prefix(const char *phone, int digits, char *out, size_t cap)
     snprintf(out, cap, "+%.*s", digits, phone + 1);
     return 1;
 }
-
-void fraud_mask(const char *phone, char *out, size_t cap)
-{
-    size_t n = phone != NULL && phone[0] == '+' ? strlen(phone + 1) : 0, i, o = 0;
-
-    if (cap == 0)
-        return;
-    if (o + 1 < cap)
-        out[o++] = '+';
-    for (i = 0; i < n && o + 1 < cap; i++) {
-        int shown = n > 6 && (i < 4 || i >= n - 2);
-        out[o++] = shown ? phone[1 + i] : '*';
-    }
-    out[o] = '\0';
-}

@@ -1,9 +1,10 @@
 /*
- * fraud: the pure decisions of the fraud guards (DESIGN.md, "Fraud") that
- * need no Redis: which regions are served (countries allow, deny and
- * monitor), the prefix the pumping guard counts a number under, and the
- * masked form of a number for logs. No clock, no I/O, no allocation; the
- * simulator (otpctl simulate) may call them as otpd does.
+ * fraud: the pure decisions of the fraud guards (docs/architecture.md,
+ * "Limits and rules") that need no Redis: which regions are served
+ * (countries allow, deny and monitor) and the prefix the pumping guard
+ * counts a number under. No clock, no I/O, no allocation; the simulator
+ * (otpctl simulate) may call them as otpd does. (A number's masked form for
+ * logs is base/phone's phone_mask.)
  */
 #ifndef OTPD_FRAUD_H
 #define OTPD_FRAUD_H
@@ -32,10 +33,5 @@ enum fraud_country fraud_country(const struct cfg_countries *c, const char *regi
  * digits after the '+', as "+4474001", into out (cap bytes). Returns 0
  * when phone has fewer digits (the guard does not apply), else 1. */
 int fraud_prefix(const char *phone, int digits, char *out, size_t cap);
-
-/* phone for a log line: the '+', the first 4 digits, stars, and the last
- * 2 ("+4474******56"); a number of 6 digits or fewer is all stars after
- * the '+'. Never the whole number. */
-void fraud_mask(const char *phone, char *out, size_t cap);
 
 #endif

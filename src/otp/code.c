@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +236,13 @@ int code_twilio_sig_ok(const char *token, const char *data, size_t len, const ch
     sodium_bin2base64(want, sizeof(want), mac, n, sodium_base64_VARIANT_ORIGINAL);
     want_len = strlen(want);
     return strlen(sig) == want_len && sodium_memcmp(want, sig, want_len) == 0;
+}
+
+int code_minutes(int64_t life_ms)
+{
+    int64_t m = (life_ms + CODE_MINUTES_SLACK_MS) / 60000;
+
+    return m < 1 ? 1 : m > INT_MAX ? INT_MAX : (int)m;
 }
 
 enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap)

@@ -65,6 +65,14 @@ void code_scope(const struct code_keys *k, const char *api_key, const char *purp
 
 /* Fills out (cap bytes) from tmpl, replacing {code} and {minutes}. Returns
  * OTP_EINVAL when the result does not fit. */
+/* What {minutes} says for a code with life_ms left when its SMS is made:
+ * the whole minutes left, rounded down, so the text never promises more
+ * than the code has (266 s left says 4, not 5); a code CODE_MINUTES_SLACK_MS
+ * short of a whole minute counts it (a fresh 5-minute code, rendered a few
+ * ms after it was made, still says 5); never less than 1. */
+#define CODE_MINUTES_SLACK_MS 10000
+int code_minutes(int64_t life_ms);
+
 enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap);
 
 #endif

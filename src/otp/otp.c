@@ -107,7 +107,7 @@ static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms,
     memcpy(tmpl, o->tmpl, sizeof(tmpl));
     pthread_mutex_unlock(&o->live_mu);
     code_derive(o->d.keys, vid, o->d.cfg.otp->length, code);
-    rc = code_render(tmpl, code, (int)((expires_in_ms + 59999) / 60000), text, cap);
+    rc = code_render(tmpl, code, code_minutes(expires_in_ms), text, cap);
     wipe(code, sizeof(code));
     return rc;
 }
@@ -385,7 +385,7 @@ static enum issue_end issue_accept(struct otp *o, const struct otp_req *rq, cons
     if (rc != OTP_OK) {
         /* Not visible to the senders; or, if a commit ran after all and its
          * answers were lost, ended unsent by the caller's abandon unless a
-         * sender started it in between (README, "A fleet"). */
+         * sender started it in between (docs/architecture.md, "The pacer and the fleet"). */
         log_msg(LOG_ERROR, "cannot release message %s to the senders: %s", out->id, err);
         unreleased(o, out->id, "never released to the senders: answered 503");
         otp_answer_set(out, OUT_STORE_UNAVAILABLE, "the store did not confirm the message");

@@ -95,7 +95,7 @@ struct admin *otp_admin(struct otp *o);
 
 /* An admin change made through this instance (an unlock, a row removed):
  * its refusal cache forgets at once what the others forget on their next
- * refresh (README, "The refusal cache"). */
+ * refresh (docs/architecture.md, "The refusal cache"). */
 void otp_admin_changed(struct otp *o);
 
 /* Registers the idempotency scripts with d->store, so call it before the

@@ -72,7 +72,7 @@ static void monitor_note(struct otp *o, const struct otp_req *rq)
     pthread_mutex_unlock(&o->mu);
     if (!log_it)
         return;
-    fraud_mask(rq->phone, masked, sizeof(masked));
+    phone_mask(rq->phone, masked, sizeof(masked));
     log_event(LOG_INFO, "country.monitored",
               LOG_FIELDS(LOG_STR("region", rq->region), LOG_STR("caller", rq->api_key), LOG_STR("phone", masked),
                          LOG_INT("requests", since)),

@@ -52,7 +52,7 @@ struct provider_http {
 enum provider_outcome { PROVIDER_SENT, PROVIDER_TRANSIENT, PROVIDER_PERMANENT };
 
 /*
- * What one attempt costs (DESIGN.md, "Pacer"). Never reached: the provider
+ * What one attempt costs (docs/architecture.md, "Money"). Never reached: the provider
  * cannot bill it, and the message's reservation is kept for a retry or
  * given back. Unknown: the request left, so the provider may bill it; a
  * retry needs a reservation of its own. Accepted: billed.

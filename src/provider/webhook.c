@@ -4,7 +4,7 @@
  * of the exact body sent, so a receiver can tell our requests from forged
  * ones and refuse a replayed one by its age:
  *   X-Otpd-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
- * (README, "Webhook signatures", has a receiver's check.) One HMAC per
+ * (docs/providers.md, "Webhook signatures", has a receiver's check.) One HMAC per
  * request on the sender thread: a few microseconds.
  */
 #include <inttypes.h>

@@ -102,8 +102,8 @@ int store_breaker_open(struct store *s);
 int64_t store_breaker_left_ms(struct store *s);
 
 /*
- * What Redis says of the two settings otpd's promises rest on (DESIGN.md,
- * "Limits"): maxmemory-policy must be noeviction (eviction would silently
+ * What Redis says of the two settings otpd's promises rest on (docs/architecture.md,
+ * "Redis keys and scripts"): maxmemory-policy must be noeviction (eviction would silently
  * wipe limits, locks and verifications) and appendonly yes (a restart would
  * forget them). Read with CONFIG GET on every new connection, so at start
  * and after every reconnect; a risky value is logged when first seen and

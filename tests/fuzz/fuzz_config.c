@@ -15,6 +15,10 @@
 #include "../../src/pacer/pacer.h"
 #include "fuzz.h"
 
+/* A UNITTEST function of src/base/config_cost.c (the fuzz build has
+ * OTPD_TESTING): the price over a whole config. */
+int64_t config_price(const struct config *c, const char *phone);
+
 /* Every environment variable the configs in configs/ and tests/ name. */
 static const char *const fuzz_env[][2] = {
     {"OTPD_SECRET", "fuzz-secret-0123456789abcdef0123456789"},

@@ -1,12 +1,13 @@
 """Runs the integration tests and prints 'N passed, N failed, N skipped'.
 
-Usage: python3 tests/integration/run.py [--list] [--jobs N] [SELECTOR ...]
+Usage: python3 tests/integration/run.py [--list] [--failfast] [--jobs N] [SELECTOR ...]
 
 With no selector every tests/integration/test_*.py runs. A selector is either
   - a substring of a module's file name ('limits' runs test_limits.py and any other match), or
   - a dotted name: 'test_limits.FailClosedTest' or 'test_limits.FailClosedTest.test_x' (exact names).
 A selector that selects nothing is an error (exit 2): a typo must never pass as "0 tests ran".
 --list prints the selected test ids and their count without running them.
+--failfast stops at the first failure or error (the mutation gate needs one failure, not all of them).
 --jobs N (default 1) runs the selected modules in N worker processes, each module whole in one worker, its output
 printed when it ends. A module that measures time or load (it sets SERIAL = True) runs after them, alone, so no
 other test's load skews its figures. Each module's time is printed at the end, the slowest first.
@@ -168,6 +169,7 @@ def run_parallel(suite, jobs):
 
 def main(argv):
     list_only = "--list" in argv
+    failfast = "--failfast" in argv
     jobs = 1
     if "--jobs" in argv:
         i = argv.index("--jobs")
@@ -177,7 +179,7 @@ def main(argv):
             print("run.py: --jobs needs a number", file=sys.stderr)
             return 2
         argv = argv[:i] + argv[i + 2:]
-    sels = [a for a in argv if a != "--list"]
+    sels = [a for a in argv if a not in ("--list", "--failfast")]
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
     try:
@@ -204,7 +206,7 @@ def main(argv):
     if jobs > 1:
         return run_parallel(suite, jobs)
     t0 = time.monotonic()
-    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout, failfast=failfast).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     passed = result.testsRun - failed - len(result.skipped) - len(result.expectedFailures)
     print("integration: %.1fs" % (time.monotonic() - t0))

@@ -1,5 +1,5 @@
-"""The admin API (DESIGN.md, "Limits": overrides and blocks are rows; "Admin
-bodies"): two otpd instances on one Redis see each other's rows and their
+"""The admin API (docs/architecture.md, "Limits and rules": overrides and blocks
+are rows; docs/rules.md, the admin section): two otpd instances on one Redis see each other's rows and their
 ends within 2 s; every kind of block refuses before any Redis call and takes
 nothing; an override gives its key another limit; unlock clears wrong-guess
 locks; roles keep admin keys and callers apart; bad bodies change nothing;

@@ -1,5 +1,5 @@
-"""The config as a table (issue 12): README's key table is the one otpd
-prints; an unknown key names the nearest allowed one; an enum's error lists
+"""The config as a table (issue 12): docs/config.md's key table is the one
+otpd prints; an unknown key names the nearest allowed one; an enum's error lists
 its values; --check needs no secret; SIGHUP logs every changed key, applying
 what it can and naming what needs a restart."""
 import json
@@ -16,25 +16,25 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 import config_table  # noqa: E402
 
 
-class ReadmeTableTest(unittest.TestCase):
-    def test_readme_table_is_generated(self):
-        with open(os.path.join(ROOT, "README.md")) as f:
+class ConfigDocTableTest(unittest.TestCase):
+    def test_table_is_generated(self):
+        with open(os.path.join(ROOT, "docs", "config.md")) as f:
             _, table, _ = config_table.split(f.read())
         want = config_table.generated(os.path.join(ROOT, "bin", "otpd"))
-        self.assertEqual(table, want, "README.md's key table is stale: run make config-doc")
+        self.assertEqual(table, want, "docs/config.md's key table is stale: run make config-doc")
         # Every row is a key: the table is not empty, and names keys of each level.
         for key in ("`listen`", "`otp.ttl`", "`pacer.retry.max`", "`limits.*.penalty.after`"):
             self.assertIn(key, table)
 
     def test_check_fails_on_a_stale_table_and_config_doc_mends_it(self):
-        # A copy of README whose table lost its last row.
-        with open(os.path.join(ROOT, "README.md")) as f:
+        # A copy of docs/config.md whose table lost its last row.
+        with open(os.path.join(ROOT, "docs", "config.md")) as f:
             head, table, tail = config_table.split(f.read())
         with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "README.md")
+            path = os.path.join(tmp, "config.md")
             with open(path, "w") as f:
                 f.write(head + "".join(table.splitlines(True)[:-1]) + tail)
-            script = [sys.executable, os.path.join(ROOT, "tests", "config_table.py"), "--readme", path]
+            script = [sys.executable, os.path.join(ROOT, "tests", "config_table.py"), "--doc", path]
             r = subprocess.run(script + ["--check"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 1)
             self.assertIn("make config-doc", r.stderr)

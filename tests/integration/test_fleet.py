@@ -64,7 +64,8 @@ class FleetPacingTest(FleetTest):
 class FleetPacingSlowProviderTest(FleetPacingTest):
     """The same with a 300 ms provider: 30/s x 0.3 s = 9 calls in flight
     fleet-wide, within each instance's max_inflight of 16, so latency must
-    not lower the rate (Little's law, DESIGN.md "Pacer")."""
+    not lower the rate (Little's law; docs/architecture.md,
+    "The pacer and the fleet")."""
 
     latency_ms = 300
 

@@ -1,4 +1,4 @@
-"""Fraud guards (DESIGN.md, "Limits": "Fraud"; issue 11): countries, number types, the pumping guard.
+"""Fraud guards (docs/architecture.md, "Limits and rules"; issue 11): countries, number types, the pumping guard.
 
 countries (allow, deny, monitor by region) and phone.types are decided before any Redis call: a refusal is 403
 country_blocked or number_type, recorded in the ledger, and takes nothing. monitor serves, counts

@@ -1,5 +1,5 @@
-"""Idempotency-Key on POST /v1/otp and /v1/otp/verify (DESIGN.md, "One
-request, issue path"; issue 8).
+"""Idempotency-Key on POST /v1/otp and /v1/otp/verify (docs/architecture.md,
+"A request's path"; issue 8).
 
 The same key from the same caller within 24 h replays the first answer
 (status, body, Retry-After and RateLimit headers) and nothing else happens:

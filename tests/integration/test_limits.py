@@ -380,7 +380,7 @@ class ResendDelayTest(LimitsTest):
 
 
 class TokenBucketPolicyTest(LimitsTest):
-    """DESIGN, Settled details: q and w are the rule's limit and window; the
+    """docs/architecture.md, "HTTP": q and w are the rule's limit and window; the
     burst only bounds r."""
     limits = [{"name": "device_tb", "key": "device", "algorithm": "token_bucket", "limit": 4, "window": "2s",
                "burst": 2}]
@@ -798,8 +798,8 @@ class ShadowWrongGuessTest(LimitsTest):
                         "shadow refusals must be labelled with the rule's name: %s" % lines)
 
     def test_right_code_during_shadow_lock_is_a_would_be_refusal(self):
-        """Enforced, the lock refuses even the right code (DESIGN, verify
-        path: 'locked' is checked first), so in shadow that verify is a
+        """Enforced, the lock refuses even the right code (docs/architecture.md,
+        "A request's path": 'locked' is checked first), so in shadow that verify is a
         would-be refusal: counted, and recorded on its ledger row."""
         lines = self.scenario()
         verifies = self.decisions(4, "verify")
@@ -1060,8 +1060,8 @@ class FailClosedTest(LimitsTest):
 
     def test_readyz_recovers_without_api_traffic(self):
         """A load balancer stops sending traffic while /readyz is 503, so
-        /readyz itself must see Redis come back (DESIGN: the breaker answers
-        503 for a few seconds, then probes)."""
+        /readyz itself must see Redis come back (docs/architecture.md, "Redis keys
+        and scripts": the breaker answers 503 for a few seconds, then probes)."""
         self.redis.pause()
         self.unavailable(3)
         self.assertEqual(self.ready(), 503)

@@ -173,8 +173,8 @@ class GlobalRuleTest(LimitsTest):
 
 # 4. concurrent wrong guesses ------------------------------------------------------------------------
 class GuessBase(LimitsTest):
-    """N guesses at once never get more than max_attempts attempts (DESIGN,
-    Codes: the script compares and counts in one atomic step)."""
+    """N guesses at once never get more than max_attempts attempts (docs/architecture.md,
+    "A request's path": the script compares and counts in one atomic step)."""
     n = 16
 
     def configure(self, cfg):
@@ -290,7 +290,7 @@ class ReloadReorderTest(ReloadBase):
         self.accepted(r)
         self.assert_rl(r, "phone_a", 2, 30, 1)
         self.assertEqual(self.redis.cmd("HGET", "otp:k:{login-web}", self.field("caller_b")).split(":")[1], "3")
-        # Renaming a rule starts it afresh (DESIGN, Limits).
+        # Renaming a rule starts it afresh (docs/architecture.md, "Limits and rules").
         self.reload(self.with_(limits=[self.rule_b, dict(self.rule_a, name="phone_a2")]))
         r = self.otpd.issue(P)
         self.accepted(r)

@@ -18,7 +18,7 @@ ADMIN_KEY = "key-ops-admin-0123456789ab"
 PRICE = 20
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 
-# The contract's pairs (DESIGN.md, "HTTP contract"): what each operation
+# The contract's pairs (docs/openapi.yaml; docs/architecture.md, "HTTP"): what each operation
 # can answer. Written out here, not read from the code under test.
 CAN = {
     "issue": {"accepted", "invalid_request", "number_type", "blocked", "country_blocked", "rate_limited", "locked",

@@ -1,4 +1,4 @@
-"""What a send attempt costs (issue 8, DESIGN.md "Pacer"): every attempt the
+"""What a send attempt costs (issue 8, docs/architecture.md "Money"): every attempt the
 provider could bill is reserved against the caps and counted in
 otpd_spend_minor_total; one it never reached gives its reservation back,
 exactly once, even across a SIGKILL; a 429 pauses every send; a restart

@@ -1,5 +1,5 @@
-"""A graceful stop never counts one message's price twice (DESIGN.md
-"Pacer", the money of an attempt): the pacer marks a message's reservation
+"""A graceful stop never counts one message's price twice (docs/architecture.md,
+"Money"): the pacer marks a message's reservation
 used in Redis just before its slot (reserve.lua's use), so that a restart
 never sends again on a reservation a call may have spent. A SIGTERM that
 lands after that mark and before the call was written left the mark, and

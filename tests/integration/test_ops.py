@@ -285,3 +285,74 @@ class RedisDatabaseTest(OtpdTest):
         # The state otpd reads back is db 3's: the guess counted there.
         self.assertEqual(self.otpd.verify(phone, code)[:1], (200,))
         self.assertEqual(self.redis.cmd("DBSIZE", db=0), 0)
+
+
+class CommandLineTest(OtpdTest):
+    """otpd's own flags: --help is an answer (stdout, exit 0), a mistake is a usage error (stderr, 64)."""
+
+    def test_help_and_usage_errors(self):
+        for flag in ("--help", "-h"):
+            r = self.run_bin("otpd", [flag])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("usage: otpd -c FILE", r.stdout)
+            self.assertIn("SIGHUP reloads", r.stdout)
+            self.assertEqual(r.stderr, "")
+        for args in (["--bogus"], [], ["-c"]):
+            r = self.run_bin("otpd", args)
+            self.assertEqual(r.returncode, 64, args)
+            self.assertIn("usage: otpd -c FILE", r.stderr)
+            self.assertEqual(r.stdout, "")
+
+
+class OneLineEventsTest(OtpdTest):
+    """Every log event is one line: a refused reload names all of its errors on one line; a Redis outage is one
+    line when housekeeping first fails and one when it works again, not two lines a second."""
+
+    def events(self, name):
+        return [l for l in self.otpd.log().splitlines() if name in l]
+
+    def test_a_refused_reload_is_one_line_with_every_error(self):
+        bad = json.loads(json.dumps(self.otpd.config))
+        bad["otp"]["length"] = 3
+        bad["pacer"]["rate"] = 0
+        self.otpd.write_config(bad)
+        self.otpd.kill(signal.SIGHUP)
+        line = wait_until(lambda: self.events("reload refused"), what="the refusal")[0]
+        self.assertIn("otp.length", line)
+        self.assertIn("pacer.rate", line)
+        self.assertIn("; ", line)
+        self.assertEqual(len(self.events("pacer.rate")), 1, "an error on a line of its own")
+
+    def test_redis_away_is_one_line_then_one_when_back(self):
+        wait_until(lambda: self.otpd.healthy(), what="otpd")
+        self.redis.pause()
+        try:
+            wait_until(lambda: self.events("housekeeping failing"), timeout=10, what="the tick's line")
+            import time
+            time.sleep(3.5)  # three more ticks, all failing
+            self.assertEqual(len(self.events("housekeeping failing")), 1, self.otpd.log()[-3000:])
+            for old in ("cannot look for lapsed holds", "cannot refresh the admin rows",
+                        "cannot end the messages other instances sent"):
+                self.assertEqual(self.events(old), [], old)
+        finally:
+            self.redis.resume()
+        wait_until(lambda: self.events("housekeeping works again"), timeout=10, what="the recovery line")
+        self.assertEqual(len(self.events("housekeeping failing")), 1)
+
+
+class ReadyzLogTest(OtpdTest):
+    """A 503 from /readyz is logged as what it is (outcome=not_ready, at warn), never as outcome=ok."""
+
+    def test_not_ready_is_not_logged_ok(self):
+        self.redis.pause()
+        try:
+            st = wait_until(lambda: (lambda r: r if r[0] == 503 else None)(
+                self.otpd.call("GET", "/readyz", auth=None)), timeout=10, what="a 503 /readyz")
+        finally:
+            self.redis.resume()
+        self.assertEqual(st[2]["status"], "not_ready")
+        lines = [l for l in self.otpd.log().splitlines() if "GET /readyz 503" in l]
+        self.assertTrue(lines, self.otpd.log()[-2000:])
+        for l in lines:
+            self.assertIn("outcome=not_ready", l)
+            self.assertNotIn("outcome=ok", l)

@@ -172,7 +172,7 @@ class ExpiryTest(PacerTest):
         sent = [i for i in ids if states[i] == "sent"]
         expired = [i for i in ids if states[i] == "expired"]
         # A message goes out only while its code has min(30 s, ttl/4) = 2.5 s
-        # of life left (DESIGN.md "Pacer"). At 1/s, a code living 10 s goes out
+        # of life left (docs/architecture.md, "Money": `expired`). At 1/s, a code living 10 s goes out
         # if its turn comes within 7.5 s: the first eight (one more or less on
         # a boundary), the rest expire queued.
         min_life_ms = 2500

@@ -11,7 +11,7 @@ the cost counter must hold the price of every call a provider saw, A must give n
 say what is true (B's: sent; A's: taken over, never expired).
 
 Billable: every request a provider recorded could be billed, except one it answered 429 or another 4xx but 408
-(README, "What a send attempt costs": not billed, and retried on the same reservation).
+(docs/architecture.md, "Money": not billed, and retried on the same reservation).
 """
 import os
 import random

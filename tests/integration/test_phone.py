@@ -1,4 +1,4 @@
-"""Phone numbers (DESIGN.md, "Phone numbers"): one number has one spelling.
+"""Phone numbers (docs/config.md, "Phone numbers"): one number has one spelling.
 
 otpd parses every phone with libphonenumber. Spellings with a trunk prefix
 after the country code are the canonical number or refused, never a second

@@ -194,10 +194,10 @@ class WebhookSignedTest(ProviderTest):
         # Another secret, time or body gives another signature: the check means something.
         self.assertNotEqual(m.group(2), hmac.new(SIGNING.encode(), ("%d." % (t + 1)).encode() + req["body"].encode(),
                                                  hashlib.sha256).hexdigest())
-        # README's receiver-side check accepts it, and refuses it altered or stale.
-        with open(os.path.join(ROOT, "README.md")) as f:
-            readme = f.read()
-        code = re.search(r"```python\n(.*?)```", readme[readme.index("#### Webhook signatures"):], re.S).group(1)
+        # docs/providers.md's receiver-side check accepts it, and refuses it altered or stale.
+        with open(os.path.join(ROOT, "docs", "providers.md")) as f:
+            doc = f.read()
+        code = re.search(r"```python\n(.*?)```", doc[doc.index("### Webhook signatures"):], re.S).group(1)
         ns = {}
         exec(code, ns)
         ok = ns["otpd_request_ok"]

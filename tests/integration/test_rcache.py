@@ -1,4 +1,4 @@
-"""The refusal cache (issue 13; README, "The refusal cache") over HTTP, on a
+"""The refusal cache (issue 13; docs/architecture.md, "Limits and rules": "The refusal cache") over HTTP, on a
 real Redis: repeats of a certain refusal are answered without Redis, with
 the same status, reason, headers and Retry-After as the uncached answer; a
 cached refusal never outlives the Redis state it came from; a reload, an

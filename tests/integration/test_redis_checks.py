@@ -1,4 +1,4 @@
-"""Redis settings otpd's promises rest on (DESIGN.md, "Limits"; issue 8).
+"""Redis settings otpd's promises rest on (docs/operations.md, "A fleet"; issue 8).
 
 maxmemory-policy must be noeviction (eviction would silently wipe limits,
 locks and verifications) and appendonly yes (a restart would forget them).

@@ -84,3 +84,17 @@ MUTANTS = [
          test="unit:test_code",
          why="every key set has serial 0, the empty memo's: a set made where a freed one was reads its scopes"),
 ]
+MUTANTS += [
+    dict(name="code-minutes-rounded-up",
+         file="src/otp/code.c",
+         old="    int64_t m = (life_ms + CODE_MINUTES_SLACK_MS) / 60000;",
+         new="    int64_t m = (life_ms + 59999) / 60000;",
+         test="unit:test_code",
+         why="{minutes} rounded up, as before: a resent code with 266 s left says 5 minutes"),
+    dict(name="code-minutes-no-slack",
+         file="src/otp/code.c",
+         old="    int64_t m = (life_ms + CODE_MINUTES_SLACK_MS) / 60000;",
+         new="    int64_t m = life_ms / 60000;",
+         test="unit:test_code",
+         why="a fresh 5-minute code rendered a few ms after it was made says 4 minutes"),
+]

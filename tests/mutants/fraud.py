@@ -56,7 +56,7 @@ MUTANTS = [
          test="test_fraud.CountriesDenyMonitorTest.test_monitor_serves_counts_and_logs_masked",
          why="a monitored region served but never counted"),
     dict(name="countries-log-unmasked",
-         file="src/limits/fraud.c",
+         file="src/base/phone_mask.c",
          old="int shown = n > 6 && (i < 4 || i >= n - 2);",
          new="int shown = 1;",
          test="test_fraud.CountriesDenyMonitorTest.test_monitor_serves_counts_and_logs_masked",

@@ -36,5 +36,5 @@ MUTANTS = [
          old="struct otp_answer a = {.outcome = OUT_STORE_UNAVAILABLE, .rc = OTP_ESTORE, .retry_after_s = 1};",
          new="struct otp_answer a = {.outcome = OUT_STORE_UNAVAILABLE, .rc = OTP_ESTORE, .retry_after_s = 0};",
          test="test_openapi.OpenApiTest.test_store_down",
-         why="GET /v1/otp/{id}'s 503 carries no Retry-After, which the document (and DESIGN.md) require"),
+         why="GET /v1/otp/{id}'s 503 carries no Retry-After, which the document (and docs/architecture.md, \"HTTP\") require"),
 ]

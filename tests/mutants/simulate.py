@@ -75,7 +75,7 @@ MUTANTS = [
          test=T + "test_keys_ranked",
          why="top lists the keys hurt least"),
     dict(name="simulate-secrets-read",
-         file="src/base/config.c",
+         file="src/base/config_read.c",
          old="    if (!cfg_read_secrets)\n        return NULL;\n    v = cfg_getenv(name);",
          new="    v = cfg_getenv(name);",
          test=T + "test_stricter_rules",

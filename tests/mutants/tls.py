@@ -79,8 +79,8 @@ MUTANTS = [
              "not warned about"),
     dict(name="tls-key-mode-not-at-start",
          file="cmd/otpd/main.c",
-         old="        otpd_tls_log(\"tls.loaded\", &ti, now_s);\n        otpd_tls_key_mode(&ti);\n",
-         new="        otpd_tls_log(\"tls.loaded\", &ti, now_s);\n",
+         old="    otpd_tls_log(\"tls.loaded\", &ti, now_s);\n    otpd_tls_key_mode(&ti);\n",
+         new="    otpd_tls_log(\"tls.loaded\", &ti, now_s);\n",
          test="test_tls.KeyModeTest",
          why="a loose key is only warned about on a reload, not at start"),
 ]

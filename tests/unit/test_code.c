@@ -392,8 +392,8 @@ static void test_twilio_signature(void **state)
     assert_false(code_twilio_sig_ok(NULL, data, strlen(data), sig));
 }
 
-/* Known answers under SECRET_A, computed outside otpd from DESIGN.md's
- * construction with Python's hmac module:
+/* Known answers under SECRET_A, computed outside otpd from the
+ * construction (docs/architecture.md, "A request's path": "Codes") with Python's hmac module:
  *   key(label) = HMAC-SHA256(secret, label), labels "otpd/v1/code", "otpd/v1/hash", "otpd/v1/tag";
  *   code  = first 64-bit big-endian word w of HMAC(key(code), id || counter as 4 bytes big-endian), with
  *           w < 2^64 - 1 - (2^64 - 1) mod 10^digits, as w mod 10^digits with leading zeros;
@@ -509,6 +509,23 @@ static void test_render_boundary(void **state)
     assert_string_equal(out, "");
 }
 
+/* {minutes} never promises more than the code has left: rounded down, a
+ * code a few seconds short of a whole minute counting it, at least 1. */
+static void test_minutes_left(void **state)
+{
+    (void)state;
+    assert_int_equal(code_minutes(300000), 5);
+    assert_int_equal(code_minutes(299990), 5); /* a fresh 5-minute code, rendered 10 ms later */
+    assert_int_equal(code_minutes(290000), 5); /* CODE_MINUTES_SLACK_MS short */
+    assert_int_equal(code_minutes(289999), 4);
+    assert_int_equal(code_minutes(266000), 4); /* the newcomer's resend: 266 s left said 5 */
+    assert_int_equal(code_minutes(120000), 2);
+    assert_int_equal(code_minutes(61000), 1);
+    assert_int_equal(code_minutes(30000), 1);
+    assert_int_equal(code_minutes(0), 1);
+    assert_int_equal(code_minutes(-5000), 1);
+}
+
 static void test_render_cap_zero(void **state)
 {
     /* Nothing fits in 0 bytes, not even the NUL of an empty result; the
@@ -540,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_render_boundary),
         cmocka_unit_test(test_render_cap_zero),
+        cmocka_unit_test(test_minutes_left),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -20,6 +20,11 @@
 #include "../../src/base/config.h"
 #include "../../src/base/phone.h"
 
+/* UNITTEST functions (src/base/unittest.h): the loader's allocator
+ * (config_read.c) and the price over a whole config (config_cost.c). */
+void config_set_alloc(void *(*fn)(size_t));
+int64_t config_price(const struct config *c, const char *phone);
+
 #define FILE_NAME "t.json"
 
 /* configs/dev.json, member by member, so that tests can swap one. */
@@ -1604,7 +1609,8 @@ static void test_alloc_failures(void **state)
     config_set_alloc(NULL);
 }
 
-/* Composite keys, the keys of issue 9 and "on" (DESIGN.md, "Limits"). */
+/* Composite keys, the keys of issue 9 and "on" (docs/architecture.md,
+ * "Limits and rules"). */
 static void test_rule_keys(void **state)
 {
     char buf[8192];

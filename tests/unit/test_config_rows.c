@@ -296,7 +296,7 @@ static json_t *ms_text(int64_t ms)
     return json_string(buf);
 }
 
-/* The longest string a row takes, as README's table says it. */
+/* The longest string a row takes, as docs/config.md's table says it. */
 static size_t str_max(const struct cfg_row *r)
 {
     return r->hi > 0 ? (size_t)r->hi : r->size ? r->size - 1 : CFG_STR_MAX - 1;

@@ -20,6 +20,14 @@
 
 #include "../../src/base/log.h"
 
+/* UNITTEST functions of src/base/log.c (src/base/unittest.h). */
+int log_enabled(enum log_level level);
+int log_level_parse(const char *s);
+int log_format_parse(const char *s);
+size_t log_format_line(char *out, size_t cap, enum log_format format, long long wall_ms, enum log_level level,
+                       const char *event, const char *request_id, const struct log_field *fields, size_t n,
+                       const char *msg);
+
 /* 2024-05-01T12:00:00.123Z */
 #define T_MS 1714564800123LL
 

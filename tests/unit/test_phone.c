@@ -433,6 +433,23 @@ static void test_memo_bound(void **state)
     assert_int_equal(pi.type, PHONE_TYPE_MOBILE);
 }
 
+static void test_mask(void **state)
+{
+    char out[32];
+
+    (void)state;
+    phone_mask("+919812345699", out, sizeof(out));
+    assert_string_equal(out, "+9198******99");
+    phone_mask("+14155550100", out, sizeof(out));
+    assert_string_equal(out, "+1415*****00");
+    phone_mask("+123456", out, sizeof(out));
+    assert_string_equal(out, "+******");
+    phone_mask("+919812345699", out, 6);
+    assert_string_equal(out, "+9198");
+    phone_mask(NULL, out, sizeof(out));
+    assert_string_equal(out, "+");
+}
+
 int main(void)
 {
     /* Threads first: they also race libphonenumber's first use. */
@@ -441,7 +458,7 @@ int main(void)
         cmocka_unit_test(test_trunk_prefixes), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_why_bounds),     cmocka_unit_test(test_names),
         cmocka_unit_test(test_memo_hits_are_identical), cmocka_unit_test(test_memo_skips_what_never_parses),
-        cmocka_unit_test(test_memo_bound),
+        cmocka_unit_test(test_memo_bound), cmocka_unit_test(test_mask),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,7 +37,7 @@ static void test_rows_in_order_and_whole(void **state)
     }
 }
 
-/* The contract's statuses for a few codes (DESIGN.md, "HTTP contract"). */
+/* The contract's statuses for a few codes (docs/openapi.yaml; docs/architecture.md, "HTTP"). */
 static void test_contract_statuses(void **state)
 {
     static const struct {

@@ -1,0 +1,211 @@
+/*
+ * config_otp: the keys about who may ask for a code and what it is: the
+ * callers (api_keys), otp (its template must hold the code and fit one
+ * SMS), and the gates decided before any rule: phone.types, countries and
+ * pumping. Runs at start-up and on SIGHUP, never on a request path.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "config_int.h"
+#include "phone.h"
+
+const char *const cfg_role_names[] = {"admin", NULL};
+
+/* A caller's name is a metric label, a log field and part of Redis keys. */
+#define CFG_CALLER_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
+
+void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
+{
+    json_t *arr = json_object_get(root, "api_keys"), *k;
+    size_t i, j;
+    char p[64], q[80];
+    int role;
+
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 256) {
+        cfg_error(x, "api_keys", "must be an array of 1 to 256 keys");
+        return;
+    }
+    /* Out of memory is a load error like any other: a config that silently
+     * lost its keys, rules, prices or caps must never load. */
+    if ((c->keys.api_keys = cfg_calloc(json_array_size(arr), sizeof(*c->keys.api_keys))) == NULL) {
+        cfg_error(x, "api_keys", "out of memory");
+        return;
+    }
+    json_array_foreach(arr, i, k) {
+        struct cfg_api_key *a = &c->keys.api_keys[c->keys.n_api_keys++];
+        snprintf(p, sizeof(p), "api_keys.%zu", i);
+        if (!json_is_object(k)) {
+            cfg_error(x, p, "must be an object");
+            continue;
+        }
+        cfg_unknown(x, k, p, "api_keys.*");
+        cfg_path(q, sizeof(q), p, "name");
+        /* The name is a metric label, a log field and part of Redis keys:
+         * nothing there may need quoting. */
+        if (cfg_str(x, k, p, "name", 1, a->name, sizeof(a->name)) &&
+            (a->name[0] == '\0' || strspn(a->name, CFG_CALLER_CHARS) != strlen(a->name))) {
+            cfg_error(x, q, "must be 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-'", CFG_NAME_MAX - 1);
+            a->name[0] = '\0';
+        }
+        a->key = cfg_env(x, k, p, "key_env", 1, 16);
+        if (cfg_enum(x, k, p, "role", 0, cfg_role_names, &role))
+            a->admin = 1;
+        for (j = 0; j + 1 < c->keys.n_api_keys; j++)
+            if (a->name[0] && strcmp(c->keys.api_keys[j].name, a->name) == 0)
+                cfg_error(x, q, "\"%s\" is used twice", a->name);
+    }
+}
+
+/* The longest text tmpl can render to: every {code} as digits digits and
+ * every {minutes} as "60" (otp.ttl is at most an hour). */
+static size_t cfg_rendered_max(const char *tmpl, int digits)
+{
+    size_t n = 0;
+
+    while (*tmpl) {
+        if (strncmp(tmpl, "{code}", 6) == 0)
+            n += (size_t)digits, tmpl += 6;
+        else if (strncmp(tmpl, "{minutes}", 9) == 0)
+            n += 2, tmpl += 9;
+        else
+            n++, tmpl++;
+    }
+    return n;
+}
+
+/* After otp's rows: the template must hold the code and fit one message. */
+void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    json_t *t = json_object_get(o, "template");
+
+    /* Only a template that was read (a bad one is reported already). */
+    if (!json_is_string(t) || strcmp(json_string_value(t), c->otp.tmpl) != 0)
+        return;
+    if (strstr(c->otp.tmpl, "{code}") == NULL)
+        cfg_error(x, "otp.template", "must contain {code}");
+    else if (cfg_rendered_max(c->otp.tmpl, c->otp.length) > CFG_TEXT_MAX)
+        cfg_error(x, "otp.template", "renders longer than %d bytes", CFG_TEXT_MAX);
+}
+
+
+/* phone.types: a list of libphonenumber's type names; a number of any
+ * other type is refused before any rule (403 number_type). */
+void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    json_t *types = json_object_get(o, "types"), *t;
+    unsigned seen = 0;
+    size_t i;
+    char p[64];
+    int type;
+
+    if (!json_is_array(types) || json_array_size(types) == 0 || json_array_size(types) > PHONE_TYPE_COUNT) {
+        cfg_error(x, "phone.types", "must be an array of 1 to %d number types", PHONE_TYPE_COUNT);
+        return;
+    }
+    json_array_foreach(types, i, t) {
+        snprintf(p, sizeof(p), "phone.types.%zu", i);
+        if (!json_is_string(t) || (type = phone_type_from_name(json_string_value(t))) < 0)
+            cfg_error(x, p,
+                      "must be one of mobile, fixed_line, fixed_line_or_mobile, toll_free, premium_rate, "
+                      "shared_cost, voip, personal_number, pager, uan, voicemail, unknown");
+        else if (seen & PHONE_TYPE_BIT(type))
+            cfg_error(x, p, "\"%s\" is listed twice", json_string_value(t));
+        else
+            seen |= PHONE_TYPE_BIT(type);
+    }
+    c->limits.phone_types = seen;
+}
+
+/* One list of countries (allow, deny or monitor): region codes that
+ * libphonenumber gives ("IN", "GB", "001"), each at most once. Returns
+ * how many were read into out; *present says whether the list was there. */
+static size_t cfg_regions(struct cfg_ctx *x, json_t *o, const char *name, char (*out)[CFG_REGION_LEN],
+                          int *present)
+{
+    json_t *arr = cfg_member(x, o, "countries", name, 0), *t;
+    size_t i, j, n = 0;
+    char p[64];
+
+    *present = arr != NULL;
+    if (arr == NULL)
+        return 0;
+    if (!json_is_array(arr) || json_array_size(arr) > CFG_REGIONS_MAX) {
+        cfg_error(x, cfg_path(p, sizeof(p), "countries", name), "must be an array of at most %d region codes",
+                  CFG_REGIONS_MAX);
+        return 0;
+    }
+    json_array_foreach(arr, i, t) {
+        const char *r = json_is_string(t) ? json_string_value(t) : NULL;
+        snprintf(p, sizeof(p), "countries.%s.%zu", name, i);
+        if (r == NULL || !phone_region_known(r)) {
+            cfg_error(x, p, "must be a region code as libphonenumber gives it (ISO 3166 alpha-2 in upper case, "
+                      "such as \"IN\" or \"GB\", or \"001\" for non-geographic numbers)");
+            continue;
+        }
+        for (j = 0; j < n && strcmp(out[j], r) != 0; j++)
+            ;
+        if (j < n) {
+            cfg_error(x, p, "\"%s\" is listed twice", r);
+            continue;
+        }
+        snprintf(out[n++], CFG_REGION_LEN, "%s", r);
+    }
+    return n;
+}
+
+void cfg_countries_allow(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    int present;
+
+    c->limits.countries.n_allow = cfg_regions(x, o, "allow", c->limits.countries.allow, &present);
+    c->limits.countries.has_allow = 1;
+    if (c->limits.countries.n_allow == 0)
+        cfg_error(x, "countries.allow", "must list at least one region (an empty allow list serves nobody; "
+                  "leave it out to serve every region)");
+}
+
+void cfg_countries_deny(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    int present;
+
+    c->limits.countries.n_deny = cfg_regions(x, o, "deny", c->limits.countries.deny, &present);
+}
+
+void cfg_countries_monitor(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    int present;
+
+    c->limits.countries.n_monitor = cfg_regions(x, o, "monitor", c->limits.countries.monitor, &present);
+}
+
+/* countries: allow, deny and monitor by region (docs/architecture.md,
+ * "Limits and rules"), decided before any rule (src/limits/fraud.c); after
+ * the three lists. */
+void cfg_countries(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    struct cfg_countries *k = &c->limits.countries;
+    size_t i, j;
+    char p[64];
+
+    (void)o;
+    for (i = 0; i < k->n_deny; i++)
+        for (j = 0; j < k->n_allow; j++)
+            if (strcmp(k->deny[i], k->allow[j]) == 0) {
+                snprintf(p, sizeof(p), "countries.deny.%zu", i);
+                cfg_error(x, p, "\"%s\" is in both allow and deny", k->deny[i]);
+            }
+}
+
+/* pumping: the SMS pumping guard (docs/architecture.md, "Limits and
+ * rules"); absent = off, and present (even {}) = on with the table's
+ * defaults. */
+void cfg_pumping(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    (void)x;
+    (void)o;
+    c->limits.pumping.on = 1;
+}

@@ -1,0 +1,36 @@
+"""Mutants for otpd's command line and its one-line log events (tests/integration/test_ops.py): each a small
+plausible bug, and the test that must catch it."""
+MUTANTS = [
+    dict(name="ops-help-is-a-usage-error",
+         file="cmd/otpd/main.c",
+         old="            usage(stdout);\n            return EX_OK;",
+         new="            usage(stderr);\n            return EX_USAGE;",
+         test="test_ops.CommandLineTest",
+         why="otpd --help exits 64 on stderr, as the newcomer found it: a help a script cannot ask for"),
+    dict(name="ops-tick-says-every-failure",
+         file="cmd/otpd/main.c",
+         old="    if (what != NULL && !d->tick_down)",
+         new="    if (what != NULL)",
+         test="test_ops.OneLineEventsTest.test_redis_away_is_one_line_then_one_when_back",
+         why="a line a second while Redis is away, where one line per outage was promised"),
+    dict(name="ops-tick-never-says-it-works",
+         file="cmd/otpd/main.c",
+         old="    else if (what == NULL && d->tick_down)",
+         new="    else if (0)",
+         test="test_ops.OneLineEventsTest.test_redis_away_is_one_line_then_one_when_back",
+         why="the outage is never said to be over: an operator cannot tell when housekeeping caught up"),
+    dict(name="ops-reload-refusal-raw",
+         file="cmd/otpd/main.c",
+         old="        char *line = otpd_one_line(errors);",
+         new="        char *line = NULL;",
+         test="test_ops.OneLineEventsTest.test_a_refused_reload_is_one_line_with_every_error",
+         why="a refused reload logs its errors as they come, one a line: a multi-line event"),
+]
+MUTANTS += [
+    dict(name="ops-readyz-503-logged-ok",
+         file="src/http/http_probe.c",
+         old='        snprintf(rq->outcome, sizeof(rq->outcome), "not_ready");',
+         new="",
+         test="test_ops.ReadyzLogTest",
+         why="a 503 /readyz is logged outcome=ok: a probe failing looks like a probe passing in the logs"),
+]
