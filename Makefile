@@ -50,7 +50,7 @@ BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clo
                 src/base/config.c src/base/config_read.c src/base/config_rows.c src/base/conftab.c \
                 src/base/config_net.c src/base/config_otp.c src/base/config_rules.c src/base/config_cost.c \
                 src/base/config_provider.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c \
-                src/base/phone_mask.c
+                src/base/phone_mask.c src/base/msgstate.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -65,7 +65,8 @@ LIMITS_SRC   := src/limits/limits.c src/limits/limits_rules.c src/limits/limits_
                 src/limits/limits_cache.c src/limits/limits_money.c src/limits/fraud.c src/limits/rcache.c
 ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c src/admin/admin_rows.c \
                 src/admin/admin_snap.c
-PACER_SRC    := src/pacer/pacer.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
+PACER_SRC    := src/pacer/pacer.c src/pacer/pacer_qthread.c src/pacer/pacer_jobs.c src/pacer/pacer_send.c \
+                src/pacer/pacer_money.c src/pacer/pacer_metrics.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/otp_gate.c src/otp/otp_metrics.c src/otp/otp_ready.c \
                 src/otp/report.c
 HTTP_SRC     := src/http/http.c src/http/http_route.c src/http/http_reply.c src/http/http_body.c src/http/http_api.c \
@@ -82,6 +83,7 @@ LUA_H        := $(LUA:.lua=.lua.h)
 UNIT_TESTS   := test_duration test_timestamp test_rc test_log test_sha256 test_phone test_config test_config_rows
 UNIT_TESTS   += test_problem test_logsum test_http_body
 UNIT_TESTS   += test_code test_metrics
+UNIT_TESTS   += test_msgstate
 UNIT_TESTS   += test_limits_keys test_limits_args test_fraud test_rcache
 UNIT_TESTS   += test_admin
 UNIT_TESTS   += test_schedule

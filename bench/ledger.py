@@ -28,8 +28,10 @@ def build(tree, out):
     srcs += [os.path.join(tree, "src/base/clock.c"), os.path.join(tree, "src/base/rc.c")]
     # The writer times its commits into src/base/metrics (since the histograms); the chain's SHA-256 moved to
     # src/base (with the webhook's HMAC).
-    # The writer logs a failed commit (src/base/log, with its timestamps).
-    srcs += [p for p in [os.path.join(tree, "src/base", f) for f in ("metrics.c", "sha256.c", "log.c", "timestamp.c")]
+    # The writer logs a failed commit (src/base/log, with its timestamps). A move's states come from
+    # src/base/msgstate.
+    srcs += [p for p in [os.path.join(tree, "src/base", f)
+                         for f in ("metrics.c", "sha256.c", "log.c", "timestamp.c", "msgstate.c")]
              if os.path.exists(p)]
     cflags = subprocess.run(["pkg-config", "--cflags", "--libs", "sqlite3"], capture_output=True, text=True,
                             check=True).stdout.split()

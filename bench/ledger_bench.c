@@ -70,9 +70,9 @@ static void *bench_thread(void *arg)
             fprintf(stderr, "accept failed\n");
             exit(1);
         }
-        ledger_message_state(bench_l, mid, "sending", "queued", NULL, NULL, 1, now);
+        ledger_message_state(bench_l, mid, MSG_SENDING, MSG_BIT(MSG_QUEUED), NULL, NULL, 1, now);
         ledger_send(bench_l, &s);
-        ledger_message_state(bench_l, mid, "sent", "sending", "p-1", NULL, -1, now);
+        ledger_message_state(bench_l, mid, MSG_SENT, MSG_BIT(MSG_SENDING), "p-1", NULL, -1, now);
         ledger_verification_update(bench_l, vid, "verified", 0, now);
         r.kind = "verify";
         r.decision = "verified";

@@ -35,6 +35,7 @@
 #include <jansson.h>
 
 #include "../../src/base/config.h"
+#include "../../src/base/wipe.h"
 #include "../../src/ledger/history.h"
 #include "../../src/limits/limits.h"
 #include "../../src/otp/code.h"
@@ -130,7 +131,7 @@ static int sim_setup(struct sim *s, const char *config)
     code_new_id(secret);
     code_new_id(secret + CODE_ID_LEN);
     s->keys = code_keys_new((const unsigned char *)secret, strlen(secret));
-    code_wipe(secret, sizeof(secret));
+    wipe(secret, sizeof(secret));
     s->rules = calloc(s->cfg->limits.n_rules + 1, sizeof(*s->rules));
     s->ledger_dec = tally_new();
     s->sim_dec = tally_new();

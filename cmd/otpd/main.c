@@ -188,7 +188,7 @@ static void otpd_harden(void)
 
 /* The sweep's read of the fleet's record (sweep_read_fn): the pacer's. */
 static enum otp_rc otpd_fleet_states(void *ctx, const char *const *ids, int n,
-                                     void (*put)(void *put_ctx, int i, const char *state, const char *detail),
+                                     void (*put)(void *put_ctx, int i, enum msg_state state, const char *detail),
                                      void *put_ctx, char *err)
 {
     return pacer_states(ctx, ids, n, put, put_ctx, err);

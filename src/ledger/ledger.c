@@ -208,18 +208,23 @@ enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const c
     return ledger_submit_one(l, op);
 }
 
-enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
+enum otp_rc ledger_message_state(struct ledger *l, const char *id, enum msg_state to, unsigned from,
                                  const char *provider_id, const char *detail, int attempts, int64_t ts_ms)
 {
-    return ledger_submit_paced(l, ledger_op_move(id, state, from, provider_id, detail, attempts, ts_ms));
+    if (!ledger_move_ok(to, from))
+        return OTP_EINVAL;
+    return ledger_submit_paced(l, ledger_op_move(id, to, from, provider_id, detail, attempts, ts_ms));
 }
 
-enum otp_rc ledger_message_report(struct ledger *l, const char *id, const char *state, const char *from,
+enum otp_rc ledger_message_report(struct ledger *l, const char *id, enum msg_state to, unsigned from,
                                   const char *detail, int64_t ts_ms, int *moved)
 {
-    struct ledger_op *op = ledger_op_move(id, state, from, NULL, detail, -1, ts_ms);
+    struct ledger_op *op;
 
     *moved = 0;
+    if (!ledger_move_ok(to, from))
+        return OTP_EINVAL;
+    op = ledger_op_move(id, to, from, NULL, detail, -1, ts_ms);
     if (op != NULL)
         op->moved = moved;
     return ledger_submit(l, &op, 1, 1, 1);
@@ -302,7 +307,7 @@ enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct 
             .verification_id = (const char *)sqlite3_column_text(st, 2),
             .api_key = (const char *)sqlite3_column_text(st, 3),
             .phone = (const char *)sqlite3_column_text(st, 4),
-            .state = (const char *)sqlite3_column_text(st, 5),
+            .state = MSG_NONE,
             .created_ms = sqlite3_column_int64(st, 6),
             .expires_ms = sqlite3_column_int64(st, 7),
             .attempts = sqlite3_column_int(st, 8),
@@ -310,6 +315,8 @@ enum otp_rc ledger_pending(struct ledger *l, void (*fn)(void *ctx, const struct 
             .cost_ms = sqlite3_column_int64(st, 10),
             .cost_caps = (const char *)sqlite3_column_text(st, 11),
         };
+        /* One of the query's own two words: it parses (else MSG_NONE stays). */
+        msg_state_parse((const char *)sqlite3_column_text(st, 5), &m.state);
         fn(ctx, &m);
     }
     if (step != SQLITE_DONE) {

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "../base/msgstate.h"
 #include "../base/rc.h"
 
 struct ledger;
@@ -39,7 +40,7 @@ struct ledger_message {
     const char *verification_id;
     const char *api_key;
     const char *phone;
-    const char *state; /* for ledger_pending: "queued" or "sending" */
+    enum msg_state state; /* for ledger_pending: queued or sending; ledger_accept writes queued */
     int64_t created_ms;
     int64_t expires_ms;
     int attempts;
@@ -87,19 +88,22 @@ enum otp_rc ledger_request(struct ledger *l, const struct ledger_request *r);
 enum otp_rc ledger_verification_update(struct ledger *l, const char *id, const char *status, int wrong_delta,
                                        int64_t ts_ms);
 /*
- * Moves message id to state, if its state is one of from (a comma list such
- * as "queued,sending"); the event is recorded when it moved. provider_id
- * and detail may be NULL (kept); attempts < 0 keeps the count.
+ * Moves message id to state to, if its state is one of the set from (built
+ * with msg_from, base/msgstate.h); the event is recorded when it moved.
+ * provider_id and detail may be NULL (kept); attempts < 0 keeps the count.
+ * OTP_EINVAL when the table of moves has no move from some state of from to
+ * to (or from is empty): nothing is submitted.
  */
-enum otp_rc ledger_message_state(struct ledger *l, const char *id, const char *state, const char *from,
+enum otp_rc ledger_message_state(struct ledger *l, const char *id, enum msg_state to, unsigned from,
                                  const char *provider_id, const char *detail, int attempts, int64_t ts_ms);
 /*
  * ledger_message_state for a delivery report, which must know whether it
  * changed anything: waits for the commit, then *moved is 1 when the message
  * moved (its state was one of from) and 0 when it did not. OTP_EIO (or
- * OTP_ENOMEM) when the change is not durable; *moved is then meaningless.
+ * OTP_ENOMEM) when the change is not durable, OTP_EINVAL for a move the
+ * table refuses; *moved is then 0.
  */
-enum otp_rc ledger_message_report(struct ledger *l, const char *id, const char *state, const char *from,
+enum otp_rc ledger_message_report(struct ledger *l, const char *id, enum msg_state to, unsigned from,
                                   const char *detail, int64_t ts_ms, int *moved);
 enum otp_rc ledger_send(struct ledger *l, const struct ledger_send *s);
 

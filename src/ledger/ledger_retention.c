@@ -188,8 +188,8 @@ static int ledger_prune_unfinished(struct ledger *l, int64_t now_ms, int64_t cut
         snprintf(detail, sizeof(detail),
                  "ended by retention: still %s a day after its code's expiry, outcome unknown here",
                  (const char *)sqlite3_column_text(st, 2));
-        op = ledger_op_move((const char *)sqlite3_column_text(st, 1), LEDGER_EXPIRED, LEDGER_UNFINISHED_FROM,
-                            NULL, detail, -1, now_ms);
+        op = ledger_op_move((const char *)sqlite3_column_text(st, 1), MSG_EXPIRED,
+                            msg_from(MSG_EXPIRED, msg_phase_set(MSG_PENDING)), NULL, detail, -1, now_ms);
         sqlite3_reset(st);
         rc = op != NULL ? ledger_exec(l, op) : SQLITE_NOMEM;
         ledger_op_free(op);

@@ -1,38 +1,47 @@
 /*
- * ledger_state: a message's states, from the words the API hands over to
- * the values a row holds (ledger_state.h). A few calls per message: one
- * per state change, and one per message the sweep asks the fleet about.
+ * ledger_state: a move of a message, from msgstate's enum and sets to the
+ * values a row holds (ledger_state.h). One call per state change the
+ * ledger records.
  */
 #include "ledger_state.h"
 
-#include <string.h>
+#include <stdio.h>
 
 #include "ledger_int.h"
 
-struct ledger_op *ledger_op_move(const char *id, const char *state, const char *from, const char *provider_id,
+int ledger_move_ok(enum msg_state to, unsigned from)
+{
+    return msg_state_name(to)[0] != '\0' && from != 0 && (from & ~msg_from(to, MSG_ALL)) == 0;
+}
+
+/* The set from as the comma list of its words ("queued,sending"), into
+ * out (cap bytes: room for every word). */
+static void ledger_from_words(unsigned from, char *out, size_t cap)
+{
+    size_t n = 0;
+    int s;
+
+    out[0] = '\0';
+    for (s = 0; s < MSG_STATES; s++)
+        if ((from & MSG_BIT(s)) && n < cap)
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? "," : "", msg_state_name((enum msg_state)s));
+}
+
+struct ledger_op *ledger_op_move(const char *id, enum msg_state to, unsigned from, const char *provider_id,
                                  const char *detail, int attempts, int64_t ts_ms)
 {
     struct ledger_op *op = ledger_op_new(LK_MSG_STATE);
+    char words[96];
 
+    ledger_from_words(from, words, sizeof(words));
     if (op != NULL) {
         ledger_op_text(op, id);
-        ledger_op_text(op, state);
-        ledger_op_text(op, from);
+        ledger_op_text(op, msg_state_name(to));
+        ledger_op_text(op, words);
         ledger_op_text(op, provider_id);
         ledger_op_text(op, detail);
         ledger_op_int(op, attempts);
         ledger_op_int(op, ts_ms);
     }
     return op;
-}
-
-const char *ledger_state_ended(const char *state)
-{
-    static const char *const ended[] = {LEDGER_SENT, LEDGER_DELIVERED, LEDGER_FAILED, LEDGER_EXPIRED};
-    size_t i;
-
-    for (i = 0; i < sizeof(ended) / sizeof(ended[0]); i++)
-        if (strcmp(state, ended[i]) == 0)
-            return ended[i];
-    return NULL;
 }

@@ -8,42 +8,40 @@
 
 #include <stdio.h>
 
-#include "ledger_state.h"
-
-#define SWEEP_STATE_MAX 16
 #define SWEEP_DETAIL_MAX 160
 
 /* The fleet's record of one message, as read. */
 struct sweep_seen {
-    char state[SWEEP_STATE_MAX]; /* "" when the fleet does not know it */
+    enum msg_state state; /* MSG_NONE when the fleet does not know it */
     char detail[SWEEP_DETAIL_MAX];
 };
 
-static void sweep_put(void *ctx, int i, const char *state, const char *detail)
+static void sweep_put(void *ctx, int i, enum msg_state state, const char *detail)
 {
     struct sweep_seen *seen = ctx;
 
-    snprintf(seen[i].state, sizeof(seen[i].state), "%s", state ? state : "");
+    seen[i].state = state;
     snprintf(seen[i].detail, sizeof(seen[i].detail), "%s", detail ? detail : "");
 }
 
-/* The end to write for what the fleet says (state and detail, detail_cap
- * bytes), or NULL when it has not ended yet: ask again later. */
-static const char *sweep_verdict(const struct sweep_seen *s, char *detail, size_t detail_cap)
+/* The end to write for what the fleet says (into *end, its detail into
+ * detail, detail_cap bytes): 1, or 0 when it has not ended yet: ask again
+ * later. */
+static int sweep_verdict(const struct sweep_seen *s, enum msg_state *end, char *detail, size_t detail_cap)
 {
-    const char *end;
-
-    if (s->state[0] == '\0') {
+    if (s->state == MSG_NONE) {
         snprintf(detail, detail_cap,
                  "outcome unknown here: the fleet's record of it is gone (the sending "
                  "instance's ledger has its sends)");
-        return LEDGER_EXPIRED;
+        *end = MSG_EXPIRED;
+        return 1;
     }
-    if ((end = ledger_state_ended(s->state)) == NULL)
-        return NULL;
+    if (!msg_state_ended(s->state))
+        return 0;
     snprintf(detail, detail_cap, "ended here by the sweep, from the fleet's record%s%s",
              s->detail[0] ? ": " : "", s->detail);
-    return end;
+    *end = s->state;
+    return 1;
 }
 
 int sweep_run(struct sweep *sw, struct ledger *l, int64_t now_ms, int64_t grace_ms, sweep_read_fn read,
@@ -64,7 +62,8 @@ int sweep_run(struct sweep *sw, struct ledger *l, int64_t now_ms, int64_t grace_
         return 0;
     for (i = 0; i < n; i++) {
         ids[i] = batch[i].id;
-        seen[i].state[0] = seen[i].detail[0] = '\0';
+        seen[i].state = MSG_NONE;
+        seen[i].detail[0] = '\0';
     }
     if (read(ctx, ids, n, sweep_put, seen, err) != OTP_OK) {
         sw->next_ms = now_ms + SWEEP_BACKOFF_MS;
@@ -72,11 +71,12 @@ int sweep_run(struct sweep *sw, struct ledger *l, int64_t now_ms, int64_t grace_
     }
     for (i = 0; i < n; i++) {
         char detail[SWEEP_DETAIL_MAX + 64];
-        const char *state = sweep_verdict(&seen[i], detail, sizeof(detail));
+        enum msg_state end;
         /* Only from a state that has not ended: this instance's sender may
          * have ended it meanwhile, and its word stands. */
-        if (state != NULL && ledger_message_state(l, ids[i], state, LEDGER_UNFINISHED_FROM, NULL, detail, -1,
-                                                  now_ms) == OTP_OK)
+        if (sweep_verdict(&seen[i], &end, detail, sizeof(detail)) &&
+            ledger_message_state(l, ids[i], end, msg_from(end, msg_phase_set(MSG_PENDING)), NULL, detail, -1,
+                                 now_ms) == OTP_OK)
             ended++;
     }
     return ended;

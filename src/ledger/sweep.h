@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "../base/msgstate.h"
 #include "../base/rc.h"
 #include "ledger.h"
 
@@ -28,11 +29,10 @@
 #define SWEEP_BACKOFF_MS 10000
 
 /* Calls put(put_ctx, i, state, detail) for each message ids[i] (i < n) the
- * fleet knows: its state ("queued", "sending", "sent", ...; "" or no call
- * when it does not know it) and its detail ("" for none). OTP_OK, or
- * OTP_ESTORE with detail in err. */
+ * fleet knows: its state (MSG_NONE, or no call, when it does not know it)
+ * and its detail ("" for none). OTP_OK, or OTP_ESTORE with detail in err. */
 typedef enum otp_rc (*sweep_read_fn)(void *ctx, const char *const *ids, int n,
-                                     void (*put)(void *put_ctx, int i, const char *state, const char *detail),
+                                     void (*put)(void *put_ctx, int i, enum msg_state state, const char *detail),
                                      void *put_ctx, char *err);
 
 /* Where the sweep is; zero it to start. */

@@ -28,7 +28,7 @@
 -- (restore): need is raised past u, so a restored message never goes out
 -- again on a reservation an earlier call may have spent. mode 3 (unuse):
 -- a stopping instance gives back the use mark of reservation need, made
--- for a call that was never written (pacer.c, pacer_unmark), so the next
+-- for a call that was never written (src/pacer: pacer_unmark), so the next
 -- start sends on it rather than count the price again. Only while that
 -- mark is the latest word on the message: r == u == need, not given back,
 -- and the message back in the queue (s 'queued', queue.lua's retry): an

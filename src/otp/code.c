@@ -60,11 +60,6 @@ void code_keys_free(struct code_keys *k)
     free(k);
 }
 
-void code_wipe(void *p, size_t n)
-{
-    sodium_memzero(p, n);
-}
-
 /*
  * Ids come from a per-thread pool of CODE_POOL_IDS ids at a time: a fresh
  * 256-bit key from the kernel (randombytes_buf, one getrandom) expanded

@@ -27,11 +27,6 @@ struct code_keys;
 struct code_keys *code_keys_new(const unsigned char *secret, size_t secret_len);
 void code_keys_free(struct code_keys *k);
 
-/* Wipes n bytes at p (a code, or text holding one) with sodium_memzero,
- * which the optimiser cannot drop the way it drops a memset before free or
- * return. */
-void code_wipe(void *p, size_t n);
-
 /* Writes a fresh random 128-bit id as 32 lower-case hex characters and NUL
  * into out (CODE_ID_LEN + 1 bytes). */
 void code_new_id(char *out);

@@ -263,7 +263,8 @@ static void idem_again(struct otp_answer *out)
 static void unreleased(struct otp *o, const char *id, const char *why)
 {
     ledger_checked(o,
-                   ledger_message_state(o->d.ledger, id, "failed", "queued", NULL, why, -1, clock_wall_ms()),
+                   ledger_message_state(o->d.ledger, id, MSG_FAILED, MSG_BIT(MSG_QUEUED), NULL, why, -1,
+                                        clock_wall_ms()),
                    "release failure", id);
 }
 
@@ -343,7 +344,7 @@ static enum issue_end issue_accept(struct otp *o, const struct otp_req *rq, cons
                                 .verification_id = li->vid,
                                 .api_key = rq->api_key,
                                 .phone = rq->phone,
-                                .state = "queued",
+                                .state = MSG_QUEUED,
                                 .created_ms = li->now_ms,
                                 .expires_ms = exp_ms,
                                 .price_minor = li->price_minor,

@@ -356,10 +356,6 @@ static void admin_text(struct otp *o, struct metrics_text *t)
 char *otp_metrics(struct otp *o)
 {
     struct metrics_text t = {0};
-    /* pacer_metrics still writes into a fixed buffer, and stops short
-     * without a word when it is full: its text is about 3.5 KiB, so twice
-     * that leaves room for new series. */
-    char money[8192];
 
     metrics_head(&t, "otpd_build_info", "gauge", "The running build: its version (git describe).");
     metrics_u64(&t, "otpd_build_info", 1, "version", o->d.version ? o->d.version : "unknown");
@@ -371,8 +367,7 @@ char *otp_metrics(struct otp *o)
     store_text(o, &t);
     flow_text(o, &t);
     caps_text(o, &t);
-    if (pacer_metrics(o->d.pacer, money, sizeof(money)) > 0)
-        metrics_put(&t, "%s", money);
+    pacer_metrics(o->d.pacer, &t);
     metrics_hist_text(&t);
     report_metrics(o->report, &t);
     if (o->d.admin != NULL)

@@ -321,6 +321,7 @@ static enum report_verdict report_decide(struct report *r, const struct report_i
     char err[OTP_ERR_LEN] = "", detail[32];
     const char *what = in->detail;
     int moved = 0, ignored = 0, outcome = in->outcome;
+    enum msg_state to;
 
     if (in->via == REPORT_TWILIO && !report_twilio_ok(r, in))
         return REPORT_FORBIDDEN;
@@ -338,17 +339,19 @@ static enum report_verdict report_decide(struct report *r, const struct report_i
     }
     if (outcome < 0)
         return REPORT_PASSING;
+    to = outcome ? MSG_DELIVERED : MSG_FAILED;
     /* The message's state lives in Redis, for any instance's message: only
      * from the states before an end (delivered, failed and expired are
      * final), so a late or replayed report changes nothing. */
-    if (pacer_report(r->pacer, in->id, outcome, &moved, err) != OTP_OK) {
+    if (pacer_report(r->pacer, in->id, to, &moved, err) != OTP_OK) {
         log_msg(LOG_ERROR, "cannot record a delivery report for %s: %s", in->id, err);
         return REPORT_UNRECORDED;
     }
     /* This instance's ledger records what it saw: the message's row if it
-     * accepted or sent it, else the report's event alone. */
-    if (moved && ledger_message_report(r->ledger, in->id, outcome ? "delivered" : "failed",
-                                       "queued,sending,sent", what, now_ms, &ignored) != OTP_OK)
+     * accepted or sent it (from any state the table moves to to), else the
+     * report's event alone. */
+    if (moved && ledger_message_report(r->ledger, in->id, to, msg_from(to, MSG_ALL), what, now_ms, &ignored) !=
+                     OTP_OK)
         log_msg(LOG_ERROR, "ledger: cannot record the delivery report for %s", in->id);
     pthread_mutex_lock(&r->mu);
     if (moved)

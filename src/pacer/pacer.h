@@ -1,9 +1,10 @@
 /*
- * pacer: the fleet's leaky bucket in front of the SMS provider (DESIGN.md,
- * "Pacer"). The queue lives in Redis (queue.c: a stream with a consumer
- * group, bounded fleet-wide by issue.lua), the rate too (a GCRA slot per
- * call, on Redis's clock: slot.lua, schedule.c), so any number of
- * instances put at most `rate` calls a second on the wire together.
+ * pacer: the fleet's leaky bucket in front of the SMS provider
+ * (docs/architecture.md, "The pacer and the fleet"). The queue lives in
+ * Redis (queue.c: a stream with a consumer group, bounded fleet-wide by
+ * issue.lua), the rate too (a GCRA slot per call, on Redis's clock:
+ * slot.lua, schedule.c), so any number of instances put at most `rate`
+ * calls a second on the wire together.
  *
  * Two threads per instance. The queue thread does every Redis call: it
  * claims messages (new ones, its own after a restart, and those of an
@@ -13,7 +14,8 @@
  * alive. The sender thread owns the wire (xfer.c: curl multi, at most
  * max_inflight calls): it waits on nothing but its clock and curl, and
  * writes each request within its slot's bounds or not at all. Every state
- * change also goes to this instance's ledger.
+ * change (base/msgstate.h's moves) also goes to this instance's ledger.
+ * What each thread owns and the locks: pacer_int.h.
  */
 #ifndef OTPD_PACER_H
 #define OTPD_PACER_H
@@ -21,6 +23,8 @@
 #include <stdint.h>
 
 #include "../base/conf.h"
+#include "../base/metrics.h"
+#include "../base/msgstate.h"
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
 #include "../provider/provider.h"
@@ -40,7 +44,7 @@ enum pacer_use {
 };
 
 /*
- * The cost caps, as the pacer needs them; called on the pacer's money
+ * The cost caps, as the pacer needs them; called on the pacer's queue
  * thread only, never on the thread that owns the wire (both block on
  * Redis). owner is this instance's consumer name in the fleet's queue:
  * Redis records it with each use mark and each end, so money is given back
@@ -139,23 +143,26 @@ void pacer_set_code_ttl(struct pacer *pc, int64_t otp_ttl_ms);
 /* A new message may be in the queue: claim now rather than at the next poll. */
 void pacer_wake(struct pacer *pc);
 
-/* Message id's state ("queued", "sending", "sent", "delivered", "failed",
- * "expired"; STATE_MAX bytes) for the API key that issued it: OTP_OK,
- * OTP_ENOTFOUND (unknown, or another key's), OTP_ESTORE with detail in err. */
+/* Message id's state, as its word (msg_state_name: "queued", "sending",
+ * "sent", "delivered", "failed", "expired"; PACER_STATE_MAX bytes), for the
+ * API key that issued it: OTP_OK, OTP_ENOTFOUND (unknown, or another
+ * key's), OTP_ESTORE with detail in err. */
 #define PACER_STATE_MAX 16
 enum otp_rc pacer_status(struct pacer *pc, const char *api_key, const char *id, char *state, char *err);
 
 /* What the fleet's record says of messages ids[0..n) (n at most 64), any
  * instance's, in one Redis call: put(ctx, i, state, detail) for each, state
- * "" when Redis does not know it. Any thread; blocks for one store call.
- * OTP_OK, or OTP_ESTORE with detail in err. */
+ * MSG_NONE when Redis does not know it. Any thread; blocks for one store
+ * call. OTP_OK, or OTP_ESTORE with detail in err (a state word this build
+ * does not know among them too: then no put). */
 enum otp_rc pacer_states(struct pacer *pc, const char *const *ids, int n,
-                         void (*put)(void *ctx, int i, const char *state, const char *detail), void *ctx,
+                         void (*put)(void *ctx, int i, enum msg_state state, const char *detail), void *ctx,
                          char *err);
 
-/* A delivery report for message id: *moved 1 when it changed its state in
- * Redis (sending or sent to delivered or failed), for any instance's message. */
-enum otp_rc pacer_report(struct pacer *pc, const char *id, int delivered, int *moved, char *err);
+/* A delivery report moving message id to state to (MSG_DELIVERED or
+ * MSG_FAILED; else OTP_EINVAL): *moved 1 when it changed its state in
+ * Redis (queued, sending or sent to to), for any instance's message. */
+enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int *moved, char *err);
 
 
 /* Stops this instance's messages of verification vid that have not gone
@@ -177,9 +184,8 @@ void pacer_free(struct pacer *pc);
 
 void pacer_stats(struct pacer *pc, struct pacer_stats *out);
 
-/* Appends the pacer's money metrics (Prometheus text) to out (cap bytes,
- * NUL-terminated); returns the length written. */
-size_t pacer_metrics(struct pacer *pc, char *out, size_t cap);
+/* Appends the pacer's money and queue metrics to t. Any thread. */
+void pacer_metrics(struct pacer *pc, struct metrics_text *t);
 
 /* 1 while the fleet's queue is full (asked of Redis; when it does not
  * answer, as the queue thread last saw it). */

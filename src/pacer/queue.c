@@ -12,8 +12,25 @@
 #include "slot.lua.h"
 
 #define QUEUE_CLAIM_MAX 16
-#define QUEUE_PER_ENTRY 11 /* queue.lua's claim: values per entry */
 #define QUEUE_TOUCH_MAX 64
+
+/* queue.lua's claim reply: these three, then QUEUE_PER_ENTRY values per
+ * entry in the order of enum queue_claim_field. */
+enum queue_claim_head { QC_DEPTH, QC_CURSOR, QC_COUNT, QC_HEAD };
+enum queue_claim_field {
+    QC_EID, QC_ID, QC_VID, QC_TO, QC_EXPIRES, QC_SCOPE, QC_PRICE, QC_COST_MS, QC_CAPS, QC_PHONE_KEY, QC_DELIVERIES,
+    QUEUE_PER_ENTRY
+};
+
+/* slot.lua's reply to take and arm (see its header): verdict, slot, now, attempt. */
+enum queue_slot_reply { QS_VERDICT, QS_SLOT_US, QS_NOW_US, QS_ATTEMPT, QS_N };
+
+/* slot.lua's verdicts, the words of its replies, named once: by enum queue_verdict. */
+static const char *const queue_verdicts[] = {
+    [QUEUE_SEND] = "ok",          [QUEUE_DONE] = "done", [QUEUE_ENDED] = "ended",       [QUEUE_LOST] = "lost",
+    [QUEUE_GONE] = "gone",        [QUEUE_EXPIRED] = "expired", [QUEUE_WAS_SENDING] = "sending",
+};
+#define QUEUE_VERDICTS (sizeof(queue_verdicts) / sizeof(queue_verdicts[0]))
 
 struct queue {
     struct store *store;
@@ -54,6 +71,20 @@ static int64_t queue_int(const struct store_reply *r, size_t i)
     return r->strs[i] ? strtoll(r->strs[i], NULL, 10) : r->ints[i];
 }
 
+/* Reply i as a message's state: "" is MSG_NONE (Redis does not know it);
+ * any other word must be one of msgstate's, else OTP_ESTORE with detail in
+ * err (a script and this build disagree). */
+static enum otp_rc queue_state(const struct store_reply *r, size_t i, enum msg_state *out, char *err)
+{
+    const char *word = queue_str(r, i);
+
+    *out = MSG_NONE;
+    if (word[0] == '\0' || msg_state_parse(word, out) == 0)
+        return OTP_OK;
+    snprintf(err, OTP_ERR_LEN, "queue: unknown message state '%.16s'", word);
+    return OTP_ESTORE;
+}
+
 /* Runs queue.lua's op with the stream and key2, then extra arguments. */
 static enum otp_rc queue_run(struct queue *q, const char *op, const char *key2, const char *const *extra, int n_extra,
                              struct store_reply **rep, char *err)
@@ -87,32 +118,32 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
     snprintf(takeover_s, sizeof(takeover_s), "%lld", (long long)takeover_ms);
     if ((rc = queue_run(q, "claim", STORE_HOLDS_KEY, extra, 4, &rep, err)) != OTP_OK)
         return rc;
-    got = queue_int(rep, 2);
-    if (rep->n < 3 || got < 0 || got > QUEUE_CLAIM_MAX || rep->n != 3 + (size_t)got * QUEUE_PER_ENTRY) {
+    got = queue_int(rep, QC_COUNT);
+    if (rep->n < QC_HEAD || got < 0 || got > QUEUE_CLAIM_MAX || rep->n != QC_HEAD + (size_t)got * QUEUE_PER_ENTRY) {
         snprintf(err, OTP_ERR_LEN, "queue: claim gave %zu values", rep->n);
         store_reply_free(rep);
         return OTP_ESTORE;
     }
-    *depth = queue_int(rep, 0);
+    *depth = queue_int(rep, QC_DEPTH);
     if (mode != QUEUE_NEW) {
-        const char *next = queue_str(rep, 1);
+        const char *next = queue_str(rep, QC_CURSOR);
         snprintf(cursor, QUEUE_EID_MAX, "%s", next[0] ? next : "0-0");
     }
     for (i = 0; i < got; i++) {
-        size_t b = 3 + (size_t)i * QUEUE_PER_ENTRY;
+        size_t b = QC_HEAD + (size_t)i * QUEUE_PER_ENTRY;
         struct queue_entry *e = &out[*n];
         memset(e, 0, sizeof(*e));
-        snprintf(e->eid, sizeof(e->eid), "%s", queue_str(rep, b));
-        snprintf(e->id, sizeof(e->id), "%s", queue_str(rep, b + 1));
-        snprintf(e->vid, sizeof(e->vid), "%s", queue_str(rep, b + 2));
-        snprintf(e->to, sizeof(e->to), "%s", queue_str(rep, b + 3));
-        e->expires_ms = queue_int(rep, b + 4);
-        snprintf(e->scope, sizeof(e->scope), "%s", queue_str(rep, b + 5));
-        e->price_minor = queue_int(rep, b + 6);
-        e->cost_ms = queue_int(rep, b + 7);
-        snprintf(e->caps, sizeof(e->caps), "%s", queue_str(rep, b + 8));
-        snprintf(e->phone_key, sizeof(e->phone_key), "%s", queue_str(rep, b + 9));
-        e->deliveries = (int)queue_int(rep, b + 10);
+        snprintf(e->eid, sizeof(e->eid), "%s", queue_str(rep, b + QC_EID));
+        snprintf(e->id, sizeof(e->id), "%s", queue_str(rep, b + QC_ID));
+        snprintf(e->vid, sizeof(e->vid), "%s", queue_str(rep, b + QC_VID));
+        snprintf(e->to, sizeof(e->to), "%s", queue_str(rep, b + QC_TO));
+        e->expires_ms = queue_int(rep, b + QC_EXPIRES);
+        snprintf(e->scope, sizeof(e->scope), "%s", queue_str(rep, b + QC_SCOPE));
+        e->price_minor = queue_int(rep, b + QC_PRICE);
+        e->cost_ms = queue_int(rep, b + QC_COST_MS);
+        snprintf(e->caps, sizeof(e->caps), "%s", queue_str(rep, b + QC_CAPS));
+        snprintf(e->phone_key, sizeof(e->phone_key), "%s", queue_str(rep, b + QC_PHONE_KEY));
+        e->deliveries = (int)queue_int(rep, b + QC_DELIVERIES);
         if (e->phone_key[0] == '\0') /* imported: no verification to check; any key will do */
             store_msg_key(e->id, e->phone_key, sizeof(e->phone_key));
         if (e->id[0] && e->vid[0])
@@ -127,9 +158,6 @@ static enum otp_rc queue_check(struct queue *q, const char *op, const struct que
                                int64_t period_us, int fail_if_sending, int new_attempt, struct queue_slot *out,
                                char *err)
 {
-    static const char *const verdicts[] = {[QUEUE_SEND] = "ok",      [QUEUE_DONE] = "done", [QUEUE_ENDED] = "ended",
-                                           [QUEUE_LOST] = "lost",    [QUEUE_GONE] = "gone",
-                                           [QUEUE_EXPIRED] = "expired", [QUEUE_WAS_SENDING] = "sending"};
     char msg[QUEUE_KEY_MAX], exp_s[24], life_s[24], period_s[24];
     const char *args[14] = {STORE_SLOT_KEY, msg,    e->phone_key, STORE_QUEUE_KEY, op,
                             e->vid,         e->scope, exp_s,     life_s,          period_s,
@@ -144,18 +172,18 @@ static enum otp_rc queue_check(struct queue *q, const char *op, const struct que
     snprintf(period_s, sizeof(period_s), "%lld", (long long)period_us);
     if ((rc = store_eval(q->store, q->h_slot, 4, 14, args, &rep, err)) != OTP_OK)
         return rc;
-    for (v = 0; v < sizeof(verdicts) / sizeof(verdicts[0]); v++)
-        if (strcmp(queue_str(rep, 0), verdicts[v]) == 0)
+    for (v = 0; v < QUEUE_VERDICTS; v++)
+        if (strcmp(queue_str(rep, QS_VERDICT), queue_verdicts[v]) == 0)
             break;
-    if (rep->n != 4 || v == sizeof(verdicts) / sizeof(verdicts[0])) {
+    if (rep->n != QS_N || v == QUEUE_VERDICTS) {
         snprintf(err, OTP_ERR_LEN, "queue: slot.lua gave a bad reply");
         store_reply_free(rep);
         return OTP_ESTORE;
     }
     out->verdict = (enum queue_verdict)v;
-    out->slot_us = queue_int(rep, 1);
-    out->now_us = queue_int(rep, 2);
-    out->attempt = (int)queue_int(rep, 3);
+    out->slot_us = queue_int(rep, QS_SLOT_US);
+    out->now_us = queue_int(rep, QS_NOW_US);
+    out->attempt = (int)queue_int(rep, QS_ATTEMPT);
     store_reply_free(rep);
     return OTP_OK;
 }
@@ -228,11 +256,11 @@ static enum otp_rc queue_on_msg(struct queue *q, const char *op, const char *id,
     return OTP_OK;
 }
 
-enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, const char *state, const char *detail,
+enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, enum msg_state state, const char *detail,
                       const char *provider_id, enum queue_end_result *res, char *err)
 {
     char d[65];
-    const char *extra[4] = {e->eid, state, d, provider_id ? provider_id : ""};
+    const char *extra[4] = {e->eid, msg_state_name(state), d, provider_id ? provider_id : ""};
     int64_t r = -1;
     enum otp_rc rc;
 
@@ -276,25 +304,26 @@ enum otp_rc queue_touch(struct queue *q, const char *const *eids, int n, int *lo
     return rc;
 }
 
-enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key_cap, char *state,
-                      size_t state_cap, char *err)
+enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key_cap, enum msg_state *state,
+                      char *err)
 {
     char msg[QUEUE_KEY_MAX];
     struct store_reply *rep = NULL;
     enum otp_rc rc;
 
+    *state = MSG_NONE;
     store_msg_key(id, msg, sizeof(msg));
     if ((rc = queue_run(q, "get", msg, NULL, 0, &rep, err)) != OTP_OK)
         return rc;
     snprintf(api_key, key_cap, "%s", queue_str(rep, 0));
-    snprintf(state, state_cap, "%s", queue_str(rep, 1));
+    rc = queue_state(rep, 1, state, err);
     store_reply_free(rep);
-    return OTP_OK;
+    return rc;
 }
 
-enum otp_rc queue_report(struct queue *q, const char *id, const char *state, int *moved, char *err)
+enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int *moved, char *err)
 {
-    const char *extra[1] = {state};
+    const char *extra[1] = {msg_state_name(state)};
     int64_t r = 0;
     enum otp_rc rc = queue_on_msg(q, "report", id, extra, 1, &r, err);
 
@@ -303,11 +332,12 @@ enum otp_rc queue_report(struct queue *q, const char *id, const char *state, int
 }
 
 enum otp_rc queue_states(struct queue *q, const char *const *ids, int n,
-                         void (*put)(void *ctx, int i, const char *state, const char *detail), void *ctx,
+                         void (*put)(void *ctx, int i, enum msg_state state, const char *detail), void *ctx,
                          char *err)
 {
     char keys[QUEUE_STATES_MAX][QUEUE_KEY_MAX];
     const char *args[QUEUE_STATES_MAX + 3];
+    enum msg_state states[QUEUE_STATES_MAX];
     struct store_reply *rep = NULL;
     enum otp_rc rc;
     int i, k = 0;
@@ -325,8 +355,12 @@ enum otp_rc queue_states(struct queue *q, const char *const *ids, int n,
     args[k++] = q->consumer;
     if ((rc = store_eval(q->store, q->h_queue, 1 + n, k, args, &rep, err)) != OTP_OK)
         return rc;
-    for (i = 0; i < n; i++)
-        put(ctx, i, queue_str(rep, 2 * (size_t)i), queue_str(rep, 2 * (size_t)i + 1));
+    /* Every word is read before any put: a reply this build cannot read is
+     * no answer at all. */
+    for (i = 0; i < n && rc == OTP_OK; i++)
+        rc = queue_state(rep, 2 * (size_t)i, &states[i], err);
+    for (i = 0; i < n && rc == OTP_OK; i++)
+        put(ctx, i, states[i], queue_str(rep, 2 * (size_t)i + 1));
     store_reply_free(rep);
-    return OTP_OK;
+    return rc;
 }

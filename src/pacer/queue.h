@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/msgstate.h"
 #include "../base/rc.h"
 #include "../store/store.h"
 
@@ -102,11 +103,11 @@ enum queue_end_result {
     QUEUE_END_LOST,    /* another instance owns it or ended it: nothing changed but a 'sent' */
 };
 
-/* Ends e's message as state ("sent", "failed", "expired") and takes its
- * entry out of the stream, while this instance owns the entry; *res says
- * what happened. A message another instance took over is that instance's
- * to end: only a 'sent' is written then, so it is not sent again. */
-enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, const char *state, const char *detail,
+/* Ends e's message as state (sent, failed, expired) and takes its entry
+ * out of the stream, while this instance owns the entry; *res says what
+ * happened. A message another instance took over is that instance's to
+ * end: only a 'sent' is written then, so it is not sent again. */
+enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, enum msg_state state, const char *detail,
                       const char *provider_id, enum queue_end_result *res, char *err);
 
 /* Puts e's message back to 'queued' for a retry this instance makes;
@@ -117,20 +118,24 @@ enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char
  * is set to 1 for each one another instance has taken. */
 enum otp_rc queue_touch(struct queue *q, const char *const *eids, int n, int *lost, char *err);
 
-/* A message's issuing API key and state ("" for both when unknown). */
-enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key_cap, char *state,
-                      size_t state_cap, char *err);
+/* A message's issuing API key ("" when unknown) and state (MSG_NONE when
+ * unknown, or held: not visible yet). OTP_ESTORE for a state word the
+ * table does not have. */
+enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key_cap, enum msg_state *state,
+                      char *err);
 
-/* A delivery report: moves a message that is sending or sent to state;
- * *moved 0 when it did not (ended, or unknown). */
-enum otp_rc queue_report(struct queue *q, const char *id, const char *state, int *moved, char *err);
+/* A delivery report: moves a message that is queued, sending or sent to
+ * state (delivered or failed); *moved 0 when it did not (ended, or
+ * unknown). */
+enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int *moved, char *err);
 
 /* The states and details of messages ids[0..n) (n at most QUEUE_STATES_MAX)
- * in one script run: put(ctx, i, state, detail) for each, "" when Redis
- * does not know it. */
+ * in one script run: put(ctx, i, state, detail) for each, MSG_NONE and ""
+ * when Redis does not know it. OTP_ESTORE (no put) when a state word is
+ * not one of the table's. */
 #define QUEUE_STATES_MAX 64
 enum otp_rc queue_states(struct queue *q, const char *const *ids, int n,
-                         void (*put)(void *ctx, int i, const char *state, const char *detail), void *ctx,
+                         void (*put)(void *ctx, int i, enum msg_state state, const char *detail), void *ctx,
                          char *err);
 
 #endif

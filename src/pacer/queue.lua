@@ -1,10 +1,11 @@
--- queue.lua: the fleet's send queue (DESIGN.md, "Pacer"). One stream,
--- otp:q, with one consumer group, 'senders'; each otpd instance is one
--- consumer (pacer.instance). issue.lua holds a message (otp:holds) and its
--- commit adds it to the stream once the instance's ledger rows are
--- durable; an entry leaves the stream (XACK and XDEL) when its message
--- ends, so XLEN counts every message accepted and not yet ended, claimed
--- or not, and issue.lua bounds XLEN + ZCARD(holds) by pacer.capacity.
+-- queue.lua: the fleet's send queue (docs/architecture.md, "The pacer and
+-- the fleet"). One stream, otp:q, with one consumer group, 'senders'; each
+-- otpd instance is one consumer (pacer.instance). issue.lua holds a
+-- message (otp:holds) and its commit adds it to the stream once the
+-- instance's ledger rows are durable; an entry leaves the stream (XACK and
+-- XDEL) when its message ends, so XLEN counts every message accepted and
+-- not yet ended, claimed or not, and issue.lua bounds XLEN + ZCARD(holds)
+-- by pacer.capacity.
 --
 -- An entry is immutable message data: id, v (verification), to (phone),
 -- e (expiry, Redis ms), sc (the verification's field in the phone's hash),

@@ -1,9 +1,10 @@
--- slot.lua: the fleet's send rate, one GCRA on Redis's clock (DESIGN.md,
--- "Pacer"; the arithmetic is modelled in schedule.c). Before each provider
--- call a sender takes the next slot: slot = max(tat, now) and tat moves
--- one period on, so slots are a period apart whoever takes them and an
--- idle queue earns no burst. The key expires once its tat has passed, when
--- it would make no difference.
+-- slot.lua: the fleet's send rate, one GCRA on Redis's clock
+-- (docs/architecture.md, "The pacer and the fleet"; the arithmetic is
+-- modelled in schedule.c). Before each provider call a sender takes the
+-- next slot: slot = max(tat, now) and tat moves one period on, so slots
+-- are a period apart whoever takes them and an idle queue earns no burst.
+-- The key expires once its tat has passed, when it would make no
+-- difference.
 --
 -- KEYS[1] the slot key otp:slot; KEYS[2] the message's hash; KEYS[3] the
 --         phone's hash (the verification lives there); KEYS[4] the stream

@@ -162,6 +162,48 @@ static void xfer_fail(struct xfer *x, void *item, enum provider_cause cause, con
     x->hooks.done(x->hooks.ctx, item, &r);
 }
 
+/* Sets k's easy handle up for its request (k->req): -1 when a header
+ * cannot be added, and the call must not leave. */
+static int xfer_easy_setup(struct xfer *x, struct xfer_call *k)
+{
+    curl_easy_setopt(k->easy, CURLOPT_URL, k->req.url);
+    curl_easy_setopt(k->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long)x->cfg->timeout_ms);
+    curl_easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(x->cfg->timeout_ms < 5000 ? x->cfg->timeout_ms : 5000));
+    curl_easy_setopt(k->easy, CURLOPT_WRITEFUNCTION, xfer_on_body);
+    curl_easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
+    curl_easy_setopt(k->easy, CURLOPT_HEADERFUNCTION, xfer_on_header);
+    curl_easy_setopt(k->easy, CURLOPT_HEADERDATA, k);
+    curl_easy_setopt(k->easy, CURLOPT_ERRORBUFFER, k->errbuf);
+    curl_easy_setopt(k->easy, CURLOPT_PRIVATE, k);
+    curl_easy_setopt(k->easy, CURLOPT_PREREQFUNCTION, xfer_on_prereq);
+    curl_easy_setopt(k->easy, CURLOPT_PREREQDATA, k);
+    curl_easy_setopt(k->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    k->headers = curl_slist_append(NULL, "Expect:");
+    if (k->req.post) {
+        char ct[96];
+        snprintf(ct, sizeof(ct), "Content-Type: %s", k->req.content_type);
+        k->headers = curl_slist_append(k->headers, ct);
+        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, k->req.body);
+        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(k->req.body));
+    }
+    for (int i = 0; i < k->req.n_headers && i < PROVIDER_HEADERS_MAX; i++) {
+        /* A header that cannot be added (an Authorization) must not leave without it. */
+        struct curl_slist *more = curl_slist_append(k->headers, k->req.headers[i]);
+        if (more == NULL)
+            return -1;
+        k->headers = more;
+    }
+    curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->headers);
+    if (k->req.user) {
+        curl_easy_setopt(k->easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(k->easy, CURLOPT_USERNAME, k->req.user);
+        curl_easy_setopt(k->easy, CURLOPT_PASSWORD, k->req.pass);
+    }
+    return 0;
+}
+
 void xfer_start(struct xfer *x, const struct sms *sms, const struct sched_slot *slot, void *item)
 {
     struct xfer_call *k = calloc(1, sizeof(*k));
@@ -189,48 +231,10 @@ void xfer_start(struct xfer *x, const struct sms *sms, const struct sched_slot *
     k->item = item;
     k->slot = *slot;
     k->start_ns = t0;
-    if ((k->easy = curl_easy_init()) == NULL) {
+    if ((k->easy = curl_easy_init()) == NULL || xfer_easy_setup(x, k) != 0) {
         xfer_call_free(k);
         xfer_fail(x, item, PROVIDER_C_UNSENT, "curl: out of memory", t0);
         return;
-    }
-    curl_easy_setopt(k->easy, CURLOPT_URL, k->req.url);
-    curl_easy_setopt(k->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long)x->cfg->timeout_ms);
-    curl_easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(x->cfg->timeout_ms < 5000 ? x->cfg->timeout_ms : 5000));
-    curl_easy_setopt(k->easy, CURLOPT_WRITEFUNCTION, xfer_on_body);
-    curl_easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
-    curl_easy_setopt(k->easy, CURLOPT_HEADERFUNCTION, xfer_on_header);
-    curl_easy_setopt(k->easy, CURLOPT_HEADERDATA, k);
-    curl_easy_setopt(k->easy, CURLOPT_ERRORBUFFER, k->errbuf);
-    curl_easy_setopt(k->easy, CURLOPT_PRIVATE, k);
-    curl_easy_setopt(k->easy, CURLOPT_PREREQFUNCTION, xfer_on_prereq);
-    curl_easy_setopt(k->easy, CURLOPT_PREREQDATA, k);
-    curl_easy_setopt(k->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    k->headers = curl_slist_append(NULL, "Expect:");
-    if (k->req.post) {
-        char ct[96];
-        snprintf(ct, sizeof(ct), "Content-Type: %s", k->req.content_type);
-        k->headers = curl_slist_append(k->headers, ct);
-        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, k->req.body);
-        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(k->req.body));
-    }
-    for (int i = 0; i < k->req.n_headers && i < PROVIDER_HEADERS_MAX; i++) {
-        /* A header that cannot be added (an Authorization) must not leave without it. */
-        struct curl_slist *more = curl_slist_append(k->headers, k->req.headers[i]);
-        if (more == NULL) {
-            xfer_call_free(k);
-            xfer_fail(x, item, PROVIDER_C_UNSENT, "curl: out of memory", t0);
-            return;
-        }
-        k->headers = more;
-    }
-    curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->headers);
-    if (k->req.user) {
-        curl_easy_setopt(k->easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        curl_easy_setopt(k->easy, CURLOPT_USERNAME, k->req.user);
-        curl_easy_setopt(k->easy, CURLOPT_PASSWORD, k->req.pass);
     }
     if (curl_multi_add_handle(x->multi, k->easy) != CURLM_OK) {
         xfer_call_free(k);

@@ -84,7 +84,7 @@ MUTANTS = [
          why=("a stopping instance gives back a use mark another instance made for a call of its own: that "
               "call's price is then counted for nothing")),
     dict(name="partition-pacer-refunds-when-taken-over",
-         file="src/pacer/pacer.c",
+         file="src/pacer/pacer_jobs.c",
          old="        pacer_taken_over(pc, it);\n        return;\n    }\n    if (it->ledger_end)",
          new="        if (it->refund)\n            pacer_refund(pc, it);\n        pacer_taken_over(pc, it);\n"
              "        return;\n    }\n    if (it->ledger_end)",
@@ -92,7 +92,7 @@ MUTANTS = [
          why=("the pacer asks for a refund though its end was refused as taken over: only refund.lua's own check "
               "stands between the partitioned instance and money another instance spent")),
     dict(name="partition-pacer-ledger-claims-the-end",
-         file="src/pacer/pacer.c",
+         file="src/pacer/pacer_jobs.c",
          old="        pacer_taken_over(pc, it);\n        return;\n    }\n    if (it->ledger_end)",
          new="        if (it->ledger_end)\n            pacer_ended(pc, it);\n        pacer_item_free(pc, it);\n"
              "        return;\n    }\n    if (it->ledger_end)",

@@ -307,7 +307,7 @@ struct fake_fleet {
 };
 
 static enum otp_rc fake_read(void *ctx, const char *const *ids, int n,
-                             void (*put)(void *put_ctx, int i, const char *state, const char *detail),
+                             void (*put)(void *put_ctx, int i, enum msg_state state, const char *detail),
                              void *put_ctx, char *err)
 {
     struct fake_fleet *f = ctx;
@@ -322,9 +322,9 @@ static enum otp_rc fake_read(void *ctx, const char *const *ids, int n,
     for (i = 0; i < n; i++) {
         int k = (int)strtol(ids[i] + 1, NULL, 10);
         if (k % 3 == 0)
-            put(put_ctx, i, "sent", "provider 200");
+            put(put_ctx, i, MSG_SENT, "provider 200");
         else if (k % 3 == 2)
-            put(put_ctx, i, "sending", "");
+            put(put_ctx, i, MSG_SENDING, "");
     }
     return OTP_OK;
 }
