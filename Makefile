@@ -152,7 +152,7 @@ $(BIN)/otpctl: $(OTPCTL_SRC:%.c=$(B)/%.o) $(LIB) $(MODE)
 $(BIN)/fake_provider: $(B)/tests/fake_provider/fake_provider.o $(MODE)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(MODE),$^) $(LDLIBS)
 
-# The tests' LD_PRELOAD shims (test_stop.py, test_hostile.py): built plain in
+# The tests' LD_PRELOAD shims (test_money_drain.py, test_http_hostile.py): built plain in
 # every mode, since each only delays a call.
 $(BIN)/epoll_slow.so: tests/shims/epoll_slow.c
 	@mkdir -p $(BIN)

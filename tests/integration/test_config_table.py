@@ -87,7 +87,7 @@ class CheckMessagesTest(OtpdTest):
         self.assertIn("%s: secret_env: is required" % path, err)
 
 
-class ReloadTest(OtpdTest):
+class ConfigReloadTest(OtpdTest):
     """SIGHUP applies otp.ttl and otp.template to the next issue and names
     every other changed key as needing a restart: no change is silent."""
 

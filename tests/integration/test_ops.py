@@ -64,7 +64,7 @@ class ConfigCheckTest(OtpdTest):
         self.assertIn("cannot listen", r.stderr)
 
 
-class MigrationTest(OtpdTest):
+class FirstLedgerMigrationTest(OtpdTest):
     def test_a_version_1_ledger_is_migrated_and_its_queue_sent(self):
         import sqlite3
         import time

@@ -9,7 +9,7 @@ wrong-guess lock), and list prints them as a table or as the server's JSON.
 ErrorsTest: the exit codes (sysexits) and the server's problem detail on
 stderr: no OTPCTL_KEY, a caller key, a wrong key, a bad --expires-in, an
 unknown row, a server that is not there, a Redis that is away (503).
-WireTest: the HTTP client (libcurl) against small socket servers in this
+OtpctlWireTest: the HTTP client (libcurl) against small socket servers in this
 file: the request it writes, an ID that cannot change the route, chunked and
 close-delimited answers, an answer larger than the cap, a server that never
 answers (the --timeout bound), and a proxy in the environment that is not
@@ -62,7 +62,7 @@ class CtlMixin:
         return r
 
 
-class AdminTest(CtlMixin, OtpdTest):
+class OtpctlAdminTest(CtlMixin, OtpdTest):
     env = {"OTPD_KEY_OPS": ADMIN_KEY}
     limits = [{"name": "caller", "key": "api_key", "algorithm": "sliding_log", "limit": 2, "window": "1h"},
               {"name": "wrong_codes", "key": ["phone", "api_key"], "algorithm": "wrong_guess_cap", "limit": 2,
@@ -99,7 +99,7 @@ class AdminTest(CtlMixin, OtpdTest):
         return [re.split(r"\s{2,}", line.rstrip()) for line in r.stdout.splitlines()]
 
 
-class AdminCommandsTest(AdminTest):
+class AdminCommandsTest(OtpctlAdminTest):
     def test_block_add_list_rm_acts(self):
         out = self.added(self.ctl("block", "add", "--phone-prefix", "+9199", "--expires-in", "1h",
                                   "--note", "bot network"))
@@ -223,7 +223,7 @@ class AdminCommandsTest(AdminTest):
                          [("ops", "unlock", "support 42"), ("ops", "unlock", None)])
 
 
-class ErrorsTest(AdminTest):
+class ErrorsTest(OtpctlAdminTest):
     def test_no_key(self):
         for key in (None, ""):
             r = self.ctl("block", "list", key=key)
@@ -298,7 +298,7 @@ class ErrorsTest(AdminTest):
         self.assertIn("HTTP 503 store_unavailable", r.stderr)
 
 
-class LedgerTextTest(AdminTest):
+class LedgerTextTest(OtpctlAdminTest):
     """A ledger is a file anyone with access may have edited: what otpctl
     prints from it (audit's JSON lines, ledger's json, csv and table) holds
     no raw control character (C0 but the line ends, DEL, C1)."""
@@ -380,7 +380,7 @@ class WireServer:
         self.thread.join(timeout=15)
 
 
-class WireTest(CtlMixin, unittest.TestCase):
+class OtpctlWireTest(CtlMixin, unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="otpctl-wire-")
 

@@ -1,5 +1,5 @@
 """otpctl's admin commands over https:// to otpd's TLS listener, whose
-certificate test_tls.py's small CA signs (a leaf for 127.0.0.1).
+certificate test_http_tls.py's small CA signs (a leaf for 127.0.0.1).
 
 - With --cacert naming that CA the call succeeds, the flag given before the
   command or among its flags.
@@ -15,7 +15,7 @@ import json
 import os
 
 from test_otpctl_admin import ADMIN_KEY, EX_PROTOCOL, EX_USAGE, P1, CtlMixin
-from test_tls import Certs, TlsBase
+from test_http_tls import Certs, TlsBase
 
 EX_NOINPUT = 66
 

@@ -1,7 +1,7 @@
 """Mutants for each rule kind's arithmetic at its exact edges (issue.lua, verify.lua, reserve.lua, headroom.lua,
 slot.lua): off-by-one comparisons, a wait 1 ms off, state that expires too soon or too late. Each is a small
-plausible bug, and tests/integration/test_rule_edges.py, which runs the scripts on a fixed clock, must catch it."""
-T = "test_rule_edges."
+plausible bug, and tests/integration/test_limits_edges.py, which runs the scripts on a fixed clock, must catch it."""
+T = "test_limits_edges."
 MUTANTS = [
     # sliding_log (and the issue side of wrong_guess_cap, which shares live_log)
     dict(name="edge-log-entry-counts-at-its-end",
@@ -254,12 +254,12 @@ MUTANTS = [
          test="unit:test_schedule",
          why="after an idle spell tat moves a period on from where it was, still in the past: the next take "
              "gets now again, two slots at once"),
-    # Failure paths' log lines (test_logs_failures)
+    # Failure paths' log lines (test_ops_log_failures)
     dict(name="edge-log-kannel-quote-logged",
          file="src/provider/kannel.c",
          old="        memmem(body, (size_t)n, \"text=\", 5) || kannel_has_digits(body, n))",
          new="        memmem(body, (size_t)n, \"text=\", 5))",
-         test="test_logs_failures.KannelFailureLogTest.test_a_quoted_message",
+         test="test_ops_log_failures.KannelFailureLogTest.test_a_quoted_message",
          why="a Kannel refusal that quotes the message puts the code in the log and the ledger"),
     dict(name="edge-log-twilio-body-as-reason",
          file="src/provider/twilio.c",
@@ -267,12 +267,12 @@ MUTANTS = [
          new="    if (res->outcome != PROVIDER_SENT)\n        snprintf(res->error, sizeof(res->error), \"HTTP %ld: %.*s\", "
              "status, (int)(len > 200 ? 200 : len), body);\n"
              "    if (j != NULL && res->outcome != PROVIDER_SENT && json_is_integer(json_object_get(j, \"code\")))",
-         test="test_logs_failures.TwilioFailureLogTest.test_a_quoted_message",
+         test="test_ops_log_failures.TwilioFailureLogTest.test_a_quoted_message",
          why="Twilio's error body as the failure's reason: a body that quotes the message logs the code"),
     dict(name="edge-log-ledger-loss-silent",
          file="src/ledger/ledger_writer.c",
          old="        ledger_log_failure(failed, n, bad_groups, why);\n",
          new="",
-         test="test_logs_failures.LedgerFailureLogTest.test_a_send_that_cannot_be_recorded",
+         test="test_ops_log_failures.LedgerFailureLogTest.test_a_send_that_cannot_be_recorded",
          why="a send's ledger row refused without a word in the log (only a counter moves)"),
 ]

@@ -78,6 +78,6 @@ MUTANTS = [
          file="src/http/http_route.c",
          old="if ((rq->route->flags & HTTP_BODY_JSON) && !http_is_json(con))",
          new="if (!http_is_json(con))",
-         test="test_reports.TwilioReportTest.test_failed",
+         test="test_providers_reports.TwilioReportTest.test_failed",
          why="Twilio's form-encoded status callback is refused with 415, so no report is ever taken"),
 ]

@@ -3,7 +3,7 @@ client on libcurl (cmd/otpctl/http.c). Each is a small plausible bug, and the te
 
 Gone with the hand-written HTTP/1.1 client that libcurl replaced: otpctl-http-chunk-crlf-kept,
 otpctl-http-read-deadline-ignored and otpctl-http-interim-answer-taken (chunked framing, the read deadline and
-100 Continue are libcurl's now; WireTest still sends those answers). otpctl-http-length-cap-skipped is now
+100 Continue are libcurl's now; OtpctlWireTest still sends those answers). otpctl-http-length-cap-skipped is now
 otpctl-http-maxfilesize-dropped."""
 A = "test_otpctl_admin."
 F = "test_otpctl_flags."
@@ -31,7 +31,7 @@ MUTANTS = [
          file="cmd/otpctl/admin.c",
          old="ch == '.' || ch == '_' || ch == '~') {",
          new="ch == '.' || ch == '_' || ch == '~' || ch == '/' || ch == ' ') {",
-         test=A + "WireTest.test_rm_id_cannot_change_the_route",
+         test=A + "OtpctlWireTest.test_rm_id_cannot_change_the_route",
          why="an ID with a slash or a space changes the route or the request line"),
     dict(name="otpctl-admin-cacert-after-command-lost",
          file="cmd/otpctl/admin.c",
@@ -79,7 +79,7 @@ MUTANTS = [
          file="cmd/otpctl/http.c",
          old="        if ((next = curl_slist_append(l, *auth)) == NULL)\n            goto fail;\n        l = next;\n",
          new="",
-         test=A + "WireTest.test_request_it_writes",
+         test=A + "OtpctlWireTest.test_request_it_writes",
          why="the request goes without the admin key: every command is 401"),
     dict(name="otpctl-http-cacert-ignored",
          file="cmd/otpctl/http.c",
@@ -97,30 +97,30 @@ MUTANTS = [
          file="cmd/otpctl/http.c",
          old="    HC_SET(CURLOPT_TIMEOUT_MS, rq->total_ms);\n",
          new="",
-         test=A + "WireTest.test_silent_server_times_out",
+         test=A + "OtpctlWireTest.test_silent_server_times_out",
          why="a server that never answers holds otpctl past --timeout"),
     dict(name="otpctl-http-body-cap-skipped",
          file="cmd/otpctl/http.c",
          old="    if (len > OTPCTL_HTTP_BODY_MAX - a->len) {",
          new="    if (0) {",
-         test=A + "WireTest.test_answer_too_big",
+         test=A + "OtpctlWireTest.test_answer_too_big",
          why="a close-delimited answer of any size is held in memory"),
     dict(name="otpctl-http-maxfilesize-dropped",
          file="cmd/otpctl/http.c",
          old="    HC_SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)OTPCTL_HTTP_BODY_MAX);\n",
          new="",
-         test=A + "WireTest.test_answer_too_big",
+         test=A + "OtpctlWireTest.test_answer_too_big",
          why="a Content-Length past the cap is waited for instead of refused at once"),
     dict(name="otpctl-http-proxy-from-environment",
          file="cmd/otpctl/http.c",
          old='    HC_SET(CURLOPT_PROXY, "");',
          new="",
-         test=A + "WireTest.test_proxy_in_the_environment_is_not_used",
+         test=A + "OtpctlWireTest.test_proxy_in_the_environment_is_not_used",
          why="http_proxy in the operator's environment carries the admin key to a third host"),
     dict(name="otpctl-http-dot-segments-resolved",
          file="cmd/otpctl/http.c",
          old="    HC_SET(CURLOPT_PATH_AS_IS, 1L);",
          new="",
-         test=A + "WireTest.test_dot_segments_stay",
+         test=A + "OtpctlWireTest.test_dot_segments_stay",
          why="rm .. becomes DELETE /v1/admin/: an ID changes the route"),
 ]

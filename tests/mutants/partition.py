@@ -1,10 +1,10 @@
-"""Mutants for a message that changes owner (tests/integration/test_partition.py): an instance cut off from Redis
+"""Mutants for a message that changes owner (tests/integration/test_money_partition.py): an instance cut off from Redis
 while another took its messages over never ends them nor gives their money back (queue.lua's end checks the owner,
 refund.lua checks who ended the message and who marked the reservation, reserve.lua never uses another instance's
 mark, the pacer skips the refund and records the truth in its ledger). Each a small plausible bug, and the test that
 must catch it."""
-REPRO = "test_partition.TakenOverRefundTest.test_refuse"
-SCRIPTS = "test_partition.OwnerScriptTest"
+REPRO = "test_money_partition.TakenOverRefundTest.test_refuse"
+SCRIPTS = "test_money_partition.OwnerScriptTest"
 MUTANTS = [
     dict(name="partition-end-no-owner-check",
          file="src/pacer/queue.lua",

@@ -6,7 +6,7 @@ MUTANTS = [
          file="src/http/http_body.c",
          old='if (json_object_set_new(j, "phone", json_string(pi->e164)) != 0) {',
          new='if (0) {',
-         test="test_phone.TrunkPrefixTest",
+         test="test_api_phone.TrunkPrefixTest",
          why="the number is checked but the caller's spelling is keyed, priced and sent: "
              "+9109812345699 becomes a second phone with its own limits"),
     dict(name="phone-possible-is-valid",
@@ -44,7 +44,7 @@ MUTANTS = [
         goto refused;""",
          new="""    if (0)
         goto refused;""",
-         test="test_phone.NumberTypeTest",
+         test="test_api_phone.NumberTypeTest",
          why="issue ignores phone.types: toll-free and premium-rate numbers are sent codes"),
     dict(name="phone-type-default-all",
          file="src/base/conftab.c",

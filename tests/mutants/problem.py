@@ -32,6 +32,6 @@ MUTANTS = [
          file="src/http/http_body.c",
          old="memcpy(big, rq->small, rq->len);",
          new="memcpy(big, rq->small, 0);",
-         test="test_hostile.BodyPiecesTest",
+         test="test_http_hostile.BodyPiecesTest",
          why="a body that outgrows the small buffer must keep the bytes it already had"),
 ]

@@ -7,8 +7,8 @@ Not here: a tally that merges keys on a probe collision (strncmp on a
 prefix) survives every test of this size, since a few keys in 64 slots
 rarely collide; the distinct-key counts of test_keys_ranked guard the
 plain case."""
-T = "test_simulate.ReplayTest."
-L = "test_simulate.ServerLifeTest."
+T = "test_otpctl_simulate.SimulateReplayTest."
+L = "test_otpctl_simulate.ServerLifeTest."
 MUTANTS = [
     dict(name="simulate-redis-clock",
          file="cmd/otpctl/sim_replay.c",

@@ -1,5 +1,5 @@
 /*
- * epoll_slow: an LD_PRELOAD shim for tests/integration/test_stop.py. Every
+ * epoll_slow: an LD_PRELOAD shim for tests/integration/test_money_drain.py. Every
  * EPOLL_CTL_DEL waits a millisecond before it is made, which widens a
  * check-then-delete race between threads sharing an epoll registration
  * from nanoseconds to a millisecond: libmicrohttpd 0.9.75's

@@ -1,5 +1,5 @@
 /*
- * spawn_slow: an LD_PRELOAD shim for tests/integration/test_hostile.py.
+ * spawn_slow: an LD_PRELOAD shim for tests/integration/test_http_hostile.py.
  * Every pthread_create returns SPAWN_SLOW_MS milliseconds (default 200)
  * after the thread started, which widens a race between a thread and what
  * its creator does right after creating it from nanoseconds to that long:

@@ -1,6 +1,6 @@
 """otpctl simulate: a ledger's traffic replayed against other rules.
 
-ReplayTest runs bin/otpd once (setUpClass) with loose rules and drives a
+SimulateReplayTest runs bin/otpd once (setUpClass) with loose rules and drives a
 known pattern through it over HTTP:
 - phone P (login-web): 8 issues, all accepted and sent (each billed PRICE);
 - phone R (login-web, device "dev-r"): 6 issues; the served rule device_2
@@ -78,7 +78,7 @@ def pid_gone(pid):
         return True
 
 
-class ReplayTest(unittest.TestCase):
+class SimulateReplayTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):

@@ -23,7 +23,7 @@ import time
 
 from harness import rule_fields
 from luascript import limits_script
-from test_decisions import queue_args
+from test_limits_decisions import queue_args
 from test_limits import LimitsTest
 
 P = "+919812345678"
@@ -325,7 +325,7 @@ class ShadowAndTakesTest(AlgosTest):
 
     def configure(self, cfg):
         # The penalty's count in Redis to the refusal: the refusal cache counts its own hits a
-        # tick later (test_rcache.PenaltyTest), so here it is off.
+        # tick later (test_limits_rcache.CachedPenaltyTest), so here it is off.
         cfg["refusal_cache"] = {"max_entries": 0}
         return cfg
 
@@ -381,7 +381,7 @@ class VerifyRulesTest(AlgosTest):
 
     def configure(self, cfg):
         # The penalty's count in Redis to the refusal: the refusal cache counts its own hits a
-        # tick later (test_rcache.PenaltyTest), so here it is off.
+        # tick later (test_limits_rcache.CachedPenaltyTest), so here it is off.
         cfg["refusal_cache"] = {"max_entries": 0}
         return cfg
 

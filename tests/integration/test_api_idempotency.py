@@ -101,7 +101,7 @@ class IdemTest(OtpdTest):
         return [r for r in rows for _ in range(r.pop("count"))]
 
 
-class ReplayTest(IdemTest):
+class IdemReplayTest(IdemTest):
     def test_issue_replayed_without_a_second_decision(self):
         first = self.issue(PHONE, "order-1")
         self.assertEqual(first[0], 202, first[2])
@@ -263,7 +263,7 @@ class CallerTest(IdemTest):
         self.assertEqual(len(self.sms_to(PHONE)), 3)
 
 
-class ConcurrencyTest(IdemTest):
+class IdemConcurrencyTest(IdemTest):
     def test_ten_at_once_one_decision(self):
         n = 10
         barrier = threading.Barrier(n)
@@ -338,7 +338,7 @@ class InFlightTest(IdemTest):
         self.assertNotIn(code, json.dumps(self.redis.cmd("HGETALL", rkey)))
 
 
-class FailClosedTest(IdemTest):
+class IdemFailClosedTest(IdemTest):
     def test_store_down(self):
         self.redis.stop()
         st, h, p = self.issue(PHONE, "down-1")
@@ -367,7 +367,7 @@ class FailClosedTest(IdemTest):
                          ["accepted", "store_unavailable", "accepted"])
 
 
-class FloodTest(IdemTest):
+class IdemFloodTest(IdemTest):
     """Only a decision that took something keeps its key: a blocked caller,
     or one over its own rate, sending a fresh key with each request leaves
     nothing in Redis (each such refusal was once kept for 24 h)."""
@@ -443,7 +443,7 @@ class CapTest(IdemTest):
         self.assertEqual(self.metric('otpd_refusals_total{rule="idempotency_keys"}'), 1)
 
 
-class ScriptTest(IdemTest):
+class IdemScriptTest(IdemTest):
     """verify.lua's part in a key and the fenced commit (issue.lua's op 'C'),
     run directly (EVAL of the tree's source): the claim is written only by a
     decision that took something, given up by its abandon, and an answer is

@@ -282,7 +282,7 @@ class NoSecretsTest(LogTest):
             self.assertNotIn(m["text"], log)
 
 
-class FloodTest(LogTest):
+class LogFloodTest(LogTest):
     """A flood of 401s, 403s and 404s: of each kind (status, outcome,
     route), the first answer is logged in full at once, the others of its
     10 s window at debug only, and one info line per kind and window
@@ -459,7 +459,7 @@ class JsonInjectionTest(InjectionTest):
         self.assertEqual(lines["inj-raw"]["path"], "/v1/otp/w\x1b[31m\x9b\ufffd")
 
 
-class ConfigTest(LogTest):
+class LogConfigTest(LogTest):
     def check(self, log):
         cfg = json.loads(json.dumps(self.otpd.config))
         cfg["log"] = log

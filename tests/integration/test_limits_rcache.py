@@ -175,7 +175,7 @@ class UnlockClearsTest(CacheTest):
                    what="B verifies the right code within 2 s of the unlock on A")
 
 
-class PenaltyTest(CacheTest):
+class CachedPenaltyTest(CacheTest):
     limits = [{"name": "per_phone", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "1h",
                "penalty": {"after": 5, "within": "1m", "block": "15m"}}]
 

@@ -1,4 +1,4 @@
-"""Logs on every failure path, checked as test_logs checks the happy path's:
+"""Logs on every failure path, checked as test_ops_logs checks the happy path's:
 each line one JSON event (time, level, event, msg), the failure's own event
 with its fields, and never a code, the message text, an API key, the secret
 or a provider's credential, whatever the failure echoes back.
@@ -22,7 +22,7 @@ import threading
 import urllib.parse
 
 from harness import API_KEY, OTHER_KEY, SECRET, OtpdTest, code_of, free_port, wait_until
-from test_tls import Certs, install, key_body
+from test_http_tls import Certs, install, key_body
 
 P = "+919812345678"
 PHONES = ["+9198123456%02d" % i for i in range(40, 60)]

@@ -204,7 +204,7 @@ class RegionRuleTest(ScopeTest):
 
 
 # 4. rules on verify -----------------------------------------------------------------------------------------
-class VerifyRulesTest(ScopeTest):
+class ScopeVerifyRulesTest(ScopeTest):
     limits = [
         {"name": "verify_caller", "key": "api_key", "algorithm": "sliding_log", "limit": 3, "window": "1h",
          "on": "verify"},

@@ -176,7 +176,7 @@ class CountriesConfigTest(FraudTest):
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
-class NumberTypeTest(FraudTest):
+class FraudNumberTypeTest(FraudTest):
     """phone.types (403 number_type) before any rule; fixed lines served only when listed."""
     limits = [{"name": "caller_1", "key": "api_key", "algorithm": "fixed_window", "limit": 1, "window": "10m"}]
 

@@ -69,7 +69,7 @@ class Step:
         return tuple(self.reply[8 + 3 * i:11 + 3 * i])
 
 
-class ScriptTest(unittest.TestCase):
+class EdgeScriptTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="otpd-edges-")
         self.redis = Redis(self.tmp).start()
@@ -168,7 +168,7 @@ class ScriptTest(unittest.TestCase):
 
 
 # 1. sliding_log -----------------------------------------------------------------------------------------
-class SlidingLogEdgeTest(ScriptTest):
+class SlidingLogEdgeTest(EdgeScriptTest):
     R = Rule(SL, "sl", 2, 10000)
 
     def test_an_entry_counts_until_its_window_ends(self):
@@ -216,7 +216,7 @@ class SlidingLogEdgeTest(ScriptTest):
 
 
 # 2. fixed_window ---------------------------------------------------------------------------------------
-class FixedWindowEdgeTest(ScriptTest):
+class FixedWindowEdgeTest(EdgeScriptTest):
     W = 60000
     R = Rule(FW, "fw", 2, W)
     IDX = T0 // W
@@ -254,7 +254,7 @@ class FixedWindowEdgeTest(ScriptTest):
 
 
 # 3. token_bucket (GCRA with a burst) -------------------------------------------------------------------
-class TokenBucketEdgeTest(ScriptTest):
+class TokenBucketEdgeTest(EdgeScriptTest):
     R = Rule(TB, "tb", 10, 10000, 3)  # a token each 1000 ms, 3 at most
 
     def test_burst_then_one_token_per_step(self):
@@ -297,7 +297,7 @@ class TokenBucketEdgeTest(ScriptTest):
 
 
 # 4. resend_delay ---------------------------------------------------------------------------------------
-class ResendDelayEdgeTest(ScriptTest):
+class ResendDelayEdgeTest(EdgeScriptTest):
     R = Rule(RD, "rd", 1, 30000, 1)
 
     def test_the_delay_ends_at_its_edge(self):
@@ -322,7 +322,7 @@ class ResendDelayEdgeTest(ScriptTest):
 
 
 # 5. sliding_window_counter -----------------------------------------------------------------------------
-class SlidingWindowCounterEdgeTest(ScriptTest):
+class SlidingWindowCounterEdgeTest(EdgeScriptTest):
     W = 60000
     R = Rule(SWC, "sw", 10, W)
     IDX = T0 // W
@@ -361,7 +361,7 @@ class SlidingWindowCounterEdgeTest(ScriptTest):
 
 
 # 6. wrong_guess_cap ------------------------------------------------------------------------------------
-class WrongGuessCapEdgeTest(ScriptTest):
+class WrongGuessCapEdgeTest(EdgeScriptTest):
     def test_the_lock_ends_when_the_oldest_guess_leaves(self):
         log = [T0, T0 + 1000]
         s = self.verify(T0 + 2000, WRONG, wrong=log)
@@ -403,7 +403,7 @@ class WrongGuessCapEdgeTest(ScriptTest):
 
 
 # 7. penalties ------------------------------------------------------------------------------------------
-class PenaltyEdgeTest(ScriptTest):
+class PenaltyEdgeTest(EdgeScriptTest):
     """A sliding log of 1 per 2 s, boxed for 5 s after 2 refusals within 10 s."""
     R = Rule(SL, "sl", 1, 2000, 0, "0:2:10000:5000")
 
@@ -468,7 +468,7 @@ class PenaltyEdgeTest(ScriptTest):
 
 
 # 8. the counter kinds on verify: the same edges as on issue --------------------------------------------
-class VerifyRuleEdgeTest(ScriptTest):
+class VerifyRuleEdgeTest(EdgeScriptTest):
     def limited(self, s, reset, remaining=0):
         self.assertEqual((s.reply[0], s.reply[6:9]), ("limited", [0, remaining, reset]), s.reply)
 
@@ -516,7 +516,7 @@ class VerifyRuleEdgeTest(ScriptTest):
 
 
 # 9. cost caps: issue.lua's fixed windows ---------------------------------------------------------------
-class CostCapEdgeTest(ScriptTest):
+class CostCapEdgeTest(EdgeScriptTest):
     CAP = ("c%d" % HOUR_MS, HOUR_MS, 100)
     H = T0 // HOUR_MS
 
@@ -555,7 +555,7 @@ class CostCapEdgeTest(ScriptTest):
 
 
 # 10. the scripts on Redis's own clock: reserve.lua, headroom.lua, slot.lua -----------------------------
-class RedisClockEdgeTest(ScriptTest):
+class RedisClockEdgeTest(EdgeScriptTest):
     """No replay clock: a call's window is the one Redis's TIME gives
     around it. A day's window, so it rolls over between the two reads only
     at midnight (then the test is skipped, never wrong)."""
