@@ -88,6 +88,7 @@ UNIT_TESTS   += test_limits_keys test_limits_args test_fraud test_rcache
 UNIT_TESTS   += test_admin
 UNIT_TESTS   += test_schedule
 UNIT_TESTS   += test_ledger
+UNIT_TESTS   += test_provider
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
