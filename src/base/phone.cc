@@ -285,6 +285,35 @@ static enum phone_err phone_parse_lib(const char *s, struct phone_info *out)
     return PHONE_OK;
 }
 
+/*
+ * The parse, to a fixed point: the canonical form must parse to itself.
+ * libphonenumber drops one national prefix a parse ("+520113463567418"
+ * loses "01" and keeps Mexico's retired mobile "1": "+5213463567418", whose
+ * own parse drops the "1": "+523463567418"), so a form that would change
+ * again is parsed again, a few times at most. A form that does not settle,
+ * or that no longer parses, is refused: one number, one key.
+ */
+#define PHONE_CANON_ROUNDS 3
+static enum phone_err phone_parse_canon(const char *s, struct phone_info *out)
+{
+    const struct phone_info blank = *out;
+    char form[PHONE_MAX];
+    enum phone_err err = phone_parse_lib(s, out);
+    int round;
+
+    for (round = 0; err == PHONE_OK && strcmp(out->e164, s) != 0; round++) {
+        if (round == PHONE_CANON_ROUNDS) {
+            *out = blank;
+            return PHONE_INVALID_FOR_REGION;
+        }
+        snprintf(form, sizeof(form), "%s", out->e164);
+        s = form;
+        *out = blank;
+        err = phone_parse_lib(s, out);
+    }
+    return err;
+}
+
 extern "C" void phone_init(void)
 {
     try {
@@ -311,7 +340,7 @@ extern "C" enum phone_err phone_parse(const char *s, struct phone_info *out)
             } else if (phone_memo_get(s, 1 + digits, &err, &info)) {
                 /* As remembered: e164 and type are already cleared after an error. */
             } else {
-                err = phone_parse_lib(s, &info);
+                err = phone_parse_canon(s, &info);
                 if (err != PHONE_OK) {
                     info.e164[0] = '\0';
                     info.type = PHONE_TYPE_UNKNOWN;

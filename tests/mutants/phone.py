@@ -52,4 +52,11 @@ MUTANTS = [
          new="c->limits.phone_types = ~0u;",
          test="unit:test_config",
          why="without phone.types every number type is served"),
+    dict(name="phone-canonical-not-settled",
+         file="src/base/phone.cc",
+         old="err = phone_parse_canon(s, &info);",
+         new="err = phone_parse_lib(s, &info);",
+         test="unit:test_phone",
+         why="one parse only: '+520113463567418' keys as '+5213463567418', whose own parse is '+523463567418' "
+             "(two keys, two sets of limits, for one phone)"),
 ]

@@ -450,6 +450,26 @@ static void test_mask(void **state)
     assert_string_equal(out, "+");
 }
 
+/* The canonical form is a fixed point: Mexico's old national prefix and its
+ * retired mobile "1" are each dropped by one libphonenumber parse, so
+ * "+520113463567418" took two parses to settle (found by fuzz_phone). */
+static void test_canonical_is_a_fixed_point(void **state)
+{
+    static const char *const spellings[] = {"+520113463567418", "+52113463567418", "+5213463567418",
+                                             "+523463567418"};
+    struct phone_info pi, again;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(spellings) / sizeof(spellings[0]); i++) {
+        assert_int_equal(phone_parse(spellings[i], &pi), PHONE_OK);
+        assert_string_equal(pi.e164, "+523463567418");
+        assert_string_equal(pi.region, "MX");
+        assert_int_equal(phone_parse(pi.e164, &again), PHONE_OK);
+        assert_string_equal(again.e164, pi.e164);
+    }
+}
+
 int main(void)
 {
     /* Threads first: they also race libphonenumber's first use. */
@@ -459,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_why_bounds),     cmocka_unit_test(test_names),
         cmocka_unit_test(test_memo_hits_are_identical), cmocka_unit_test(test_memo_skips_what_never_parses),
         cmocka_unit_test(test_memo_bound), cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_canonical_is_a_fixed_point),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
