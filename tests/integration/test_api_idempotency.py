@@ -304,6 +304,30 @@ class InFlightTest(IdemTest):
         self.redis.cmd("PEXPIRE", rkey, px_ms)
         return body
 
+    def test_the_answer_arriving_during_the_wait_is_replayed(self):
+        """A duplicate that finds the key claimed but unanswered waits for
+        the first request's answer and repeats it: not a second decision,
+        and not a 409 while the answer is on its way."""
+        st, _, first = self.issue(PHONE, "late")
+        self.assertEqual(st, 202, first)
+        (rkey,) = idem_keys(self.redis)
+        answer = self.redis.cmd("HGET", rkey, "a")
+        self.assertEqual(self.redis.cmd("HDEL", rkey, "a"), 1)
+        later = threading.Timer(0.4, lambda: self.redis.cmd("HSET", rkey, "a", answer))
+        later.start()
+        try:
+            t0 = time.monotonic()
+            st, _, body = self.issue(PHONE, "late")
+            took = time.monotonic() - t0
+        finally:
+            later.join()
+        self.assertEqual((st, body), (202, first))
+        self.assertGreaterEqual(took, 0.3)
+        self.settle()
+        self.assertEqual(len(self.sms_to(PHONE)), 1)
+        self.assertEqual(self.metric('otpd_idempotency_total{result="replayed"}'), 1)
+        self.assertEqual(self.metric('otpd_idempotency_total{result="in_use"}'), 0)
+
     def test_still_deciding_after_the_wait(self):
         self.plant("slow", 5000)
         t0 = time.monotonic()
