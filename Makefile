@@ -183,6 +183,8 @@ $(TLIB): $(TLIB_OBJ)
 	ar rcs $@ $^
 
 $(B)/tests/unit/%.o: CFLAGS += -DOTPD_TESTING
+# Kept, not deleted as intermediates: a relink after a library change then needs no recompile of the suite.
+.SECONDARY: $(UNIT_TESTS:%=$(B)/tests/unit/%.o)
 $(B)/tests/%: $(B)/tests/unit/%.o $(TLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
@@ -218,13 +220,17 @@ unit-bins: $(UNIT_BINS)
 unit: $(UNIT_BINS)
 	@failed=0; for t in $(UNIT_BINS); do echo "== $$t"; $$t || failed=1; done; exit $$failed
 
-# TEST_JOBS workers run the integration modules; those that measure time or rates (SERIAL) run alone after them.
-TEST_JOBS ?= 2
+# TEST_JOBS workers run the integration tests, a class at a time (their tests mostly wait on otpd, Redis and timers:
+# six keep two cores busy); the modules that measure time or rates (SERIAL) run alone after them.
+TEST_JOBS ?= 6
 integration: all
 	python3 tests/integration/run.py --jobs $(TEST_JOBS)
 
+# The builds use every core (BUILD_JOBS); the unit suites then run one at a time.
+BUILD_JOBS ?= $(shell nproc)
 test: deps-test
-	$(MAKE) all unit
+	$(MAKE) -j$(BUILD_JOBS) all unit-bins
+	$(MAKE) unit
 	$(MAKE) openapi-lint
 	$(MAKE) integration
 

@@ -9,8 +9,10 @@ NAME picks mutants whose name contains it (default: all). The runner
      the selector loads at least one test or names a unit test binary of the Makefile's UNIT_TESTS),
   3. builds the first copy once (`make all unit-bins`), gives the others its outputs, and runs each distinct
      selector once unmutated (the baseline: a test that fails without a mutant would "kill" anything),
-  4. per mutant, in one of the copies: applies it, builds incrementally, runs the selector under a timeout and
-     restores the file.
+  4. per mutant, in one of the copies: applies it, builds incrementally, runs the selector under a timeout, and
+     puts the copy back as it was: the file with its old mtime, and every build output the mutant's build
+     changed from a pristine copy of the first build's outputs (build/mutate/golden), so the next mutant
+     compiles only its own file.
 A mutant that does not build, or whose selector fails on the unmutated tree, is INVALID. Killed means the selected
 tests failed or errored (a timeout counts as killed and is reported as such). Exit 1 if any mutant survived or is
 invalid, 2 on a usage error. Each mutant's build and test output is in build/mutate/logs/NAME.log.
@@ -191,8 +193,12 @@ def sync(tree, snap):
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             same = False
         if not same:
+            # Now, not write_fresh's strictly rising mtimes: thousands of files a copy would run those
+            # seconds ahead of the clock, past the outputs the first copy then builds for all of them.
             os.makedirs(os.path.dirname(dst), exist_ok=True)
-            write_fresh(dst, data)
+            with open(dst + ".mutate-tmp", "wb") as fh:
+                fh.write(data)
+            os.replace(dst + ".mutate-tmp", dst)
             written += 1
         if os.stat(dst).st_mode & 0o777 != mode:
             os.chmod(dst, mode)
@@ -217,6 +223,48 @@ def copy_outputs(src, dst, snap):
             shutil.copy2(path, out)
 
 
+# Where builds write, besides the generated headers beside their sources in src/.
+OUTPUT_DIRS = ("bin", os.path.join("build", "rel"))
+
+
+def output_files(tree, snap):
+    """{relative path: (mtime_ns, size)} of every build output in tree: the files under OUTPUT_DIRS and the
+    headers under src/ that are not sources."""
+    out = {}
+    for top in OUTPUT_DIRS + ("src",):
+        for d, _, files in os.walk(os.path.join(tree, top)):
+            for f in files:
+                path = os.path.join(d, f)
+                r = os.path.relpath(path, tree)
+                if r in snap or os.path.islink(path) or (top == "src" and not f.endswith(".h")):
+                    continue
+                st = os.stat(path)
+                out[r] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def put_back(src, dst):
+    """Copies src over dst with src's mtime, through a rename (dst may be a binary a test just ran)."""
+    tmp = dst + ".mutate-tmp"
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+
+
+def restore_outputs(tree, golden, snap):
+    """Makes tree's build outputs the golden ones again: each output the mutant's build wrote is copied back
+    (mtime kept), each it added is removed. golden is (its directory, output_files of it)."""
+    gdir, gfiles = golden
+    now = output_files(tree, snap)
+    for r, st in now.items():
+        if r not in gfiles:
+            os.unlink(os.path.join(tree, r))
+        elif st != gfiles[r]:
+            put_back(os.path.join(gdir, r), os.path.join(tree, r))
+    for r in gfiles.keys() - now.keys():
+        put_back(os.path.join(gdir, r), os.path.join(tree, r))
+
+
 _mtime_lock = threading.Lock()
 _last_mtime_ns = [0]
 
@@ -236,7 +284,7 @@ def write_fresh(path, data):
 
 # The copies build without optimisation or debug info (three times faster to compile and link, same behaviour),
 # under a fixed version, so that version.h never changes between runs.
-MAKE_VARS = ["OPT=-O0", "VERSION=mutate"]
+MAKE_VARS = ["OPT=-O0", "VERSION=mutate", "LDFLAGS=-fuse-ld=gold"]
 
 
 def make(tree, targets, log, jobs):
@@ -301,6 +349,7 @@ def run_mutant(m, tree, args):
     path = os.path.join(tree, m.file)
     with open(path, "rb") as fh:
         orig = fh.read()
+    orig_mtime_ns = os.stat(path).st_mtime_ns
     old, new = m.old.encode("utf-8", "surrogateescape"), m.new.encode("utf-8", "surrogateescape")
     with open(os.path.join(LOGS, m.name + ".log"), "wb") as log:
         try:
@@ -323,7 +372,11 @@ def run_mutant(m, tree, args):
             else:
                 m.result, m.detail = "invalid", "the selector is bad in the copy"
         finally:
-            write_fresh(path, orig)
+            # The copy as it was: the next mutant's make compiles only what its own change needs.
+            with open(path, "wb") as fh:
+                fh.write(orig)
+            os.utime(path, ns=(orig_mtime_ns, orig_mtime_ns))
+            restore_outputs(tree, args.golden, args.snap)
             m.seconds = time.monotonic() - t0
 
 
@@ -441,6 +494,13 @@ def main(argv):
                 print("mutate: the unmutated tree does not build in %s; see %s"
                       % (rel(t), rel(log.name)), file=sys.stderr)
                 return 1
+    # The pristine outputs each copy is put back to after each mutant.
+    golden_dir = os.path.join(SCRATCH, "golden")
+    shutil.rmtree(golden_dir, ignore_errors=True)
+    gfiles = output_files(trees[0], snap)
+    for r in gfiles:
+        put_back(os.path.join(trees[0], r), os.path.join(golden_dir, r))
+    args.golden, args.snap = (golden_dir, gfiles), snap
     print("built %d scratch cop%s in %.0f s" % (len(trees), "y" if len(trees) == 1 else "ies",
                                                time.monotonic() - t0), flush=True)
 
