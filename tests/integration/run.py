@@ -8,9 +8,13 @@ With no selector every tests/integration/test_*.py runs. A selector is either
 A selector that selects nothing is an error (exit 2): a typo must never pass as "0 tests ran".
 --list prints the selected test ids and their count without running them.
 --failfast stops at the first failure or error (the mutation gate needs one failure, not all of them).
---jobs N (default 1) runs the selected modules in N worker processes, each module whole in one worker, its output
-printed when it ends. A module that measures time or load (it sets SERIAL = True) runs after them, alone, so no
-other test's load skews its figures. Each module's time is printed at the end, the slowest first.
+--jobs N (default 1) runs the selected tests in N worker processes, one TestCase class at a time in a child of its
+own, its output printed when it ends; the slowest classes start first (a class that takes long says so with
+RUN_SECONDS, roughly its time on an idle machine; the others are guessed at two seconds a test), and a class that
+sets RUN_APART = True has each test run as a unit of its own (long tests with nothing shared). A module that
+measures time or load (its class or its module sets SERIAL = True) runs after them, alone (a module's serial
+tests together), so no other test's load skews its figures; a class of such a module that measures nothing sets
+SERIAL = False and runs with the others. The slowest units' times are printed at the end.
 
 Exit codes: 0 all selected tests passed, 1 a test failed or errored, 2 a bad selector.
 """
@@ -92,13 +96,38 @@ def by_module(ids):
     return out
 
 
+def test_class(unit):
+    mod, cls = unit.split(".")[:2]
+    return getattr(import_module(mod), cls)
+
+
+def by_class(ids):
+    """{unit: [test ids]} in first-seen order: a unit is module.Class, or one test id of a RUN_APART class."""
+    out = {}
+    for i in ids:
+        c = i.rsplit(".", 1)[0]
+        out.setdefault(i if getattr(test_class(c), "RUN_APART", False) else c, []).append(i)
+    return out
+
+
+def guess_seconds(unit, ids):
+    """How long a unit will take, for the order only: its class's RUN_SECONDS (shared by its tests when they run
+    apart), else two seconds a test."""
+    cls = test_class(unit)
+    if not hasattr(cls, "RUN_SECONDS"):
+        return 2 * len(ids)
+    n = unittest.TestLoader().loadTestsFromTestCase(cls).countTestCases() if unit.count(".") == 2 else 1
+    return cls.RUN_SECONDS / n
+
+
+SHOWN = 25  # units whose time the summary prints
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.M)
 
 
-def run_module(name, ids, whole):
-    """Runs one module's selected tests in a child process; returns (name, seconds, passed, failed, skipped,
-    output). A child that dies without its summary line counts as one failure."""
-    sel = [name + ".py"] if whole else ids
+def run_unit(name, ids, whole):
+    """Runs one unit's selected tests (a module's or a class's) in a child process; returns (name, seconds,
+    passed, failed, skipped, output). A child that dies without its summary line counts as one failure."""
+    sel = [name + ".py" if "." not in name else name] if whole else ids
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, os.path.abspath(__file__)] + sel, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -113,14 +142,22 @@ def run_module(name, ids, whole):
 
 
 def run_parallel(suite, jobs):
-    """Runs the suite's modules in jobs workers, then the SERIAL ones alone; prints each module's output as it
+    """Runs the suite's classes in jobs workers, then the SERIAL tests alone; prints each unit's output as it
     ends and the totals. Returns the exit code."""
-    mods = by_module(test_ids(suite))
+    ids = list(test_ids(suite))
     loader = unittest.TestLoader()
-    whole = {m: len(ids) == loader.loadTestsFromModule(import_module(m)).countTestCases() for m, ids in mods.items()}
-    serial = [m for m in mods if getattr(import_module(m), "SERIAL", False)]
-    # The biggest modules first, so the last worker to finish is not the one that started a long module late.
-    parallel = sorted((m for m in mods if m not in serial), key=lambda m: -len(mods[m]))
+    # A class's SERIAL, else its module's: the serial tests of a module run together, in one child.
+    measuring = {i for i in ids if getattr(test_class(i), "SERIAL", getattr(import_module(i.split(".")[0]),
+                                                                            "SERIAL", False))}
+    alone = by_module(i for i in ids if i in measuring)
+    serial = list(alone)
+    whole = {m: len(alone[m]) == loader.loadTestsFromModule(import_module(m)).countTestCases() for m in serial}
+    classes = by_class(i for i in ids if i not in measuring)
+    for c, cids in classes.items():
+        whole[c] = c.count(".") == 2 or len(cids) == loader.loadTestsFromTestCase(test_class(c)).countTestCases()
+    # The longest classes first, so the last worker to finish is not the one that started a long class late.
+    parallel = sorted(classes, key=lambda c: -guess_seconds(c, classes[c]))
+    units = dict(classes, **alone)
     results, lock = [], threading.Lock()
 
     def report(r):
@@ -131,16 +168,16 @@ def run_parallel(suite, jobs):
             sys.stdout.flush()
 
     work = queue.Queue()
-    for m in parallel:
-        work.put(m)
+    for c in parallel:
+        work.put(c)
 
     def worker():
         while True:
             try:
-                m = work.get_nowait()
+                u = work.get_nowait()
             except queue.Empty:
                 return
-            report(run_module(m, mods[m], whole[m]))
+            report(run_unit(u, units[u], whole[u]))
 
     t0 = time.monotonic()
     threads = [threading.Thread(target=worker) for _ in range(min(jobs, len(parallel)))]
@@ -150,15 +187,18 @@ def run_parallel(suite, jobs):
         t.join()
     t1 = time.monotonic()
     for m in serial:
-        report(run_module(m, mods[m], whole[m]))
+        report(run_unit(m, alone[m], whole[m]))
     t2 = time.monotonic()
     passed = sum(r[2] for r in results)
     failed = sum(r[3] for r in results)
     skipped = sum(r[4] for r in results)
-    print("module times, slowest first:")
-    for r in sorted(results, key=lambda r: -r[1]):
-        print("  %7.1fs  %s%s%s" % (r[1], r[0], "  (serial)" if r[0] in serial else "",
-                                     "  FAILED" if r[3] else ""))
+    shown = sorted(results, key=lambda r: -r[1])
+    print("the %d slowest of %d units (classes; a module's serial tests as one):" % (min(SHOWN, len(shown)), len(shown)))
+    for r in shown[:SHOWN]:
+        print("  %7.1fs  %s%s" % (r[1], r[0], "  (serial)" if r[0] in serial else ""))
+    for r in shown:
+        if r[3]:
+            print("  FAILED   %s" % r[0])
     print("integration: %.1fs (%d workers %.1fs, serial %.1fs)" % (t2 - t0, jobs, t1 - t0, t2 - t1))
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     if passed + failed == 0:

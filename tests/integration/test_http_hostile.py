@@ -182,6 +182,7 @@ class SlowClientsTest(OtpdTest):
 class PerIpCapTest(OtpdTest):
     """One address holds at most http.max_conns_per_ip connections; the
     next is closed at once, and other addresses are still served."""
+    SERIAL = False  # measures no time or rate: runs beside the other workers
 
     CAP = 1024
 
@@ -301,6 +302,8 @@ class InternalStartTest(OtpdTest):
 
 
 class HeadersTest(OtpdTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     def post(self, headers, body):
         data = ("POST /v1/otp HTTP/1.1\r\nHost: otpd\r\nAuthorization: Bearer %s\r\nConnection: close\r\n"
                 % API_KEY).encode() + b"".join(h.encode() + b"\r\n" for h in headers) + b"\r\n" + body
@@ -351,6 +354,7 @@ class SmugglingTest(OtpdTest):
     """Framing a proxy in front may read otherwise than otpd (RFC 9112 6.1,
     6.3, 5.2): each case is 400 invalid_request with Connection: close, and
     otpd closes the socket itself, so no byte after it is read as a request."""
+    SERIAL = False  # measures no time or rate: runs beside the other workers
 
     env = {"OTPD_KEY_OPS": ADMIN_KEY}
 
@@ -459,6 +463,8 @@ class SmugglingTest(OtpdTest):
 
 
 class ReadyzTest(OtpdTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     def test_redis_down_names_no_address(self):
         addr = "127.0.0.1:%d" % self.redis.port
         self.redis.stop()
@@ -587,6 +593,7 @@ class BodyPiecesTest(OtpdTest):
     moves a longer one to a 4 KiB buffer (issue 13), so bodies at and
     around that edge, sent in pieces that cross it, must parse as sent
     (202 with the phone's id), and 4,097 bytes is still 413."""
+    SERIAL = False  # measures no time or rate: runs beside the other workers
 
     def body(self, phone, size):
         head = ('{"phone":"%s","device_id":"d' % phone).encode()
@@ -640,6 +647,7 @@ class DlrBodyEdgesTest(OtpdTest):
     heap buffer) that write stays inside it (a SAN=1 run would report it
     at teardown otherwise), and the report is refused for its signature,
     not a crash; 4,097 is 413."""
+    SERIAL = False  # measures no time or rate: runs beside the other workers
 
     def test_form_bodies_at_the_buffer_edges(self):
         for size in (0, 1, 511, 512, 513, 4095, 4096):

@@ -118,6 +118,8 @@ class PyChain:
 
 class PrunedForgeryTest(kit.KitBase):
     """One ledger pruned by retention, stopped, and tampered with on copies."""
+    RUN_SECONDS = 52
+    RUN_APART = True
 
     env = {"OTPD_KEY_OPS": ADMIN_KEY}
 
@@ -382,6 +384,7 @@ class FleetSweepTest(FleetTest):
     """Instance 0 (A) accepts; its first provider call hangs, so with
     max_inflight 1 it claims nothing more, and instance 1 (B), started
     after that call, sends the rest."""
+    RUN_SECONDS = 19
 
     n = 0
     providers = 2

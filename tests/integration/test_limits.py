@@ -413,6 +413,8 @@ class LongestRefusalTest(LimitsTest):
 
 class LockAndLimitTest(LimitsTest):
     """A lock is the reason, but Retry-After waits for every refusal."""
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "phone_1", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "10m"},
               {"name": "wrong_1", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 1, "window": "1m"}]
 
@@ -446,6 +448,8 @@ class CostAndLimitTest(LimitsTest):
 
 # 3. absent keys ----------------------------------------------------------------
 class AbsentKeyTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "dev_one", "key": "device", "algorithm": "sliding_log", "limit": 1, "window": "10s"},
               {"name": "ip_one", "key": "client_ip", "algorithm": "sliding_log", "limit": 1, "window": "10s"}]
 
@@ -470,6 +474,8 @@ class AbsentKeyTest(LimitsTest):
 
 # 4. client_ip keying --------------------------------------------------------------
 class ClientIpTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "ip_2", "key": "client_ip", "algorithm": "sliding_log", "limit": 2, "window": "10s"}]
 
     def test_ipv6_slash64(self):
@@ -528,6 +534,8 @@ class ClientIpTest(LimitsTest):
 
 # 5. all or nothing -------------------------------------------------------------------
 class AllOrNothingTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "phone_3", "key": "phone", "algorithm": "sliding_log", "limit": 3, "window": "10s"},
               {"name": "dev_1", "key": "device", "algorithm": "sliding_log", "limit": 1, "window": "10s"},
               {"name": "caller_10", "key": "api_key", "algorithm": "fixed_window", "limit": 10, "window": "1h"}]
@@ -593,6 +601,8 @@ class ConcurrencyTest(LimitsTest):
 
 # 7. wrong_guess_cap ------------------------------------------------------------------------
 class WrongGuessCapTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "wrong_codes", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 3, "window": "1h"}]
 
     def configure(self, cfg):
@@ -680,6 +690,8 @@ class CostBase(LimitsTest):
 
 
 class CostCapTest(CostBase):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     def test_cap_inr(self):
         self.avoid_boundary(3600, 30)
         self.accepted(self.otpd.issue(P))
@@ -713,6 +725,8 @@ class CostCapTest(CostBase):
 
 
 class CostStarTest(CostBase):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     cap = 1000
 
     def test_star_price_is_500(self):
@@ -728,6 +742,8 @@ class CostStarTest(CostBase):
 
 # 9. shadow mode ---------------------------------------------------------------------------------
 class ShadowTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "phone_shadow", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "10s",
                "mode": "shadow"},
               {"name": "phone_enf", "key": "phone", "algorithm": "sliding_log", "limit": 3, "window": "10s"}]
@@ -749,6 +765,8 @@ class ShadowTest(LimitsTest):
 
 
 class ShadowOnlyTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "dev_shadow", "key": "device", "algorithm": "token_bucket", "limit": 1, "window": "1h",
                "burst": 1, "mode": "shadow"}]
 
@@ -813,6 +831,8 @@ class ShadowWrongGuessTest(LimitsTest):
 
 # 10. RateLimit headers: the enforced rule with the least room -----------------------------------
 class HeaderChoiceTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "phone_3", "key": "phone", "algorithm": "sliding_log", "limit": 3, "window": "10s"},
               {"name": "caller_4", "key": "api_key", "algorithm": "sliding_log", "limit": 4, "window": "20s"},
               {"name": "tight_shadow", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "10s",
@@ -845,6 +865,8 @@ class HeaderChoiceTest(LimitsTest):
 
 # 11. SIGHUP reload ---------------------------------------------------------------------------------
 class ReloadTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     limits = [{"name": "phone_a", "key": "phone", "algorithm": "sliding_log", "limit": 5, "window": "30s"}]
 
     def reload(self, text=None, cfg=None, marker="reloaded"):
@@ -1076,6 +1098,8 @@ class FailClosedTest(LimitsTest):
 
 # 13. keys: TTL, hash tag, memory per phone ----------------------------------------------------------------
 class KeysTest(LimitsTest):
+    SERIAL = False  # measures no time or rate: runs beside the other workers
+
     with open(os.path.join(ROOT, "configs", "dev.json")) as _f:
         _dev = json.load(_f)
     limits = _dev["limits"]

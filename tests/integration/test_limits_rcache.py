@@ -316,6 +316,8 @@ class PartitionTest(CacheTest):
     A's memory for more than about 2 s: A stops answering a cached lock, or
     a block from its snapshot, and answers 503 store_unavailable (it can
     ask nobody) until Redis is back; then the change holds on A too."""
+    RUN_SECONDS = 19
+
     limits = [{"name": "guesses", "key": "phone", "algorithm": "wrong_guess_cap", "limit": 2, "window": "1h"}]
     CUT_S = 3.0  # the refresh fails within a tick (about 1 s), or ages past 2 s: 3 s on a loaded machine
 

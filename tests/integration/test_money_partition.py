@@ -136,6 +136,8 @@ class PartitionFleet(FleetTest):
 class TakenOverRefundTest(PartitionFleet):
     """The review's reproduction: A (through the proxy) holds claimed, unmarked messages; the proxy cuts it off;
     B takes them over and sends them; A's copies expire on A's clock; the proxy passes again."""
+    RUN_SECONDS = 27
+    RUN_APART = True
 
     providers = 2
     ttl = {0: "1h"}
@@ -212,6 +214,8 @@ class ChaosTest(PartitionFleet):
     they held when cut off expires there while instance 0 sends it. Bounds that keep the checks exact: a SIGSTOP
     lasts less than the codes' least life (5 s), so a call a stopped sender was writing still arrives while its
     code lives; the cap (30 calls) is reached, so retries and issues meet a full cap."""
+    RUN_SECONDS = 120  # tests/integration/run.py: long, and its seeds run apart
+    RUN_APART = True
 
     providers = 3
     proxied = (0, 1, 2)

@@ -31,6 +31,8 @@ RETRY_AFTER = 10
 
 
 class MoneyStopTest(MoneyTest):
+    RUN_SECONDS = 18
+
     pacer = dict(MoneyTest.pacer, rate=1)
     ttl = "10m"
 

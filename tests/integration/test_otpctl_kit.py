@@ -278,6 +278,7 @@ class UpgradeTest(KitBase):
 class PruneTest(KitBase):
     """Retention deletes old rows and the links before the first one still
     needed; the chain verifies from its new base."""
+    RUN_SECONDS = 17
 
     def configure(self, cfg):
         cfg = super().configure(cfg)
