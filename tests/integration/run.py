@@ -193,7 +193,8 @@ def run_parallel(suite, jobs):
     failed = sum(r[3] for r in results)
     skipped = sum(r[4] for r in results)
     shown = sorted(results, key=lambda r: -r[1])
-    print("the %d slowest of %d units (classes; a module's serial tests as one):" % (min(SHOWN, len(shown)), len(shown)))
+    print("the %d slowest of %d units (classes; a module's serial tests as one):"
+          % (min(SHOWN, len(shown)), len(shown)))
     for r in shown[:SHOWN]:
         print("  %7.1fs  %s%s" % (r[1], r[0], "  (serial)" if r[0] in serial else ""))
     for r in shown:
