@@ -144,7 +144,7 @@ def run_unit(name, ids, whole):
 def run_parallel(suite, jobs):
     """Runs the suite's classes in jobs workers, then the SERIAL tests alone; prints each unit's output as it
     ends and the totals. Returns the exit code."""
-    ids = list(test_ids(suite))
+    ids = list(dict.fromkeys(test_ids(suite)))  # overlapping selectors name a test once
     loader = unittest.TestLoader()
     # A class's SERIAL, else its module's: the serial tests of a module run together, in one child.
     measuring = {i for i in ids if getattr(test_class(i), "SERIAL", getattr(import_module(i.split(".")[0]),

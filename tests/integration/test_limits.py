@@ -831,8 +831,6 @@ class ShadowWrongGuessTest(LimitsTest):
 
 # 10. RateLimit headers: the enforced rule with the least room -----------------------------------
 class HeaderChoiceTest(LimitsTest):
-    SERIAL = False  # measures no time or rate: runs beside the other workers
-
     limits = [{"name": "phone_3", "key": "phone", "algorithm": "sliding_log", "limit": 3, "window": "10s"},
               {"name": "caller_4", "key": "api_key", "algorithm": "sliding_log", "limit": 4, "window": "20s"},
               {"name": "tight_shadow", "key": "phone", "algorithm": "sliding_log", "limit": 1, "window": "10s",

@@ -283,8 +283,9 @@ def write_fresh(path, data):
 
 
 # The copies build without optimisation or debug info (three times faster to compile and link, same behaviour),
-# under a fixed version, so that version.h never changes between runs.
-MAKE_VARS = ["OPT=-O0", "VERSION=mutate", "LDFLAGS=-fuse-ld=gold"]
+# under a fixed version, so that version.h never changes between runs, and always into build/rel (OUTPUT_DIRS),
+# whatever SAN or COV the caller's make passes down.
+MAKE_VARS = ["OPT=-O0", "VERSION=mutate", "LDFLAGS=-fuse-ld=gold", "SAN=", "COV="]
 
 
 def make(tree, targets, log, jobs):
@@ -372,11 +373,14 @@ def run_mutant(m, tree, args):
             else:
                 m.result, m.detail = "invalid", "the selector is bad in the copy"
         finally:
-            # The copy as it was: the next mutant's make compiles only what its own change needs.
+            # The copy as it was, so the next mutant's make compiles only what its own change needs: the outputs
+            # first, then the file, its old mtime last. Stopped anywhere on the way, the copy is left with the
+            # mutant's text (the next sync rewrites it) or a file newer than its outputs (make rebuilds them),
+            # never with the mutant's outputs behind an old file.
+            restore_outputs(tree, args.golden, args.snap)
             with open(path, "wb") as fh:
                 fh.write(orig)
             os.utime(path, ns=(orig_mtime_ns, orig_mtime_ns))
-            restore_outputs(tree, args.golden, args.snap)
             m.seconds = time.monotonic() - t0
 
 
@@ -562,6 +566,10 @@ def main(argv):
                 run_mutant(m, tree, args)
             except Exception as e:  # the gate must report, not hang or lose a mutant
                 m.result, m.detail = "invalid", "runner error: %s: %s" % (type(e).__name__, e)
+                with out_lock:
+                    print("%s: runner error, copy %s is no longer used: %s" % (m.name, rel(tree), m.detail),
+                          flush=True)
+                return  # the copy may hold this mutant: its later mutants go to the other copies
             with out_lock:
                 print("%-40s %-45s %-16s %5.1f s" % (m.name, m.test, m.result, m.seconds), flush=True)
 
