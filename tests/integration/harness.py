@@ -9,6 +9,12 @@ Ports: free_port() only proposes a port that was free a moment ago. Every
 server we start proves it owns its port (redis: the process_id in INFO
 server; otpd: our child holds the listening socket) and is started again on
 another port on a clash, so a foreign server can never answer for ours.
+Tests that run at the same time also never share a port: each worker of
+tests/integration/run.py and each copy of the mutation gate gives its tests
+a range of their own (OTPD_TEST_PORTS, "lo-hi", below the kernel's ephemeral
+ports), and a process never proposes one port twice. Otherwise a port one
+test's otpd still sends to (its provider stopped on purpose) could be handed
+to another test's fake provider, which would count those requests.
 
 Sanitizers: every process of ours (bin/*) runs with san_env(), which sends
 ASan/UBSan reports to <test dir>/san.<name>.<pid>. OtpdTest scans them all
@@ -17,6 +23,7 @@ at teardown, whatever the exit code, and fails the test that started them.
 import glob
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -37,11 +44,36 @@ API_KEY = "key-login-web-0123456789"
 OTHER_KEY = "key-login-app-0123456789"
 
 
+PORT_RANGE = os.environ.get("OTPD_TEST_PORTS")
+_proposed = set()
+
+
 def free_port():
-    """A port that was free when asked: a candidate only (see the module doc)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port that was free when asked: a candidate only (see the module doc). From this process's range when
+    OTPD_TEST_PORTS gives one, else the kernel's choice."""
+    if not PORT_RANGE:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    lo, hi = (int(x) for x in PORT_RANGE.split("-"))
+    for _ in range(1000):
+        port = random.randint(lo, hi)
+        if port in _proposed:
+            continue
+        _proposed.add(port)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("OTPD_TEST_PORTS=%s: no free port left" % PORT_RANGE)
+
+
+def port_ranges(n, lo, hi):
+    """n disjoint "lo-hi" ranges that split lo..hi, one for each of n tests that run at once."""
+    size = (hi - lo + 1) // n
+    return ["%d-%d" % (lo + i * size, lo + (i + 1) * size - 1) for i in range(n)]
 
 
 class PortClash(RuntimeError):

@@ -30,6 +30,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import harness  # noqa: E402  (after the path)
 
 
 class SelectorError(Exception):
@@ -124,13 +125,20 @@ SHOWN = 25  # units whose time the summary prints
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.M)
 
 
-def run_unit(name, ids, whole):
-    """Runs one unit's selected tests (a module's or a class's) in a child process; returns (name, seconds,
-    passed, failed, skipped, output). A child that dies without its summary line counts as one failure."""
+# The ports the workers' tests take theirs from, one range each (harness.py, "Ports"); the mutation gate's copies
+# take theirs from the band above.
+PORTS_LO, PORTS_HI = 12000, 21999
+
+
+def run_unit(name, ids, whole, ports):
+    """Runs one unit's selected tests (a module's or a class's) in a child process whose tests take their ports
+    from ports; returns (name, seconds, passed, failed, skipped, output). A child that dies without its summary
+    line counts as one failure."""
     sel = [name + ".py" if "." not in name else name] if whole else ids
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, os.path.abspath(__file__)] + sel, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, errors="replace")
+                       stderr=subprocess.STDOUT, text=True, errors="replace",
+                       env=dict(os.environ, OTPD_TEST_PORTS=ports))
     took = time.monotonic() - t0
     m = SUMMARY.search(p.stdout)
     if not m:
@@ -171,23 +179,25 @@ def run_parallel(suite, jobs):
     for c in parallel:
         work.put(c)
 
-    def worker():
+    ranges = harness.port_ranges(jobs, PORTS_LO, PORTS_HI)
+
+    def worker(ports):
         while True:
             try:
                 u = work.get_nowait()
             except queue.Empty:
                 return
-            report(run_unit(u, units[u], whole[u]))
+            report(run_unit(u, units[u], whole[u], ports))
 
     t0 = time.monotonic()
-    threads = [threading.Thread(target=worker) for _ in range(min(jobs, len(parallel)))]
+    threads = [threading.Thread(target=worker, args=(ranges[i],)) for i in range(min(jobs, len(parallel)))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     t1 = time.monotonic()
     for m in serial:
-        report(run_unit(m, alone[m], whole[m]))
+        report(run_unit(m, alone[m], whole[m], ranges[0]))
     t2 = time.monotonic()
     passed = sum(r[2] for r in results)
     failed = sum(r[3] for r in results)

@@ -3,6 +3,8 @@ slowly plus a connection that takes long to open must not put rate + 1
 requests in one second. otpd reaches the provider through a SOCKS5 proxy
 (curl honours ALL_PROXY) that holds one connection's handshake back; the
 provider closes every connection, so each request opens a new one."""
+# It measures time or rates: tests/integration/run.py runs it alone, after the parallel workers.
+SERIAL = True
 import json
 import select
 import socket

@@ -308,6 +308,11 @@ def build_targets(tree, test):
     return ["bin/otpd"] + (["bin/otpctl"] if runs_otpctl else [])
 
 
+# Each copy's tests take their ports from a range of their own (tests/integration/harness.py, "Ports"), above the
+# integration workers' band: set per copy name (w0, w1, ...) before the copies run.
+COPY_PORTS = {}
+
+
 def run_selector(tree, test, timeout_s, log):
     """Runs one selector. Returns 'pass', 'fail', 'timeout' or 'bad' (the selector itself is wrong)."""
     if test.startswith("unit:"):
@@ -318,6 +323,7 @@ def run_selector(tree, test, timeout_s, log):
     log.flush()
     env = dict(os.environ)
     env.pop("OTPD_KEEP", None)
+    env["OTPD_TEST_PORTS"] = COPY_PORTS[os.path.basename(tree)]
     p = subprocess.Popen(argv, cwd=tree, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                          start_new_session=True)
     try:
@@ -468,6 +474,9 @@ def main(argv):
 
     snap = snapshot(source_files())
     trees = [os.path.join(SCRATCH, "w%d" % i) for i in range(min(args.jobs, len(chosen)))]
+    size = 10000 // len(trees)
+    for i in range(len(trees)):
+        COPY_PORTS["w%d" % i] = "%d-%d" % (22000 + i * size, 22000 + (i + 1) * size - 1)
     for t in trees:
         os.makedirs(t, exist_ok=True)
         sync(t, snap)
