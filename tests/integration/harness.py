@@ -340,16 +340,21 @@ class FakeProvider:
         self.port = None
 
     def start(self):
-        # Port 0: the kernel picks a free port and the provider prints it.
-        with open(os.path.join(self.dir, "fake.log"), "ab") as err:
-            self.proc = subprocess.Popen([os.path.join(BIN, "fake_provider"), "--port", "0"],
-                                         env=san_env(self.dir, "fake_provider"), stdout=subprocess.PIPE, stderr=err)
-        line = self.proc.stdout.readline().decode()
-        m = re.match(r"ready (\d+)", line)
-        if not m:
-            raise RuntimeError("fake provider did not start: %r" % line)
-        self.port = int(m.group(1))
-        return self
+        # Port 0: the kernel picks a free port and the provider prints it; with this process's own range
+        # (OTPD_TEST_PORTS), a port from it, and another one if that was taken meanwhile.
+        for attempt in range(5):
+            with open(os.path.join(self.dir, "fake.log"), "ab") as err:
+                self.proc = subprocess.Popen(
+                    [os.path.join(BIN, "fake_provider"), "--port", str(free_port() if PORT_RANGE else 0)],
+                    env=san_env(self.dir, "fake_provider"), stdout=subprocess.PIPE, stderr=err)
+            line = self.proc.stdout.readline().decode()
+            m = re.match(r"ready (\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                return self
+            self.proc.wait()
+            self.proc.stdout.close()
+        raise RuntimeError("fake provider did not start: %r (see fake.log)" % line)
 
     @property
     def url(self):
