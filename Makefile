@@ -69,14 +69,15 @@ PACER_SRC    := src/pacer/pacer.c src/pacer/pacer_qthread.c src/pacer/pacer_jobs
                 src/pacer/pacer_money.c src/pacer/pacer_metrics.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/otp_gate.c src/otp/otp_metrics.c src/otp/otp_ready.c \
                 src/otp/report.c
+V2_SRC       := src/v2/v2.c src/v2/v2_error.c src/v2/v2_form.c src/v2/v2_json.c
 HTTP_SRC     := src/http/http.c src/http/http_route.c src/http/http_reply.c src/http/http_body.c src/http/http_api.c \
                 src/http/http_admin.c src/http/http_probe.c src/http/framing.c src/http/listener.c src/http/logsum.c \
-                src/http/problem.c src/http/tls.c
+                src/http/problem.c src/http/tls.c src/http/http_v2.c src/http/http_v2_ver.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
-                $(HTTP_SRC)
+                $(V2_SRC) $(HTTP_SRC)
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
                 src/limits/headroom.lua \
-                src/pacer/queue.lua src/pacer/slot.lua src/admin/admin.lua
+                src/pacer/queue.lua src/pacer/slot.lua src/admin/admin.lua src/v2/v2.lua
 LUA_H        := $(LUA:.lua=.lua.h)
 
 # One line a module, so that a new suite is one line.
@@ -119,6 +120,9 @@ src/pacer/%.lua.h: src/pacer/%.lua
 	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
 src/admin/%.lua.h: src/admin/%.lua
 	@{ echo "static const char admin_$*_lua[] ="; \
+	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
+src/v2/%.lua.h: src/v2/%.lua
+	@{ echo "static const char v2_$*_lua[] ="; \
 	   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo "    ;"; } > $@.tmp && mv $@.tmp $@
 # Generated headers exist before any object is compiled; after that each object's -MMD file names the ones it
 # includes, so a changed script rebuilds exactly its users.

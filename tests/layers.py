@@ -3,14 +3,15 @@
 Usage: python3 tests/layers.py   (part of `make lint`; exit 1 and one line per include that runs up or sideways)
 
 The layers, bottom first (docs/architecture.md, "Layers"): base; store, ledger, provider; limits, pacer, admin;
-otp; http. cmd/ sits on top and may include anything. A module's own files include each other freely.
+otp; v2; http. cmd/ sits on top and may include anything. A module's own files include each other freely.
 """
 import os
 import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYER = {"base": 0, "store": 1, "ledger": 1, "provider": 1, "limits": 2, "pacer": 2, "admin": 2, "otp": 3, "http": 4}
+LAYER = {"base": 0, "store": 1, "ledger": 1, "provider": 1, "limits": 2, "pacer": 2, "admin": 2, "otp": 3, "v2": 4,
+         "http": 5}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"\.\./(\w+)/')
 
 

@@ -73,6 +73,7 @@
 #include "../../src/pacer/pacer.h"
 #include "../../src/provider/provider.h"
 #include "../../src/store/store.h"
+#include "../../src/v2/v2.h"
 
 /* How long SIGTERM waits for provider calls in flight. */
 #define OTPD_DRAIN_MS 5000
@@ -101,6 +102,7 @@ struct otpd {
     struct provider *provider;
     struct pacer *pacer;
     struct otp *otp;
+    struct v2 *v2; /* the Twilio Verify surface's records */
     struct tls *tls; /* tls: the certificate HTTPS serves; NULL for plain HTTP */
     struct http *http;
     struct sweep sweep; /* the tick's */
@@ -114,6 +116,7 @@ static void otpd_free(struct otpd *d)
     pacer_stop(d->pacer, OTPD_DRAIN_MS);
     pacer_free(d->pacer);
     otp_free(d->otp);
+    v2_free(d->v2);
     provider_free(d->provider);
     admin_free(d->admin);
     ledger_close(d->ledger);
@@ -302,7 +305,8 @@ static int otpd_start(struct otpd *d)
         (ledger_set_retention(d->ledger, c->ledger.retention_ms), 0) || (d->provider = provider_new(&c->provider, err)) == NULL ||
         (d->pacer = pacer_new(&c->pacer, &site, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
         goto fail;
-    if ((d->admin = admin_new(d->store, d->ledger, &c->limits)) == NULL) {
+    if ((d->admin = admin_new(d->store, d->ledger, &c->limits)) == NULL ||
+        (d->v2 = v2_new(d->store, d->ledger)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
@@ -314,7 +318,7 @@ static int otpd_start(struct otpd *d)
         goto fail;
     }
     if (otp_start_pacer(d->otp, err) != OTP_OK ||
-        (d->http = http_new(&c->http, &c->keys, d->otp, d->tls, err)) == NULL)
+        (d->http = http_new(&c->http, &c->keys, d->otp, d->v2, d->tls, err)) == NULL)
         goto fail;
     return 0;
 fail:

@@ -160,6 +160,11 @@ struct admin_stats {
 void admin_stats(struct admin *a, struct admin_stats *out);
 const char *admin_match_name(enum admin_match m);
 
+/* A copy of a's rules, taken under its lock, so that the caller may read
+ * it while a reload swaps a's own; malloc'd (the caller frees), its length
+ * in *n. NULL when out of memory. */
+struct cfg_rule *admin_rules_copy(struct admin *a, size_t *n);
+
 /* Parses "10.0.0.0/8", "2001:db8::/32" or an address (a /32 or /128);
  * IPv4-mapped IPv6 becomes IPv4. Host bits past the prefix are cleared.
  * OTP_EINVAL when malformed. Pure. */

@@ -60,11 +60,6 @@ struct admin_unlock_req {
     const char *note;      /* NULL when none; borrowed from the body's JSON */
 };
 
-/* admin.c: a copy of a's rules, taken under mu, so that the caller may
- * read it while a reload swaps a's own; malloc'd (the caller frees), its
- * length in *n. NULL when out of memory. */
-struct cfg_rule *admin_rules_copy(struct admin *a, size_t *n);
-
 /* admin_net.c: the canonical text of net ("10.0.0.0/8", "2001:db8::/32"). */
 void admin_net_text(const struct admin_net *net, char *out, size_t cap);
 

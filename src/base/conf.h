@@ -49,10 +49,25 @@ enum cfg_provider { CFG_PROVIDER_FILE, CFG_PROVIDER_WEBHOOK, CFG_PROVIDER_KANNEL
 /* What to do with messages found in 'sending' after a crash. */
 enum cfg_sending { CFG_SENDING_RESEND, CFG_SENDING_FAIL };
 
+/* A Twilio SID: two letters and 32 hex characters (AC..., SK...). */
+#define CFG_SID_LEN 34
+/* api_keys[].twilio.api_keys: an API key of the caller's Twilio account. */
+struct cfg_tw_key {
+    char sid[CFG_SID_LEN + 1]; /* "SK..." */
+    char *secret;              /* from the environment */
+};
+#define CFG_TW_KEYS_MAX 8
+
 struct cfg_api_key {
     char name[CFG_NAME_MAX];
     char *key; /* the secret value, from the environment */
     int admin; /* api_keys[].role "admin": only the /v1/admin routes; else only the OTP routes */
+    /* api_keys[].twilio: the caller's account on /v2 (docs/twilio-verify.md);
+     * "" when it has none. Basic auth with it and key, or with one of
+     * tw_keys and its secret, is this caller on /v2 only. */
+    char tw_account[CFG_SID_LEN + 1];
+    struct cfg_tw_key tw_keys[CFG_TW_KEYS_MAX];
+    size_t n_tw_keys;
 };
 
 struct cfg_rule {

@@ -113,8 +113,12 @@ void config_free(struct config *c)
 
     if (c == NULL)
         return;
-    for (i = 0; i < c->keys.n_api_keys; i++)
+    for (i = 0; i < c->keys.n_api_keys; i++) {
+        size_t j;
         cfg_free_secret(c->keys.api_keys[i].key);
+        for (j = 0; j < c->keys.api_keys[i].n_tw_keys; j++)
+            cfg_free_secret(c->keys.api_keys[i].tw_keys[j].secret);
+    }
     free(c->keys.api_keys);
     cfg_free_secret((char *)c->secret);
     cfg_free_secret(c->redis.password);

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -17,6 +18,91 @@ const char *const cfg_role_names[] = {"admin", NULL};
 
 /* A caller's name is a metric label, a log field and part of Redis keys. */
 #define CFG_CALLER_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
+
+/* 1 when s is a Twilio SID of kind prefix ("AC"): the two letters, then
+ * 32 hex digits. */
+static int cfg_sid_ok(const char *s, const char *prefix)
+{
+    return strlen(s) == CFG_SID_LEN && strncmp(s, prefix, 2) == 0 &&
+           strspn(s + 2, "0123456789abcdefABCDEF") == CFG_SID_LEN - 2;
+}
+
+/* 1 when sid is already an account or API key SID of a caller before a. */
+static int cfg_sid_taken(const struct config *c, const struct cfg_api_key *a, const char *sid)
+{
+    const struct cfg_api_key *b;
+    size_t j;
+
+    for (b = c->keys.api_keys; b < a; b++) {
+        if (strcasecmp(b->tw_account, sid) == 0)
+            return 1;
+        for (j = 0; j < b->n_tw_keys; j++)
+            if (strcasecmp(b->tw_keys[j].sid, sid) == 0)
+                return 1;
+    }
+    for (j = 0; j < a->n_tw_keys; j++)
+        if (strcasecmp(a->tw_keys[j].sid, sid) == 0)
+            return 1;
+    return 0;
+}
+
+/* api_keys[].twilio (at p): the caller's Twilio account on /v2, and the
+ * API keys tied to it. */
+static void cfg_twilio(struct cfg_ctx *x, struct config *c, struct cfg_api_key *a, json_t *k, const char *p)
+{
+    json_t *tw = json_object_get(k, "twilio"), *arr, *e;
+    char q[96], r[128], sid[CFG_SID_LEN + 2];
+    size_t i;
+
+    if (tw == NULL)
+        return;
+    cfg_path(q, sizeof(q), p, "twilio");
+    if (!json_is_object(tw)) {
+        cfg_error(x, q, "must be an object");
+        return;
+    }
+    if (a->admin)
+        cfg_error(x, q, "an admin key has no Twilio account: /v2 is for callers");
+    cfg_unknown(x, tw, q, "api_keys.*.twilio");
+    if (cfg_str(x, tw, q, "account_sid", 1, sid, sizeof(sid))) {
+        cfg_path(r, sizeof(r), q, "account_sid");
+        if (!cfg_sid_ok(sid, "AC"))
+            cfg_error(x, r, "must be AC and 32 hex digits");
+        else if (cfg_sid_taken(c, a, sid))
+            cfg_error(x, r, "%s is used twice", sid);
+        else
+            snprintf(a->tw_account, sizeof(a->tw_account), "%s", sid);
+    }
+    if ((arr = json_object_get(tw, "api_keys")) == NULL)
+        return;
+    cfg_path(r, sizeof(r), q, "api_keys");
+    if (!json_is_array(arr) || json_array_size(arr) > CFG_TW_KEYS_MAX) {
+        cfg_error(x, r, "must be an array of at most %d keys", CFG_TW_KEYS_MAX);
+        return;
+    }
+    json_array_foreach(arr, i, e) {
+        char s[160], t[176];
+        snprintf(s, sizeof(s), "%s.%zu", r, i);
+        if (!json_is_object(e)) {
+            cfg_error(x, s, "must be an object");
+            continue;
+        }
+        cfg_unknown(x, e, s, "api_keys.*.twilio.api_keys.*");
+        if (!cfg_str(x, e, s, "sid", 1, sid, sizeof(sid)))
+            continue;
+        cfg_path(t, sizeof(t), s, "sid");
+        if (!cfg_sid_ok(sid, "SK")) {
+            cfg_error(x, t, "must be SK and 32 hex digits");
+            continue;
+        }
+        if (cfg_sid_taken(c, a, sid)) {
+            cfg_error(x, t, "%s is used twice", sid);
+            continue;
+        }
+        snprintf(a->tw_keys[a->n_tw_keys].sid, sizeof(a->tw_keys[0].sid), "%s", sid);
+        a->tw_keys[a->n_tw_keys++].secret = cfg_env(x, e, s, "secret_env", 1, 16);
+    }
+}
 
 void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
 {
@@ -54,6 +140,7 @@ void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
         a->key = cfg_env(x, k, p, "key_env", 1, 16);
         if (cfg_enum(x, k, p, "role", 0, cfg_role_names, &role))
             a->admin = 1;
+        cfg_twilio(x, c, a, k, p);
         for (j = 0; j + 1 < c->keys.n_api_keys; j++)
             if (a->name[0] && strcmp(c->keys.api_keys[j].name, a->name) == 0)
                 cfg_error(x, q, "\"%s\" is used twice", a->name);

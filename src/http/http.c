@@ -415,8 +415,8 @@ static struct MHD_Daemon *http_listen(struct http *h, const char *host, int port
     return d;
 }
 
-struct http *http_new(const struct http_conf *c, const struct keys_conf *k, struct otp *o, struct tls *tls,
-                      char *err)
+struct http *http_new(const struct http_conf *c, const struct keys_conf *k, struct otp *o, struct v2 *v2,
+                      struct tls *tls, char *err)
 {
     struct http *h = calloc(1, sizeof(*h));
 
@@ -427,6 +427,7 @@ struct http *http_new(const struct http_conf *c, const struct keys_conf *k, stru
     h->cfg = c;
     h->keys = k;
     h->otp = o;
+    h->v2 = v2;
     h->tls = tls;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->wake, NULL);

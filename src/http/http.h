@@ -15,13 +15,14 @@
 
 struct http;
 struct tls;
+struct v2;
 
 /* Binds c's listen address (and listen_internal's, when set) and starts
- * serving with o, checking callers against k's API keys; HTTPS with tls's
- * certificate when tls is not NULL (see tls.h). All are borrowed and
- * outlive the server. NULL with detail in err. */
-struct http *http_new(const struct http_conf *c, const struct keys_conf *k, struct otp *o, struct tls *tls,
-                      char *err);
+ * serving with o (and v2's records on /v2), checking callers against k's
+ * API keys; HTTPS with tls's certificate when tls is not NULL (see tls.h).
+ * All are borrowed and outlive the server. NULL with detail in err. */
+struct http *http_new(const struct http_conf *c, const struct keys_conf *k, struct otp *o, struct v2 *v2,
+                      struct tls *tls, char *err);
 
 /* Stops accepting new connections on both listeners; requests in progress
  * finish. */

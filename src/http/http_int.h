@@ -24,6 +24,9 @@
 
 #include "../base/log.h"
 #include "../base/phone.h"
+#include "../v2/v2.h"
+#include "../v2/v2_error.h"
+#include "../v2/v2_form.h"
 #include "http.h"
 
 /* Bodies up to this are kept in the request's own state. */
@@ -63,6 +66,7 @@ struct http {
      * once quiesced, and always before the daemon they feed is stopped. */
     struct listener *l, *li;
     struct logsum *logsum; /* the refusals logged in summary; the reaper flushes it */
+    struct v2 *v2;         /* the Twilio Verify surface's records (borrowed) */
 };
 
 struct http_req;
@@ -90,6 +94,9 @@ typedef enum MHD_Result http_handler(struct http *h, struct MHD_Connection *con,
 #define HTTP_BODY_JSON 0x20u   /* Content-Length within HTTP_BODY_MAX, Content-Type application/json */
 #define HTTP_BODY_FORM 0x40u   /* Content-Length within HTTP_BODY_MAX, any Content-Type */
 #define HTTP_QUIET 0x80u       /* the request's log line is at debug (probes and scrapes) */
+#define HTTP_TWILIO 0x100u     /* the Twilio Verify surface: Basic auth with an account or API key of a
+                                * caller (api_keys[].twilio), errors in Twilio's shape (http_v2.c) */
+#define HTTP_SUBTREE 0x200u    /* path is a prefix of any path below it */
 
 /* One row of the route table (http_route.c), as nginx's commands carry
  * their flags and their setter. Rows that share a path are one route's
@@ -109,6 +116,7 @@ struct http_route {
 struct http_req {
     const struct http_route *route; /* NULL: no such route (404); with allow set, the route's first row */
     const char *url;                /* the path, as MHD gave it to the call in progress */
+    char method[8];                 /* the request's method, "" for one no row knows */
     int internal;                   /* it came to listen_internal */
     char allow[32];                 /* set when the method is wrong: 405 with this Allow */
     int too_big;
@@ -121,6 +129,7 @@ struct http_req {
     int cached;                              /* a refusal from the refusal cache: logged at debug */
     int close;                               /* the answer ends the connection (Connection: close) */
     const char *caller;                      /* the API key's name (the config's) once known */
+    const char *account;                     /* HTTP_TWILIO: the caller's account SID ("AC...") */
     size_t len;
     /* The body: in small while it fits, else a heap copy of HTTP_BODY_MAX
      * + 1 bytes. A 4 KiB state for every request was a large-bin calloc,
@@ -176,6 +185,8 @@ enum MHD_Result http_no_content(struct MHD_Connection *con);
  * answer otp decided, which otp counts. */
 enum MHD_Result http_problem(struct http *h, struct MHD_Connection *con, enum otp_outcome o,
                              const char *detail, const struct otp_answer *a, const char *allow);
+/* Counts a problem this layer answers itself (h NULL: none). */
+void http_count(struct http *h, enum otp_outcome o);
 /* out as such a problem (for answers an Idempotency-Key may store). */
 void http_out_problem(struct http *h, struct http_out *out, enum otp_outcome o, const char *detail,
                       const struct otp_answer *a);
@@ -214,5 +225,43 @@ http_handler http_issue, http_verify, http_cancel, http_status, http_dlr_kannel,
 http_handler http_admin_list, http_admin_add, http_admin_remove, http_admin_unlock;
 /* http_probe.c: the probes and the scrape. */
 http_handler http_health, http_ready, http_metrics;
+
+/* http_v2.c: the Twilio Verify surface, /v2/... (docs/twilio-verify.md). */
+http_handler http_v2;
+/* 1 while the request being served is on the Twilio surface. */
+int http_v2_current(void);
+/* http_problem's form there: outcome o as Twilio's error (v2_error.c). */
+enum MHD_Result http_v2_problem(struct http *h, struct MHD_Connection *con, enum otp_outcome o, const char *detail,
+                                const struct otp_answer *a, const char *allow);
+/* The caller that Basic credentials name on /v2 (NULL when none), with
+ * its account SID in *account. Secrets are compared in constant time. */
+const char *http_v2_auth(struct http *h, struct MHD_Connection *con, const char **account);
+
+/* http_v2_ver.c: verifications and their checks, one route each. The
+ * path's service SID (checked) is svc, the verification's SID ve. */
+enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, struct http_req *rq,
+                                   const char *svc);
+enum MHD_Result http_v2_ver_fetch(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                  const char *ve);
+enum MHD_Result http_v2_ver_update(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                   const char *ve);
+enum MHD_Result http_v2_check(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc);
+/* Shared by both files: the URLs' base ("http://HOST"), from the request's
+ * Host (cap >= 300); and a 200/201 answer of j. */
+void http_v2_base(struct http *h, struct MHD_Connection *con, char *out, size_t cap);
+enum MHD_Result http_v2_json(struct MHD_Connection *con, unsigned status, json_t *j);
+/* The refusals both files give: 400 60200 with a sentence, 404 20404
+ * naming the path, 503 20503 (a store failure, logged with what and err). */
+enum MHD_Result http_v2_invalid(struct http *h, struct MHD_Connection *con, const char *detail);
+enum MHD_Result http_v2_not_found(struct http *h, struct MHD_Connection *con, const struct http_req *rq);
+enum MHD_Result http_v2_unavailable(struct http *h, struct MHD_Connection *con, const char *what, const char *err);
+/* Reads rq's body as a form of table into f: 1, or 0 with the refusal
+ * answered in *ret. */
+int http_v2_form(struct http *h, struct MHD_Connection *con, struct http_req *rq, const struct v2_field *table,
+                 struct v2_form *f, enum MHD_Result *ret);
+/* An error: o for op, refused by rule reason (NULL: none); count: 1 when
+ * this layer decided it (otp counts its own). */
+enum MHD_Result http_v2_refuse(struct http *h, struct MHD_Connection *con, enum otp_outcome o, enum v2_op op,
+                               const char *reason, const char *detail, const struct otp_answer *a, int count);
 
 #endif

@@ -63,7 +63,8 @@ enum MHD_Result http_send(struct MHD_Connection *con, struct http_out *out, cons
     if (allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (out->status == 401)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                http_v2_current() ? "Basic realm=\"Twilio API\"" : "Bearer");
     if (out->retry_after[0])
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, out->retry_after);
     if (out->policy[0]) {
@@ -164,7 +165,7 @@ static char *http_problem_text(unsigned status, const char *error, const char *t
 
 /* Counts a problem this layer answers itself (h NULL: an answer otp
  * decided, which otp counts). */
-static void http_count(struct http *h, enum otp_outcome o)
+void http_count(struct http *h, enum otp_outcome o)
 {
     if (h != NULL && (unsigned)o < OUT_COUNT)
         __atomic_fetch_add(&h->problems[o], 1, __ATOMIC_RELAXED);
@@ -175,6 +176,8 @@ enum MHD_Result http_problem(struct http *h, struct MHD_Connection *con, enum ot
 {
     const struct otp_outcome_row *row = otp_outcome_row(o);
 
+    if (http_v2_current())
+        return http_v2_problem(h, con, o, detail, a, allow);
     http_count(h, o);
     return http_reply(con, (unsigned)row->http_status, "application/problem+json",
                       http_problem_text((unsigned)row->http_status, row->error, row->title, detail, a), a,

@@ -46,6 +46,9 @@ static const struct http_route http_routes[] = {
     {"/v1/admin/blocks/", HTTP_DELETE, ADMIN | HTTP_PREFIX, http_admin_remove, "admin_block", ADMIN_BLOCK,
      NULL, NULL},
     {"/v1/admin/unlock", HTTP_POST, ADMIN | HTTP_BODY_JSON, http_admin_unlock, "admin_unlock", 0, NULL, NULL},
+    /* Twilio Verify v2: one row, routed again inside by http_v2. */
+    {"/v2/", GET_HEAD | HTTP_POST | HTTP_DELETE, HTTP_TWILIO | HTTP_ON_API | HTTP_SUBTREE | HTTP_BODY_FORM, http_v2,
+     "v2", 0, NULL, NULL},
 };
 
 #define HTTP_N_ROUTES (sizeof(http_routes) / sizeof(http_routes[0]))
@@ -86,6 +89,8 @@ static int http_path_matches(const struct http_route *r, const char *url)
 {
     size_t n = strlen(r->path);
 
+    if (r->flags & HTTP_SUBTREE)
+        return strncmp(url, r->path, n) == 0;
     if (!(r->flags & HTTP_PREFIX))
         return strcmp(url, r->path) == 0;
     return strncmp(url, r->path, n) == 0 && url[n] != '\0' && !strchr(url + n, '/');
@@ -130,6 +135,8 @@ enum MHD_Result http_route_begin(struct http *h, struct MHD_Connection *con, str
 {
     const char *cl;
 
+    if (http_method_bit(method) != 0)
+        snprintf(rq->method, sizeof(rq->method), "%s", method);
     http_route_pick(h, rq, method);
     if (rq->route == NULL)
         return http_problem(h, con, OUT_NOT_FOUND, "no such route", NULL, NULL);
@@ -178,6 +185,13 @@ enum MHD_Result http_route_run(struct http *h, struct MHD_Connection *con, struc
     unsigned need = rq->route->flags & (HTTP_AUTH_CALLER | HTTP_AUTH_ADMIN);
     int admin = 0;
 
+    if (rq->route->flags & HTTP_TWILIO) {
+        if ((rq->caller = http_v2_auth(h, con, &rq->account)) == NULL)
+            return http_problem(h, con, OUT_UNAUTHORIZED,
+                                "Basic auth with an account SID and its key, or an API key SID and its secret", NULL,
+                                NULL);
+        return rq->route->handler(h, con, rq);
+    }
     if (need == 0)
         return rq->route->handler(h, con, rq);
     if ((rq->caller = http_auth(h, con, &admin)) == NULL)

@@ -67,6 +67,11 @@ struct idem *otp_idem(struct otp *o)
     return o->idem;
 }
 
+int otp_code_length(const struct otp *o)
+{
+    return o->d.cfg.otp->length;
+}
+
 struct admin *otp_admin(struct otp *o)
 {
     return o->d.admin;
@@ -461,6 +466,7 @@ static void verify_answer(const struct limits_verify *lv, struct otp_answer *out
         break;
     case OTP_EBADCODE:
         otp_answer_set(out, OUT_INVALID_CODE, "the code is wrong");
+        snprintf(out->verification_id, sizeof(out->verification_id), "%s", lv->vid);
         break;
     case OTP_ELOCKED:
         otp_answer_set(out, OUT_LOCKED, "too many wrong codes for this phone");

@@ -79,7 +79,7 @@ struct otp_answer {
     enum otp_outcome outcome;  /* its status, error code and title: otp_outcome_row */
     enum otp_rc rc;            /* the outcome's status code (the row's rc) */
     char id[CODE_ID_LEN + 1];  /* issue: the message id */
-    char verification_id[CODE_ID_LEN + 1]; /* issue (202), verify (200) and cancel (200) */
+    char verification_id[CODE_ID_LEN + 1]; /* issue (202), verify (200 and a wrong code) and cancel (200) */
     int64_t expires_in_s;      /* issue */
     int64_t resend_after_s;    /* issue */
     int attempts_left;         /* verify: for invalid_code */
@@ -89,6 +89,9 @@ struct otp_answer {
     char detail[160];          /* for people; no code, no secret */
     int cached;                /* 1: a refusal answered from the refusal cache, without Redis */
 };
+
+/* Digits of every code (otp.length). */
+int otp_code_length(const struct otp *o);
 
 /* The admin rows (the HTTP layer's /v1/admin routes), owned by the caller. */
 struct admin *otp_admin(struct otp *o);

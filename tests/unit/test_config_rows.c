@@ -64,10 +64,11 @@ static const char *const bases[] = {
     "              'password_env': 'T_K_PASS', 'from': 'OTPD', 'smsc': 's1', 'priority': 1, 'validity': "
     "'10m',"
     "              'dlr_mask': 19, 'callback_url': 'http://127.0.0.1:8080', 'callback_ttl': '7d'}}",
-    /* Redis behind Sentinel. */
+    /* Redis behind Sentinel; a caller with a Twilio account. */
     "{'listen': '127.0.0.1:8080', 'redis': {'sentinel': {'addrs': ['127.0.0.1:26379'], 'master': 'm'}},"
     " 'ledger': {'path': 'l.db'}, 'secret_env': 'T_SECRET', 'api_keys': [{'name': 'a', 'key_env': "
-    "'T_KEY_WEB'}],"
+    "'T_KEY_WEB', 'twilio': {'account_sid': 'AC0123456789abcdef0123456789abcdef',"
+    " 'api_keys': [{'sid': 'SK0123456789abcdef0123456789abcdef', 'secret_env': 'T_TW_SK'}]}}],"
     " 'otp': {}, 'provider': {'type': 'file', 'path': 'sms.jsonl'}}",
     /* Twilio with its auth token, then with an API key and a Messaging Service. */
     "{'listen': '127.0.0.1:8080', 'redis': {'url': 'redis://127.0.0.1'}, 'ledger': {'path': 'l.db'},"
@@ -92,6 +93,7 @@ static const struct {
     {"T_SECRET", "0123456789abcdef0123456789abcdef0123"},
     {"T_KEY_WEB", "key-web-0123456789"},
     {"T_KEY_APP", "key-app-0123456789"},
+    {"T_TW_SK", "tw-sk-secret-0123456789"},
     {"T_REDIS_PASS", "pw"},
     {"T_K_USER", "u"},
     {"T_K_PASS", "p"},
@@ -460,6 +462,35 @@ static const struct {
     {K, "{'api_keys': [{'name': 'a b', 'key_env': 'T_KEY_WEB'}]}", "api_keys.0.name"},
     {K, "{'api_keys': [{'name': 'a{b}', 'key_env': 'T_KEY_WEB'}]}", "api_keys.0.name"},
     {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'role': 'user'}]}", "api_keys.0.role"},
+    /* api_keys.*.twilio */
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': 5}]}", "api_keys.0.twilio"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'role': 'admin', 'twilio': {'account_sid': "
+        "'AC0123456789abcdef0123456789abcdef'}}]}",
+     "api_keys.0.twilio"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': {'account_sid': 'AC0123'}}]}",
+     "api_keys.0.twilio.account_sid"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': {'account_sid': "
+        "'SK0123456789abcdef0123456789abcdef'}}]}",
+     "api_keys.0.twilio.account_sid"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': {'account_sid': "
+        "'AC0123456789abcdef0123456789abcdef'}}, {'name': 'b', 'key_env': 'T_KEY_APP', 'twilio': {'account_sid': "
+        "'AC0123456789abcdef0123456789abcdef'}}]}",
+     "api_keys.1.twilio.account_sid"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': {'account_sid': "
+        "'AC0123456789abcdef0123456789abcdef', 'api_keys': 5}}]}",
+     "api_keys.0.twilio.api_keys"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': {'account_sid': "
+        "'AC0123456789abcdef0123456789abcdef', 'api_keys': [{'sid': 'AC0123456789abcdef0123456789abcdef', "
+        "'secret_env': 'T_TW_SK'}]}}]}",
+     "api_keys.0.twilio.api_keys.0.sid"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': {'account_sid': "
+        "'AC0123456789abcdef0123456789abcdef', 'api_keys': [{'sid': 'SK0123456789abcdef0123456789abcdef', "
+        "'secret_env': 'T_TW_SK'}, {'sid': 'SK0123456789abcdef0123456789abcdef', 'secret_env': 'T_TW_SK'}]}}]}",
+     "api_keys.0.twilio.api_keys.1.sid"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': {'account_sid': "
+        "'AC0123456789abcdef0123456789abcdef', 'api_keys': [{'sid': 'SK0123456789abcdef0123456789abcdef', "
+        "'secret_env': 'T_UNSET'}]}}]}",
+     "api_keys.0.twilio.api_keys.0.secret_env"},
     /* otp */
     {K, "{'otp': {'template': 'no code here'}}", "otp.template"},
     {K,
