@@ -69,10 +69,11 @@ PACER_SRC    := src/pacer/pacer.c src/pacer/pacer_qthread.c src/pacer/pacer_jobs
                 src/pacer/pacer_money.c src/pacer/pacer_metrics.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
 OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/otp_gate.c src/otp/otp_metrics.c src/otp/otp_ready.c \
                 src/otp/report.c
-V2_SRC       := src/v2/v2.c src/v2/v2_error.c src/v2/v2_form.c src/v2/v2_json.c
+V2_SRC       := src/v2/v2.c src/v2/v2_rl.c src/v2/v2_ver.c src/v2/v2_error.c src/v2/v2_form.c src/v2/v2_json.c
 HTTP_SRC     := src/http/http.c src/http/http_route.c src/http/http_reply.c src/http/http_body.c src/http/http_api.c \
                 src/http/http_admin.c src/http/http_probe.c src/http/framing.c src/http/listener.c src/http/logsum.c \
-                src/http/problem.c src/http/tls.c src/http/http_v2.c src/http/http_v2_ver.c
+                src/http/problem.c src/http/tls.c src/http/http_v2.c src/http/http_v2_ver.c \
+                src/http/http_v2_rl.c
 LIB_SRC      := $(BASE_SRC) $(STORE_SRC) $(LEDGER_SRC) $(PROVIDER_SRC) $(LIMITS_SRC) $(ADMIN_SRC) $(PACER_SRC) $(OTP_SRC) \
                 $(V2_SRC) $(HTTP_SRC)
 LUA          := src/limits/issue.lua src/limits/verify.lua src/limits/refund.lua src/limits/reserve.lua \
@@ -90,6 +91,7 @@ UNIT_TESTS   += test_admin
 UNIT_TESTS   += test_schedule
 UNIT_TESTS   += test_ledger
 UNIT_TESTS   += test_provider
+UNIT_TESTS   += test_v2
 UNIT_BINS    := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 
 LIB_OBJ      := $(LIB_SRC:%.c=$(B)/%.o) $(CXX_SRC:%.cc=$(B)/%.o)
@@ -196,10 +198,11 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(TLIB)
 # From Debian's archive. `make deps`: what building and running otpd need (`make run` on a fresh Debian 12 is
 # `make deps all` and tests/run_dev.sh). `make deps-test`: what only the tests, lint, fuzzing, coverage and the
 # bench add: cmocka, Kannel (test_kannel), promtool (prometheus: the metrics and alert-rule checks), clang
-# (libFuzzer), Node and npm (the OpenAPI lint and Prism), wrk, cppcheck, gcovr.
+# (libFuzzer), Node and npm (the OpenAPI lint and Prism), wrk, cppcheck, gcovr, and Twilio's Python SDK
+# (python3-twilio: the /v2 surface is tested with it).
 DEB_PKGS      := build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libhiredis-dev \
                  libjansson-dev libsodium-dev libssl-dev libgnutls28-dev libphonenumber-dev redis-server sqlite3 python3 curl
-DEB_TEST_PKGS := libcmocka-dev kannel kannel-extras prometheus clang wrk cppcheck gcovr
+DEB_TEST_PKGS := libcmocka-dev kannel kannel-extras prometheus clang wrk cppcheck gcovr python3-twilio
 # Node for the OpenAPI lint and Prism: Debian's nodejs and npm, unless a node and an npm are on PATH already
 # (NodeSource's nodejs carries its own npm and conflicts with Debian's).
 DEB_TEST_PKGS += $(if $(shell command -v node >/dev/null && command -v npm >/dev/null && echo y),,nodejs npm)

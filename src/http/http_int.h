@@ -246,7 +246,26 @@ enum MHD_Result http_v2_ver_fetch(struct http *h, struct MHD_Connection *con, st
 enum MHD_Result http_v2_ver_update(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
                                    const char *ve);
 enum MHD_Result http_v2_check(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc);
-/* Shared by both files: the URLs' base ("http://HOST"), from the request's
+/* http_v2_rl.c: a service's rate limits and their buckets. */
+enum MHD_Result http_v2_rl_list(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc);
+enum MHD_Result http_v2_rl_create(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc);
+enum MHD_Result http_v2_rl_fetch(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                 const char *rl);
+enum MHD_Result http_v2_rl_update(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                  const char *rl);
+enum MHD_Result http_v2_rl_delete(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                  const char *rl);
+enum MHD_Result http_v2_bk_list(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                const char *rl);
+enum MHD_Result http_v2_bk_create(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                  const char *rl);
+enum MHD_Result http_v2_bk_fetch(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                 const char *rl, const char *bk);
+enum MHD_Result http_v2_bk_update(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                  const char *rl, const char *bk);
+enum MHD_Result http_v2_bk_delete(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc,
+                                  const char *rl, const char *bk);
+/* Shared by the files: the URLs' base ("http://HOST"), from the request's
  * Host (cap >= 300); and a 200/201 answer of j. */
 void http_v2_base(struct http *h, struct MHD_Connection *con, char *out, size_t cap);
 enum MHD_Result http_v2_json(struct MHD_Connection *con, unsigned status, json_t *j);
@@ -259,6 +278,9 @@ enum MHD_Result http_v2_unavailable(struct http *h, struct MHD_Connection *con, 
  * answered in *ret. */
 int http_v2_form(struct http *h, struct MHD_Connection *con, struct http_req *rq, const struct v2_field *table,
                  struct v2_form *f, enum MHD_Result *ret);
+/* A list's page (PageSize, Page) of all (taken) under key, for path. */
+enum MHD_Result http_v2_list(struct http *h, struct MHD_Connection *con, const char *key, const char *path,
+                             json_t *all);
 /* An error: o for op, refused by rule reason (NULL: none); count: 1 when
  * this layer decided it (otp counts its own). */
 enum MHD_Result http_v2_refuse(struct http *h, struct MHD_Connection *con, enum otp_outcome o, enum v2_op op,

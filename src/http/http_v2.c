@@ -193,16 +193,6 @@ static const struct v2_field svc_fields[] = {
     {NULL, V2_TAKE, NULL},
 };
 
-/* Characters (code points) of UTF-8 text s. */
-static size_t utf8_chars(const char *s)
-{
-    size_t n = 0;
-
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xc0) != 0x80;
-    return n;
-}
-
 /* The form's service fields over s (a create starts from the defaults);
  * 0, or -1 with a sentence in detail. */
 static int svc_read(struct http *h, const struct v2_form *f, int create, struct v2_service *s, char *detail,
@@ -217,7 +207,7 @@ static int svc_read(struct http *h, const struct v2_form *f, int create, struct 
         return -1;
     }
     if (name != NULL) {
-        if (name[0] == '\0' || utf8_chars(name) > V2_NAME_MAX || strlen(name) >= sizeof(s->friendly_name)) {
+        if (name[0] == '\0' || v2_chars(name) > V2_NAME_MAX || strlen(name) >= sizeof(s->friendly_name)) {
             snprintf(detail, cap, "FriendlyName must be 1 to %d characters", V2_NAME_MAX);
             return -1;
         }
@@ -355,27 +345,42 @@ static int paging(struct http *h, struct MHD_Connection *con, long *page, long *
     return 0;
 }
 
-static enum MHD_Result svc_list(struct http *h, struct MHD_Connection *con, struct http_req *rq)
+enum MHD_Result http_v2_list(struct http *h, struct MHD_Connection *con, const char *key, const char *path,
+                             json_t *all)
 {
-    struct v2_service *all;
-    char err[OTP_ERR_LEN] = "", base[320];
+    char base[320];
     enum MHD_Result ret;
     long page, size;
     json_t *items;
-    size_t n, i;
+    size_t i, n = json_array_size(all);
 
-    if (paging(h, con, &page, &size, &ret) < 0)
+    if (paging(h, con, &page, &size, &ret) < 0) {
+        json_decref(all);
         return ret;
-    if (v2_service_list(h->v2, rq->account, &all, &n, err) != OTP_OK)
-        return http_v2_unavailable(h, con, "service list", err);
+    }
     http_v2_base(h, con, base, sizeof(base));
     if ((items = json_array()) != NULL)
         for (i = (size_t)(page * size); i < n && i < (size_t)((page + 1) * size); i++)
-            json_array_append_new(items, v2_service_json(&all[i], rq->account, base));
-    free(all);
-    return http_v2_json(con, 200,
-                        v2_list_json("services", items, base, "/v2/Services", page, size,
-                                     (size_t)((page + 1) * size) < n));
+            json_array_append(items, json_array_get(all, i));
+    json_decref(all);
+    return http_v2_json(con, 200, v2_list_json(key, items, base, path, page, size, (size_t)((page + 1) * size) < n));
+}
+
+static enum MHD_Result svc_list(struct http *h, struct MHD_Connection *con, struct http_req *rq)
+{
+    struct v2_service *svcs;
+    char err[OTP_ERR_LEN] = "", base[320];
+    json_t *all;
+    size_t n, i;
+
+    if (v2_service_list(h->v2, rq->account, &svcs, &n, err) != OTP_OK)
+        return http_v2_unavailable(h, con, "service list", err);
+    http_v2_base(h, con, base, sizeof(base));
+    if ((all = json_array()) != NULL)
+        for (i = 0; i < n; i++)
+            json_array_append_new(all, v2_service_json(&svcs[i], rq->account, base));
+    free(svcs);
+    return http_v2_list(h, con, "services", "/v2/Services", all);
 }
 
 /* ---- The router ---- */
@@ -399,6 +404,35 @@ static int split(const char *path, char seg[V2_SEGMENTS][V2_SID_LEN + 24])
             return -1;
     }
     return n;
+}
+
+/* /v2/Services/VA/RateLimits[/RK[/Buckets[/BL]]] (n segments). */
+static enum MHD_Result rate_limits(struct http *h, struct MHD_Connection *con, struct http_req *rq,
+                                   char seg[V2_SEGMENTS][V2_SID_LEN + 24], int n, int get, int post, int del)
+{
+    const char *svc = seg[1];
+
+    if (n == 3)
+        return get ? http_v2_rl_list(h, con, rq, svc) : post ? http_v2_rl_create(h, con, rq, svc)
+                                                           : wrong_method(h, con, "GET, HEAD, POST");
+    if (!v2_sid_ok(seg[3], "RK"))
+        return http_v2_not_found(h, con, rq);
+    if (n == 4)
+        return get    ? http_v2_rl_fetch(h, con, rq, svc, seg[3])
+               : post ? http_v2_rl_update(h, con, rq, svc, seg[3])
+               : del  ? http_v2_rl_delete(h, con, rq, svc, seg[3])
+                      : wrong_method(h, con, "GET, HEAD, POST, DELETE");
+    if (strcmp(seg[4], "Buckets") != 0)
+        return http_v2_not_found(h, con, rq);
+    if (n == 5)
+        return get ? http_v2_bk_list(h, con, rq, svc, seg[3]) : post ? http_v2_bk_create(h, con, rq, svc, seg[3])
+                                                                     : wrong_method(h, con, "GET, HEAD, POST");
+    if (!v2_sid_ok(seg[5], "BL"))
+        return http_v2_not_found(h, con, rq);
+    return get    ? http_v2_bk_fetch(h, con, rq, svc, seg[3], seg[5])
+           : post ? http_v2_bk_update(h, con, rq, svc, seg[3], seg[5])
+           : del  ? http_v2_bk_delete(h, con, rq, svc, seg[3], seg[5])
+                  : wrong_method(h, con, "GET, HEAD, POST, DELETE");
 }
 
 enum MHD_Result http_v2(struct http *h, struct MHD_Connection *con, struct http_req *rq)
@@ -428,5 +462,7 @@ enum MHD_Result http_v2(struct http *h, struct MHD_Connection *con, struct http_
                       : wrong_method(h, con, "GET, HEAD, POST");
     if (n == 3 && strcmp(seg[2], "VerificationCheck") == 0)
         return post ? http_v2_check(h, con, rq, seg[1]) : wrong_method(h, con, "POST");
+    if (n >= 3 && strcmp(seg[2], "RateLimits") == 0)
+        return rate_limits(h, con, rq, seg, n, get, post, del);
     return http_v2_not_found(h, con, rq);
 }

@@ -26,7 +26,7 @@ static const struct v2_field ver_fields[] = {
     {"SendDigits", V2_REFUSE, "is not supported by otpd: it sends SMS only"},
     {"Amount", V2_REFUSE, "is not supported by otpd: PSD2 verifications are not served"},
     {"Payee", V2_REFUSE, "is not supported by otpd: PSD2 verifications are not served"},
-    {"RateLimits", V2_REFUSE, "is not supported yet: otpd's own rules apply (docs/rules.md)"},
+    {"RateLimits", V2_TAKE, NULL},
     {"ChannelConfiguration", V2_REFUSE, "is not supported by otpd: it sends SMS only"},
     {"AppHash", V2_REFUSE, "is not supported yet: every message is otp.template"},
     {"TemplateSid", V2_REFUSE, "is not supported by otpd: every message is otp.template"},
@@ -125,15 +125,18 @@ static enum MHD_Result ver_answer(struct http *h, struct MHD_Connection *con, st
 enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, struct http_req *rq,
                                    const char *svc)
 {
-    const char *to, *channel, *tags, *risk;
+    const char *to, *channel, *tags, *risk, *limits;
+    struct limits_extra extra[LIMITS_EXTRA_MAX];
     struct v2_verification v;
-    struct v2_service s;
+    struct v2_rules rules;
     struct phone_info pi;
     struct otp_req r;
     struct otp_answer a;
     struct v2_form f;
     char err[OTP_ERR_LEN] = "", detail[200] = "";
     enum MHD_Result ret;
+    enum otp_rc rc;
+    int bad, landline;
 
     if (!http_v2_form(h, con, rq, ver_fields, &f, &ret))
         return ret;
@@ -154,15 +157,28 @@ enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, s
         v2_form_free(&f);
         return http_v2_invalid(h, con, detail);
     }
-    if (!service(h, con, rq, svc, &s, &ret) || !request(h, con, rq, to, svc, &pi, &r, &ret)) {
+    if (!request(h, con, rq, to, svc, &pi, &r, &ret)) {
         v2_form_free(&f);
         return ret;
     }
-    r.client_ip = v2_form_get(&f, "DeviceIp");
-    if (s.skip_landlines && pi.type == PHONE_TYPE_FIXED_LINE) {
+    /* The service, its rate limits and their buckets: one Redis call. */
+    if ((rc = v2_rules_get(h->v2, rq->account, svc, &rules, err)) != OTP_OK) {
         v2_form_free(&f);
-        return http_v2_refuse(h, con, OUT_NUMBER_TYPE, V2_OP_SEND, NULL, "the service skips landlines", NULL, 1);
+        return rc == OTP_ENOTFOUND ? http_v2_not_found(h, con, rq)
+                                   : http_v2_unavailable(h, con, "verification", err);
     }
+    limits = v2_form_get(&f, "RateLimits");
+    bad = limits != NULL && v2_extras(&rules, limits, extra, &r.n_extra, detail, sizeof(detail)) < 0;
+    landline = rules.service.skip_landlines && pi.type == PHONE_TYPE_FIXED_LINE;
+    v2_rules_free(&rules);
+    if (bad || landline) {
+        v2_form_free(&f);
+        return bad ? http_v2_invalid(h, con, detail)
+                   : http_v2_refuse(h, con, OUT_NUMBER_TYPE, V2_OP_SEND, NULL, "the service skips landlines", NULL,
+                                    1);
+    }
+    r.extra = extra;
+    r.client_ip = v2_form_get(&f, "DeviceIp");
     if (!otp_issue_screen(h->otp, &r, &a))
         otp_issue(h->otp, &r, &a);
     v2_form_free(&f);

@@ -56,6 +56,17 @@ struct limits_idem {
 };
 
 /* What one issue asks; strings are borrowed for the call. */
+/* A rule an issue brings with it rather than the config (the Twilio
+ * surface's buckets, src/v2): its state is at key, field; it runs on
+ * issue only, after the config's rules, on the same call and clock, and
+ * its refusals are never cached. */
+#define LIMITS_EXTRA_MAX 16
+struct limits_extra {
+    struct cfg_rule rule; /* name, algo, limit, window_ms, burst */
+    char key[LIMITS_KEY_LEN];
+    char field[24];
+};
+
 struct limits_request {
     const char *phone;     /* canonical E.164 (phone_parse) */
     const char *device_id; /* NULL when absent */
@@ -79,6 +90,8 @@ struct limits_request {
     int64_t at_ms; /* 0: decide on Redis's clock (otpd, always); else on this
                     * Unix time in ms (otpctl simulate replays a ledger) */
     const struct limits_idem *idem; /* NULL: no Idempotency-Key */
+    const struct limits_extra *extra; /* issue only; n_extra of them (at most LIMITS_EXTRA_MAX) */
+    size_t n_extra;
 };
 
 /* The draft-11 RateLimit fields of one rule. */

@@ -72,6 +72,31 @@ static void args_mode(struct limits_args *a, int i, const struct cfg_rule *r)
         limits_argv_str(a, i, r->shadow ? "1" : "0");
 }
 
+/* rq's extra rules after the config's, each at its own key and field;
+ * c->overflow when one finds no room (the call must not run without it). */
+static void extras_pick(const struct limits_request *rq, int keys_max, struct limits_undo *u, struct limits_call *c)
+{
+    size_t i;
+    int k;
+
+    for (i = 0; i < rq->n_extra && i < LIMITS_EXTRA_MAX; i++) {
+        const struct limits_extra *x = &rq->extra[i];
+        for (k = 0; k < u->nkeys && strcmp(u->keys[k], x->key) != 0; k++)
+            ;
+        if (c->n_used == LIMITS_RULES_MAX || (k == u->nkeys && u->nkeys == keys_max)) {
+            c->overflow = 1;
+            return;
+        }
+        if (k == u->nkeys)
+            snprintf(u->keys[u->nkeys++], sizeof(u->keys[0]), "%s", x->key);
+        snprintf(c->fields[c->n_used], sizeof(c->fields[0]), "%s", x->field);
+        c->key_of[c->n_used] = k + 1;
+        c->used[c->n_used++] = &x->rule;
+    }
+    if (rq->n_extra > LIMITS_EXTRA_MAX)
+        c->overflow = 1;
+}
+
 /* The rules of rs a call runs for rq (all but those only on skip, and
  * those whose key rq lacks: limits_rule_key), each with an override
  * applied, into c; their keys join u's after the phone's, at most
@@ -101,6 +126,10 @@ static void rules_pick(const struct limits_rules *rs, const struct limits_reques
         c->key_of[c->n_used] = k + 1;
         c->used[c->n_used++] = r;
     }
+    c->n_config = c->n_used;
+    c->overflow = 0;
+    if (skip == CFG_ON_VERIFY) /* an issue */
+        extras_pick(rq, keys_max, u, c);
 }
 
 /* The rules' groups from ARGV[base]. */

@@ -43,7 +43,7 @@ void limits_cache_verdicts(struct limits *l, uint64_t gen, enum rcache_op op, co
 {
     size_t i;
 
-    for (i = 0; i < c->n_used; i++) {
+    for (i = 0; i < c->n_config; i++) { /* a request's own rules are never cached */
         const struct cfg_rule *r = c->used[i];
         const long long *x = v + i * IR_PER_RULE;
         if (x[IR_RULE_OK] == 1 || !rcache_cacheable(r))

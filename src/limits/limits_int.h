@@ -264,6 +264,8 @@ struct limits_call {
     int key_of[LIMITS_RULES_MAX];                  /* 1-based KEYS index of each */
     char fields[LIMITS_RULES_MAX][LIMITS_KEY_LEN]; /* its field in that key */
     size_t n_used;
+    size_t n_config; /* used[] from here on are the request's extra rules */
+    int overflow;    /* an extra rule found no room: the call must not run */
     char capf[LIMITS_CAPS_MAX][CFG_NAME_MAX + 32]; /* issue: the per-caller caps' fields */
     /* verify: the wrong-guess rule (NULL: none), and its state's key and field */
     const struct cfg_rule *wrong;

@@ -163,6 +163,13 @@ enum otp_rc limits_issue(struct limits *l, const struct limits_request *rq, stru
         goto out;
     }
     limits_issue_args(rs, rq, &l->fleet, out, c);
+    if (c->overflow) {
+        /* Fail closed: an issue never runs without a rule it brought. */
+        snprintf(err, OTP_ERR_LEN, "limits: the request's own rules do not fit one call with the config's");
+        u->nkeys = 0;
+        rc = OTP_ESTORE;
+        goto out;
+    }
     t0 = limits_mono_ms(); /* before the call: Redis decides after this (rcache_deadline_ms) */
     rc = store_eval_idem(l->store, l->h_issue, c->args.nkeys, c->args.n, c->args.v, &rep, &maybe_ran, err);
     if (rc != OTP_OK) {

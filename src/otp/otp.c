@@ -149,6 +149,8 @@ static void keys_fill(const struct otp_req *rq, const char *ip_key, struct limit
     lr->ip_key = ip_key;
     memcpy(lr->region, rq->region, sizeof(lr->region));
     lr->type = rq->type;
+    lr->extra = rq->extra;
+    lr->n_extra = rq->n_extra;
 }
 
 /* The parts of a limits request that name rq's verification (phone,

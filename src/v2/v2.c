@@ -1,6 +1,6 @@
 /*
- * v2: the Verify surface's records in Redis (v2.lua) and the ledger rows
- * of service changes. Runs per /v2 request, one Redis call each.
+ * v2: the Verify surface's object, its rows in Redis (v2.lua's generic
+ * row ops) and its services. Runs per /v2 request, one Redis call each.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,19 +10,8 @@
 #include "../base/log.h"
 #include "../ledger/ledger.h"
 #include "../otp/code.h"
-#include "../store/store.h"
-#include "v2.h"
 #include "v2.lua.h"
-
-struct v2 {
-    struct store *store;
-    struct ledger *ledger;
-    int h; /* v2.lua */
-};
-
-/* A verification record outlives its code by this, so a fetch after the
- * end still says how it ended. */
-#define V2_VER_GRACE_MS (10 * 60 * 1000LL)
+#include "v2_int.h"
 
 struct v2 *v2_new(struct store *s, struct ledger *lg)
 {
@@ -54,12 +43,201 @@ void v2_sid_new(const char *prefix, char *out)
     code_new_id(out + 2);
 }
 
-/* ---- Services ---- */
+/* ---- Rows ---- */
 
-static void svc_key(const char *account, char *out, size_t cap)
+enum otp_rc v2_eval(struct v2 *v, const char *const *keys, int nkeys, const char *const *argv, int argc,
+                    struct store_reply **rep, char *err)
 {
-    snprintf(out, cap, "otp:v2:svc:%s", account);
+    const char *args[12];
+    int i;
+
+    for (i = 0; i < nkeys; i++)
+        args[i] = keys[i];
+    for (i = 0; i < argc; i++)
+        args[nkeys + i] = argv[i];
+    return store_eval(v->store, v->h, nkeys, nkeys + argc, args, rep, err);
 }
+
+enum otp_rc v2_bad_reply(struct store_reply *rep, char *err)
+{
+    snprintf(err, OTP_ERR_LEN, "v2.lua gave a bad reply");
+    store_reply_free(rep);
+    return OTP_ESTORE;
+}
+
+void v2_loc_service(struct v2_loc *l, const char *account, const char *svc)
+{
+    snprintf(l->keys[0], sizeof(l->keys[0]), "otp:v2:svc:%s", account);
+    snprintf(l->keys[1], sizeof(l->keys[1]), "otp:v2:rl:%s", svc);
+    snprintf(l->keys[2], sizeof(l->keys[2]), "otp:v2:bk:%s", svc);
+    l->nkeys = 3;
+    l->svc = svc;
+}
+
+void v2_loc_child(struct v2_loc *l, const char *account, const char *svc, int bucket)
+{
+    v2_loc_service(l, account, svc);
+    if (bucket) { /* its own hash first, its parents' next */
+        char rl[64];
+        memcpy(rl, l->keys[1], sizeof(rl));
+        memcpy(l->keys[1], l->keys[2], sizeof(rl));
+        memcpy(l->keys[2], rl, sizeof(rl));
+    }
+}
+
+static enum otp_rc row_call(struct v2 *v, const struct v2_loc *l, const char *const *argv, int argc,
+                            struct store_reply **rep, char *err)
+{
+    const char *keys[3] = {l->keys[0], l->keys[1], l->keys[2]};
+    enum otp_rc rc = v2_eval(v, keys, l->nkeys, argv, argc, rep, err);
+
+    if (rc == OTP_OK && ((*rep)->n < 1 || (*rep)->strs[0] != NULL))
+        return v2_bad_reply(*rep, err);
+    return rc;
+}
+
+enum otp_rc v2_row_create(struct v2 *v, const struct v2_loc *l, const char *prefix, const char *rest, int cap,
+                          const char *uniq, const char *parent, char *sid_out, int64_t *now, char *err)
+{
+    struct store_reply *rep = NULL;
+    char caps[16];
+    enum otp_rc rc;
+    long long got = 0;
+    int tries;
+
+    snprintf(caps, sizeof(caps), "%d", cap);
+    for (tries = 0; tries < 3 && got == 0; tries++) { /* 0: the SID was taken (2^-128) */
+        int top = l->nkeys == 1; /* a service: itself the row */
+        v2_sid_new(prefix, sid_out);
+        store_reply_free(rep);
+        if ((rc = row_call(v, l,
+                           (const char *[]){"rc", top ? sid_out : l->svc, top ? "" : sid_out, rest, caps,
+                                            uniq ? uniq : "", parent ? parent : ""},
+                           7, &rep, err)) != OTP_OK)
+            return rc;
+        got = rep->ints[0];
+    }
+    switch (got) {
+    case 1:
+        if (rep->n < 2 || rep->strs[1] != NULL)
+            return v2_bad_reply(rep, err);
+        *now = rep->ints[1];
+        rc = OTP_OK;
+        break;
+    case -1:
+        snprintf(err, OTP_ERR_LEN, "at most %d", cap);
+        rc = OTP_EFULL;
+        break;
+    case -2:
+        snprintf(err, OTP_ERR_LEN, "UniqueName %s is taken", uniq ? uniq : "");
+        rc = OTP_EINVAL;
+        break;
+    default:
+        rc = OTP_ENOTFOUND;
+    }
+    store_reply_free(rep);
+    return rc;
+}
+
+/* A reply of {1, value} into *value. */
+static enum otp_rc row_value(struct store_reply *rep, char **value, char *err)
+{
+    if (rep->ints[0] != 1) {
+        store_reply_free(rep);
+        return OTP_ENOTFOUND;
+    }
+    if (rep->n < 2 || rep->strs[1] == NULL)
+        return v2_bad_reply(rep, err);
+    *value = rep->strs[1];
+    rep->strs[1] = NULL;
+    store_reply_free(rep);
+    return OTP_OK;
+}
+
+enum otp_rc v2_row_get(struct v2 *v, const struct v2_loc *l, const char *sid, char **value, char *err)
+{
+    struct store_reply *rep;
+    enum otp_rc rc = row_call(v, l, (const char *[]){"rg", l->svc, sid}, 3, &rep, err);
+
+    return rc != OTP_OK ? rc : row_value(rep, value, err);
+}
+
+enum otp_rc v2_row_list(struct v2 *v, const struct v2_loc *l, struct store_reply **rep, char *err)
+{
+    enum otp_rc rc = row_call(v, l, (const char *[]){"rl", l->svc, l->nkeys == 1 ? "" : "*"}, 3, rep, err);
+
+    if (rc != OTP_OK)
+        return rc;
+    if ((*rep)->ints[0] != 1) {
+        store_reply_free(*rep);
+        return OTP_ENOTFOUND;
+    }
+    return (*rep)->n % 2 == 1 ? OTP_OK : v2_bad_reply(*rep, err);
+}
+
+enum otp_rc v2_row_update(struct v2 *v, const struct v2_loc *l, const char *sid, const char *rest,
+                          const char *uniq, char **value, char *err)
+{
+    struct store_reply *rep;
+    enum otp_rc rc = row_call(v, l, (const char *[]){"ru", l->svc, sid, rest, uniq ? uniq : ""}, 5, &rep, err);
+
+    if (rc != OTP_OK)
+        return rc;
+    if (rep->ints[0] == -2) {
+        store_reply_free(rep);
+        snprintf(err, OTP_ERR_LEN, "UniqueName %s is taken", uniq ? uniq : "");
+        return OTP_EINVAL;
+    }
+    return row_value(rep, value, err);
+}
+
+enum otp_rc v2_row_delete(struct v2 *v, const struct v2_loc *l, const char *sid, char *err)
+{
+    struct store_reply *rep;
+    enum otp_rc rc = row_call(v, l, (const char *[]){"rd", l->svc, sid}, 3, &rep, err);
+
+    if (rc != OTP_OK)
+        return rc;
+    rc = rep->ints[0] == 1 ? OTP_OK : OTP_ENOTFOUND;
+    store_reply_free(rep);
+    return rc;
+}
+
+int v2_row_split(char *value, int64_t *created, int64_t *updated, char **f, int max)
+{
+    char *p = value, *q;
+    int n = 0;
+
+    *created = strtoll(p, &q, 10);
+    if (q == p || *q != '\037')
+        return -1;
+    *updated = strtoll(p = q + 1, &q, 10);
+    if (q == p || *q != '\037')
+        return -1;
+    for (p = q + 1; n < max; p = q + 1) {
+        f[n++] = p;
+        if ((q = strchr(p, '\037')) == NULL)
+            break;
+        *q = '\0';
+    }
+    return n;
+}
+
+void v2_record(struct v2 *v, const char *caller, const char *action, const char *kind, const char *sid,
+               const char *body)
+{
+    enum otp_rc rc = ledger_admin(v->ledger, &(struct ledger_admin){clock_wall_ms(), caller, action, kind, sid, body,
+                                                                     NULL, 0, 0});
+
+    if (rc != OTP_OK)
+        log_msg(LOG_ERROR, "ledger: %s %s %s by %s not recorded: %s", kind, action, sid, caller, otp_rc_str(rc));
+    log_event(LOG_INFO, "v2.change",
+              LOG_FIELDS(LOG_STR("caller", caller), LOG_STR("action", action), LOG_STR("kind", kind),
+                         LOG_STR("sid", sid)),
+              "v2: %s %s %s %s", caller, action, kind, sid);
+}
+
+/* ---- Services ---- */
 
 /* The stored form of s past its dates: name, then the numbers. The name
  * holds no control character (v2_form.c refuses them), so none is \31. */
@@ -69,126 +247,66 @@ static void svc_rest(const struct v2_service *s, char *out, size_t cap)
              s->skip_landlines);
 }
 
-/* Reads a stored value back into out (sid set by the caller); -1 when it
- * is not such a value. */
-static int svc_parse(const char *v, struct v2_service *out)
+enum otp_rc v2_service_parse(char *value, struct v2_service *out, char *err)
 {
-    const char *f[6];
-    size_t n = 0, len;
-    const char *p = v;
+    char *f[4];
+    int n = v2_row_split(value, &out->created_s, &out->updated_s, f, 4);
 
-    f[n++] = p;
-    while (n < 6 && (p = strchr(p, '\037')) != NULL)
-        f[n++] = ++p;
-    if (n != 6)
-        return -1;
-    len = (size_t)(f[3] - f[2] - 1);
-    if (len >= sizeof(out->friendly_name))
-        return -1;
-    out->created_s = strtoll(f[0], NULL, 10);
-    out->updated_s = strtoll(f[1], NULL, 10);
-    memcpy(out->friendly_name, f[2], len);
-    out->friendly_name[len] = '\0';
-    out->code_length = atoi(f[3]);
-    out->lookup_enabled = atoi(f[4]);
-    out->skip_landlines = atoi(f[5]);
-    return 0;
+    if (n == 4 && strlen(f[0]) < sizeof(out->friendly_name)) {
+        snprintf(out->friendly_name, sizeof(out->friendly_name), "%s", f[0]);
+        out->code_length = atoi(f[1]);
+        out->lookup_enabled = atoi(f[2]);
+        out->skip_landlines = atoi(f[3]);
+    }
+    free(value);
+    if (n != 4) {
+        snprintf(err, OTP_ERR_LEN, "a stored service cannot be read");
+        return OTP_ESTORE;
+    }
+    return OTP_OK;
 }
 
-/* Runs v2.lua's op with key and up to four more arguments. */
-static enum otp_rc v2_eval(struct v2 *v, const char *key, const char *const *argv, int argc,
-                           struct store_reply **rep, char *err)
+/* The ledger row's body of s. */
+static void svc_body(const struct v2_service *s, char *out, size_t cap)
 {
-    const char *args[9];
-    int i;
-
-    args[0] = key;
-    for (i = 0; i < argc; i++)
-        args[1 + i] = argv[i];
-    return store_eval(v->store, v->h, 1, 1 + argc, args, rep, err);
-}
-
-static enum otp_rc bad_reply(struct store_reply *rep, char *err)
-{
-    snprintf(err, OTP_ERR_LEN, "v2.lua gave a bad reply");
-    store_reply_free(rep);
-    return OTP_ESTORE;
-}
-
-static void svc_record(struct v2 *v, const char *caller, const char *action, const struct v2_service *s)
-{
-    char body[256] = "";
-    enum otp_rc rc;
-
-    if (s->friendly_name[0] || s->code_length)
-        snprintf(body, sizeof(body), "{\"code_length\":%d,\"lookup_enabled\":%s,\"skip_sms_to_landlines\":%s}",
-                 s->code_length, s->lookup_enabled ? "true" : "false", s->skip_landlines ? "true" : "false");
-    rc = ledger_admin(v->ledger, &(struct ledger_admin){clock_wall_ms(), caller, action, "service", s->sid,
-                                                         body[0] ? body : NULL, NULL, 0, 0});
-    if (rc != OTP_OK)
-        log_msg(LOG_ERROR, "ledger: service %s %s by %s not recorded: %s", action, s->sid, caller,
-                otp_rc_str(rc));
-    log_event(LOG_INFO, "v2.service", LOG_FIELDS(LOG_STR("caller", caller), LOG_STR("action", action),
-                                                 LOG_STR("sid", s->sid)),
-              "v2: %s %s service %s", caller, action, s->sid);
+    snprintf(out, cap, "{\"code_length\":%d,\"lookup_enabled\":%s,\"skip_sms_to_landlines\":%s}", s->code_length,
+             s->lookup_enabled ? "true" : "false", s->skip_landlines ? "true" : "false");
 }
 
 enum otp_rc v2_service_create(struct v2 *v, const char *caller, const char *account, struct v2_service *s,
                               char *err)
 {
-    char key[64], rest[256], cap[16];
-    struct store_reply *rep = NULL;
+    char rest[256], body[160];
+    struct v2_loc l;
     enum otp_rc rc;
-    int tries;
 
-    svc_key(account, key, sizeof(key));
+    v2_loc_service(&l, account, "");
+    l.nkeys = 1;
     svc_rest(s, rest, sizeof(rest));
-    snprintf(cap, sizeof(cap), "%d", V2_SERVICES_MAX);
-    for (tries = 0; tries < 3; tries++) {
-        v2_sid_new("VA", s->sid);
-        if ((rc = v2_eval(v, key, (const char *[]){"sc", s->sid, rest, cap}, 4, &rep, err)) != OTP_OK)
-            return rc;
-        if (rep->n < 1 || rep->strs[0] != NULL)
-            return bad_reply(rep, err);
-        if (rep->ints[0] != 0)
-            break;
-        store_reply_free(rep); /* 2^-128: a SID taken */
-        rep = NULL;
+    if ((rc = v2_row_create(v, &l, "VA", rest, V2_SERVICES_MAX, NULL, NULL, s->sid, &s->created_s, err)) != OTP_OK) {
+        if (rc == OTP_EFULL)
+            snprintf(err, OTP_ERR_LEN, "an account holds at most %d services", V2_SERVICES_MAX);
+        return rc;
     }
-    if (rep == NULL || rep->ints[0] != 1) {
-        store_reply_free(rep);
-        snprintf(err, OTP_ERR_LEN, "an account holds at most %d services", V2_SERVICES_MAX);
-        return OTP_EFULL;
-    }
-    if (rep->n < 2 || rep->strs[1] != NULL)
-        return bad_reply(rep, err);
-    s->created_s = s->updated_s = rep->ints[1];
-    store_reply_free(rep);
-    svc_record(v, caller, "add", s);
+    s->updated_s = s->created_s;
+    svc_body(s, body, sizeof(body));
+    v2_record(v, caller, "add", "service", s->sid, body);
     return OTP_OK;
 }
 
 enum otp_rc v2_service_get(struct v2 *v, const char *account, const char *sid, struct v2_service *out, char *err)
 {
-    char key[64];
-    struct store_reply *rep;
+    struct v2_loc l;
+    char *value;
     enum otp_rc rc;
 
-    svc_key(account, key, sizeof(key));
-    if ((rc = v2_eval(v, key, (const char *[]){"sg", sid}, 2, &rep, err)) != OTP_OK)
+    v2_loc_service(&l, account, sid);
+    l.nkeys = 1;
+    if ((rc = v2_row_get(v, &l, "", &value, err)) != OTP_OK)
         return rc;
-    if (rep->n < 1 || rep->strs[0] != NULL)
-        return bad_reply(rep, err);
-    if (rep->ints[0] != 1) {
-        store_reply_free(rep);
-        return OTP_ENOTFOUND;
-    }
     memset(out, 0, sizeof(*out));
     snprintf(out->sid, sizeof(out->sid), "%s", sid);
-    if (rep->n < 2 || rep->strs[1] == NULL || svc_parse(rep->strs[1], out) < 0)
-        return bad_reply(rep, err);
-    store_reply_free(rep);
-    return OTP_OK;
+    return v2_service_parse(value, out, err);
 }
 
 static int svc_older(const void *a, const void *b)
@@ -202,28 +320,29 @@ static int svc_older(const void *a, const void *b)
 
 enum otp_rc v2_service_list(struct v2 *v, const char *account, struct v2_service **out, size_t *n, char *err)
 {
-    char key[64];
     struct store_reply *rep;
+    struct v2_loc l;
     enum otp_rc rc;
     size_t i;
 
     *out = NULL;
     *n = 0;
-    svc_key(account, key, sizeof(key));
-    if ((rc = v2_eval(v, key, (const char *[]){"sl"}, 1, &rep, err)) != OTP_OK)
-        return rc;
-    if (rep->n % 2 != 0 || (*out = calloc(rep->n / 2 + 1, sizeof(**out))) == NULL) {
+    v2_loc_service(&l, account, "");
+    l.nkeys = 1;
+    if ((rc = v2_row_list(v, &l, &rep, err)) != OTP_OK)
+        return rc == OTP_ENOTFOUND ? OTP_OK : rc;
+    if ((*out = calloc(rep->n / 2 + 1, sizeof(**out))) == NULL) {
         store_reply_free(rep);
-        snprintf(err, OTP_ERR_LEN, "out of memory or a bad reply");
         return OTP_ENOMEM;
     }
-    for (i = 0; i + 1 < rep->n; i += 2) {
+    for (i = 1; i + 1 < rep->n; i += 2) {
         struct v2_service *s = &(*out)[*n];
         if (rep->strs[i] == NULL || rep->strs[i + 1] == NULL || !v2_sid_ok(rep->strs[i], "VA"))
             continue;
         snprintf(s->sid, sizeof(s->sid), "%s", rep->strs[i]);
-        if (svc_parse(rep->strs[i + 1], s) == 0)
+        if (v2_service_parse(rep->strs[i + 1], s, err) == OTP_OK)
             (*n)++;
+        rep->strs[i + 1] = NULL;
     }
     store_reply_free(rep);
     qsort(*out, *n, sizeof(**out), svc_older);
@@ -233,138 +352,28 @@ enum otp_rc v2_service_list(struct v2 *v, const char *account, struct v2_service
 enum otp_rc v2_service_update(struct v2 *v, const char *caller, const char *account, struct v2_service *s,
                               char *err)
 {
-    char key[64], rest[256];
-    struct store_reply *rep;
+    char rest[256], body[160], *value;
+    struct v2_loc l;
     enum otp_rc rc;
 
-    svc_key(account, key, sizeof(key));
+    v2_loc_service(&l, account, s->sid);
+    l.nkeys = 1;
     svc_rest(s, rest, sizeof(rest));
-    if ((rc = v2_eval(v, key, (const char *[]){"su", s->sid, rest}, 3, &rep, err)) != OTP_OK)
+    if ((rc = v2_row_update(v, &l, "", rest, NULL, &value, err)) != OTP_OK ||
+        (rc = v2_service_parse(value, s, err)) != OTP_OK)
         return rc;
-    if (rep->n < 1 || rep->strs[0] != NULL)
-        return bad_reply(rep, err);
-    if (rep->ints[0] != 1) {
-        store_reply_free(rep);
-        return OTP_ENOTFOUND;
-    }
-    if (rep->n < 2 || rep->strs[1] == NULL || svc_parse(rep->strs[1], s) < 0)
-        return bad_reply(rep, err);
-    store_reply_free(rep);
-    svc_record(v, caller, "update", s);
+    svc_body(s, body, sizeof(body));
+    v2_record(v, caller, "update", "service", s->sid, body);
     return OTP_OK;
 }
 
 enum otp_rc v2_service_delete(struct v2 *v, const char *caller, const char *account, const char *sid, char *err)
 {
-    char key[64];
-    struct store_reply *rep;
-    struct v2_service s = {0};
+    struct v2_loc l;
     enum otp_rc rc;
 
-    svc_key(account, key, sizeof(key));
-    if ((rc = v2_eval(v, key, (const char *[]){"sd", sid}, 2, &rep, err)) != OTP_OK)
-        return rc;
-    if (rep->n < 1 || rep->strs[0] != NULL)
-        return bad_reply(rep, err);
-    rc = rep->ints[0] == 1 ? OTP_OK : OTP_ENOTFOUND;
-    store_reply_free(rep);
-    if (rc == OTP_OK) {
-        snprintf(s.sid, sizeof(s.sid), "%s", sid);
-        svc_record(v, caller, "remove", &s);
-    }
+    v2_loc_service(&l, account, sid);
+    if ((rc = v2_row_delete(v, &l, "", err)) == OTP_OK)
+        v2_record(v, caller, "remove", "service", sid, NULL);
     return rc;
-}
-
-/* ---- Verification records ---- */
-
-/* Reads v2.lua's record reply into out (the sid from vid). */
-static enum otp_rc ver_read(struct store_reply *rep, const char *vid, struct v2_verification *out, char *err)
-{
-    const char *att, *p;
-    int64_t e, now;
-    size_t i;
-
-    if (rep->n < 1 || rep->strs[0] != NULL)
-        return bad_reply(rep, err);
-    if (rep->ints[0] != 1) {
-        enum otp_rc rc = rep->ints[0] == -1 ? OTP_EFORBIDDEN : OTP_ENOTFOUND;
-        store_reply_free(rep);
-        return rc;
-    }
-    if (rep->n < 10 || rep->strs[9] != NULL)
-        return bad_reply(rep, err);
-    for (i = 1; i < 9; i++)
-        if (rep->strs[i] == NULL)
-            return bad_reply(rep, err);
-    memset(out, 0, sizeof(*out));
-    snprintf(out->sid, sizeof(out->sid), "VE%s", vid);
-    snprintf(out->service, sizeof(out->service), "%s", rep->strs[2]);
-    snprintf(out->to, sizeof(out->to), "%s", rep->strs[3]);
-    snprintf(out->status, sizeof(out->status), "%s", rep->strs[4]);
-    out->created_s = strtoll(rep->strs[5], NULL, 10);
-    out->updated_s = strtoll(rep->strs[6], NULL, 10);
-    e = strtoll(rep->strs[7], NULL, 10);
-    now = rep->ints[9];
-    if (strcmp(out->status, "pending") == 0 && now >= e)
-        snprintf(out->status, sizeof(out->status), "expired");
-    for (att = rep->strs[8]; *att && out->n_attempts < V2_ATTEMPTS_MAX; att = *p ? p + 1 : p) {
-        struct v2_attempt *a = &out->attempts[out->n_attempts];
-        const char *colon = strchr(att, ':');
-        p = att + strcspn(att, ",");
-        if (colon == NULL || colon > p || (size_t)(p - colon - 1) != V2_ID_LEN)
-            continue;
-        a->time_s = strtoll(att, NULL, 10);
-        memcpy(a->mid, colon + 1, V2_ID_LEN);
-        a->mid[V2_ID_LEN] = '\0';
-        out->n_attempts++;
-    }
-    store_reply_free(rep);
-    return OTP_OK;
-}
-
-static void ver_key(const char *vid, char *out, size_t cap)
-{
-    snprintf(out, cap, "otp:v2:ve:%s", vid);
-}
-
-enum otp_rc v2_ver_sent(struct v2 *v, const char *account, const char *service, const char *to, const char *vid,
-                        const char *mid, int64_t life_ms, struct v2_verification *out, char *err)
-{
-    char key[64], life[24], grace[24];
-    struct store_reply *rep;
-    enum otp_rc rc;
-
-    ver_key(vid, key, sizeof(key));
-    snprintf(life, sizeof(life), "%lld", (long long)(life_ms > 0 ? life_ms : 1));
-    snprintf(grace, sizeof(grace), "%lld", V2_VER_GRACE_MS);
-    if ((rc = v2_eval(v, key, (const char *[]){"vs", account, service, to, mid, life, grace}, 7, &rep, err)) !=
-        OTP_OK)
-        return rc;
-    return ver_read(rep, vid, out, err);
-}
-
-enum otp_rc v2_ver_get(struct v2 *v, const char *account, const char *service, const char *vid,
-                       struct v2_verification *out, char *err)
-{
-    char key[64];
-    struct store_reply *rep;
-    enum otp_rc rc;
-
-    ver_key(vid, key, sizeof(key));
-    if ((rc = v2_eval(v, key, (const char *[]){"vg", account, service}, 3, &rep, err)) != OTP_OK)
-        return rc;
-    return ver_read(rep, vid, out, err);
-}
-
-enum otp_rc v2_ver_status(struct v2 *v, const char *account, const char *service, const char *vid,
-                          const char *status, struct v2_verification *out, char *err)
-{
-    char key[64];
-    struct store_reply *rep;
-    enum otp_rc rc;
-
-    ver_key(vid, key, sizeof(key));
-    if ((rc = v2_eval(v, key, (const char *[]){"vu", account, service, status}, 4, &rep, err)) != OTP_OK)
-        return rc;
-    return ver_read(rep, vid, out, err);
 }

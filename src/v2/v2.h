@@ -19,6 +19,7 @@
 #include "../base/conf.h"
 #include "../base/phone.h"
 #include "../base/rc.h"
+#include "../limits/limits.h"
 
 struct store;
 struct ledger;
@@ -37,6 +38,30 @@ struct v2_service {
     int code_length;
     int lookup_enabled;
     int skip_landlines; /* SkipSmsToLandlines: fixed-line numbers refused (60205) */
+    int64_t created_s, updated_s;
+};
+
+/* A service's rate limit (Twilio's RateLimits): a name that a
+ * verification's RateLimits field gives a value for. */
+#define V2_UNIQUE_MAX 64    /* UniqueName: A-Z, a-z, 0-9, '.', '_', '-' */
+#define V2_DESC_MAX 255     /* Description's characters */
+#define V2_RATE_LIMITS_MAX 10 /* rate limits of one service */
+#define V2_BUCKETS_MAX 10     /* buckets of one service */
+struct v2_rate_limit {
+    char sid[V2_SID_LEN + 1]; /* "RK..." */
+    char unique_name[V2_UNIQUE_MAX + 1];
+    char description[4 * V2_DESC_MAX + 1];
+    int64_t created_s, updated_s;
+};
+/* One of its buckets: at most max verifications per interval_s for one
+ * value. */
+#define V2_BUCKET_MAX_MAX 1000000
+#define V2_INTERVAL_MAX (30 * 86400L)
+struct v2_bucket {
+    char sid[V2_SID_LEN + 1];        /* "BL..." */
+    char rate_limit[V2_SID_LEN + 1]; /* its rate limit's SID */
+    long max;
+    long interval_s;
     int64_t created_s, updated_s;
 };
 
@@ -82,6 +107,59 @@ enum otp_rc v2_service_update(struct v2 *v, const char *caller, const char *acco
 enum otp_rc v2_service_delete(struct v2 *v, const char *caller, const char *account, const char *sid, char *err);
 
 /*
+ * Rate limits and buckets of service svc of account, as services are: one
+ * Redis call each, a ledger row each change. OTP_ENOTFOUND also when svc
+ * (or a bucket's rate limit) is not there; OTP_EFULL at the caps; OTP_EINVAL
+ * for a unique name the service already has (err says so).
+ */
+enum otp_rc v2_rl_create(struct v2 *v, const char *caller, const char *account, const char *svc,
+                         struct v2_rate_limit *r, char *err);
+enum otp_rc v2_rl_get(struct v2 *v, const char *account, const char *svc, const char *sid, struct v2_rate_limit *out,
+                      char *err);
+enum otp_rc v2_rl_list(struct v2 *v, const char *account, const char *svc, struct v2_rate_limit **out, size_t *n,
+                       char *err);
+enum otp_rc v2_rl_update(struct v2 *v, const char *caller, const char *account, const char *svc,
+                         struct v2_rate_limit *r, char *err);
+/* Its buckets go with it. */
+enum otp_rc v2_rl_delete(struct v2 *v, const char *caller, const char *account, const char *svc, const char *sid,
+                         char *err);
+enum otp_rc v2_bk_create(struct v2 *v, const char *caller, const char *account, const char *svc,
+                         struct v2_bucket *b, char *err);
+enum otp_rc v2_bk_get(struct v2 *v, const char *account, const char *svc, const char *sid, struct v2_bucket *out,
+                      char *err);
+/* Every bucket of svc; of rate limit rl only when rl is not NULL. */
+enum otp_rc v2_bk_list(struct v2 *v, const char *account, const char *svc, const char *rl, struct v2_bucket **out,
+                       size_t *n, char *err);
+enum otp_rc v2_bk_update(struct v2 *v, const char *caller, const char *account, const char *svc,
+                         struct v2_bucket *b, char *err);
+enum otp_rc v2_bk_delete(struct v2 *v, const char *caller, const char *account, const char *svc, const char *sid,
+                         char *err);
+
+/* What a verification of service svc is decided with, in one Redis call:
+ * the service, its rate limits and their buckets (malloc'd arrays the
+ * caller frees). */
+struct v2_rules {
+    struct v2_service service;
+    struct v2_rate_limit *rl;
+    size_t n_rl;
+    struct v2_bucket *bk;
+    size_t n_bk;
+};
+enum otp_rc v2_rules_get(struct v2 *v, const char *account, const char *svc, struct v2_rules *out, char *err);
+void v2_rules_free(struct v2_rules *r);
+
+/* The rule name every bucket refuses as (a bounded metric label). */
+#define V2_RULE_NAME "v2_rate_limit"
+
+/* A verification's RateLimits field (text: a JSON object of unique names
+ * and values) as its issue's extra rules, one per bucket of each rate
+ * limit it names, into out (LIMITS_EXTRA_MAX of them) and *n. Pure. 0, or
+ * -1 with a sentence in detail: not an object, a name r does not have, a
+ * value that is not a string or a number, too many buckets. */
+int v2_extras(const struct v2_rules *r, const char *text, struct limits_extra *out, size_t *n, char *detail,
+              size_t cap);
+
+/*
  * Verification records, keyed by otp's verification id vid. v2_ver_sent
  * adds a send attempt (message mid) to vid's record, making it if new; the
  * code has life_ms left. OTP_EFORBIDDEN when vid is another account's or
@@ -102,6 +180,8 @@ void v2_date(int64_t s, char *out, size_t cap);
 json_t *v2_service_json(const struct v2_service *s, const char *account, const char *base);
 json_t *v2_ver_json(const struct v2_verification *v, const char *account, const char *base);
 json_t *v2_check_json(const struct v2_verification *v, const char *account);
+json_t *v2_rl_json(const struct v2_rate_limit *r, const char *svc, const char *account, const char *base);
+json_t *v2_bk_json(const struct v2_bucket *b, const char *svc, const char *account, const char *base);
 /* A list page: items (taken) under key, and meta with page's URLs for path
  * ("/v2/Services"); more: a next page exists. */
 json_t *v2_list_json(const char *key, json_t *items, const char *base, const char *path, long page, long size,

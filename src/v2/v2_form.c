@@ -186,3 +186,12 @@ int v2_int(const char *s, long lo, long hi, long *out)
     *out = v;
     return 0;
 }
+
+size_t v2_chars(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}

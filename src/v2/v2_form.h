@@ -54,4 +54,7 @@ int v2_bool(const char *s, int *out);
 /* A whole decimal number from lo to hi into *out: 0, or -1. */
 int v2_int(const char *s, long lo, long hi, long *out);
 
+/* Characters (code points) of UTF-8 text s. */
+size_t v2_chars(const char *s);
+
 #endif

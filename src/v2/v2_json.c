@@ -107,3 +107,29 @@ json_t *v2_list_json(const char *key, json_t *items, const char *base, const cha
                      page > 0 ? json_string(prev) : json_null(), "url", cur, "next_page_url",
                      more ? json_string(next) : json_null(), "key", key);
 }
+
+json_t *v2_rl_json(const struct v2_rate_limit *r, const char *svc, const char *account, const char *base)
+{
+    char created[32], updated[32], path[160];
+
+    v2_date(r->created_s, created, sizeof(created));
+    v2_date(r->updated_s, updated, sizeof(updated));
+    snprintf(path, sizeof(path), "/v2/Services/%s/RateLimits/%s", svc, r->sid);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:{s:o}}", "sid", r->sid, "service_sid", svc,
+                     "account_sid", account, "unique_name", r->unique_name, "description", r->description,
+                     "date_created", created, "date_updated", updated, "url", url(base, path, ""), "links",
+                     "buckets", url(base, path, "/Buckets"));
+}
+
+json_t *v2_bk_json(const struct v2_bucket *b, const char *svc, const char *account, const char *base)
+{
+    char created[32], updated[32], path[200];
+
+    v2_date(b->created_s, created, sizeof(created));
+    v2_date(b->updated_s, updated, sizeof(updated));
+    snprintf(path, sizeof(path), "/v2/Services/%s/RateLimits/%s/Buckets/%s", svc, b->rate_limit, b->sid);
+    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:o}", "sid", b->sid, "rate_limit_sid", b->rate_limit,
+                     "service_sid", svc, "account_sid", account, "max", (json_int_t)b->max, "interval",
+                     (json_int_t)b->interval_s, "date_created", created, "date_updated", updated, "url",
+                     url(base, path, ""));
+}
