@@ -67,7 +67,7 @@ ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c s
                 src/admin/admin_snap.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/pacer_qthread.c src/pacer/pacer_jobs.c src/pacer/pacer_send.c \
                 src/pacer/pacer_money.c src/pacer/pacer_metrics.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
-OTP_SRC      := src/otp/code.c src/otp/idem.c src/otp/otp.c src/otp/otp_gate.c src/otp/otp_metrics.c src/otp/otp_ready.c \
+OTP_SRC      := src/otp/code.c src/otp/sms.c src/otp/idem.c src/otp/otp.c src/otp/otp_gate.c src/otp/otp_text.c src/otp/otp_metrics.c src/otp/otp_ready.c \
                 src/otp/report.c
 V2_SRC       := src/v2/v2.c src/v2/v2_rl.c src/v2/v2_ver.c src/v2/v2_error.c src/v2/v2_form.c src/v2/v2_json.c
 HTTP_SRC     := src/http/http.c src/http/http_route.c src/http/http_reply.c src/http/http_body.c src/http/http_api.c \

@@ -49,8 +49,16 @@ enum cfg_provider { CFG_PROVIDER_FILE, CFG_PROVIDER_WEBHOOK, CFG_PROVIDER_KANNEL
 /* What to do with messages found in 'sending' after a crash. */
 enum cfg_sending { CFG_SENDING_RESEND, CFG_SENDING_FAIL };
 
-/* A Twilio SID: two letters and 32 hex characters (AC..., SK...). */
-#define CFG_SID_LEN 34
+#define CFG_ORIGIN_MAX 253 /* a host name */
+
+/* otp.templates: the template of one locale ("en", "pt-BR"). */
+#define CFG_TEMPLATES_MAX 32
+#define CFG_LOCALE_MAX 16
+struct cfg_template {
+    char locale[CFG_LOCALE_MAX + 1];
+    char tmpl[CFG_STR_MAX];
+};
+
 /* api_keys[].twilio.api_keys: an API key of the caller's Twilio account. */
 struct cfg_tw_key {
     char sid[CFG_SID_LEN + 1]; /* "SK..." */
@@ -68,6 +76,9 @@ struct cfg_api_key {
     char tw_account[CFG_SID_LEN + 1];
     struct cfg_tw_key tw_keys[CFG_TW_KEYS_MAX];
     size_t n_tw_keys;
+    /* api_keys[].webotp_origin: a host name; its messages end with the
+     * origin-bound line "@<origin> #<code>" (WebOTP, iOS autofill). "": none. */
+    char webotp_origin[CFG_ORIGIN_MAX + 1];
 };
 
 struct cfg_rule {
@@ -230,7 +241,9 @@ struct otp_conf {
     int length;          /* digits, 4 to 10 */
     int64_t ttl_ms;
     int max_attempts;
-    char tmpl[CFG_STR_MAX]; /* otp.template */
+    char tmpl[CFG_STR_MAX]; /* otp.template: the default */
+    struct cfg_template templates[CFG_TEMPLATES_MAX]; /* otp.templates, by locale */
+    size_t n_templates;
     int idem_keys;          /* otp.idempotency_keys: Idempotency-Keys one caller may hold at once */
 };
 
@@ -280,6 +293,14 @@ const char *config_algo_name(enum cfg_algo a);
  * counter by its exact integer arithmetic.
  * Config and admin overrides share it. */
 int64_t config_limit_max(enum cfg_algo a);
+
+/* The longest text tmpl can render to with digits-digit codes: every
+ * {code} as digits digits and every {minutes} as "60" (otp.ttl is at most
+ * an hour). Config checks and each issue's (src/otp/sms.c) share it. */
+size_t config_rendered_max(const char *tmpl, int digits);
+/* The bytes of the origin-bound line ("\n@<origin> #<code>") a message
+ * ends with; 0 for origin "". */
+size_t config_origin_line(const char *origin, int digits);
 
 /* Why limit cannot be the limit of a rule of algorithm a over window_ms,
  * when it is within 1 and config_limit_max(a) yet still does not fit (a

@@ -167,6 +167,7 @@ void cfg_sentinel_addrs(struct cfg_ctx *x, struct config *c, json_t *s);
 /* config_otp.c */
 void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root);
 void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *o);
+void cfg_templates(struct cfg_ctx *x, struct config *c, json_t *o);
 void cfg_phone(struct cfg_ctx *x, struct config *c, json_t *o);
 void cfg_countries_allow(struct cfg_ctx *x, struct config *c, json_t *o);
 void cfg_countries_deny(struct cfg_ctx *x, struct config *c, json_t *o);

@@ -104,6 +104,33 @@ static void cfg_twilio(struct cfg_ctx *x, struct config *c, struct cfg_api_key *
     }
 }
 
+/* api_keys[].webotp_origin: a host name (letters, digits, '-' and '.',
+ * labels of 1 to 63), as WebOTP's origin-bound line names it. */
+static void cfg_origin(struct cfg_ctx *x, struct cfg_api_key *a, json_t *k, const char *p)
+{
+    char q[96];
+    const char *s, *label;
+
+    if (!cfg_str(x, k, p, "webotp_origin", 0, a->webotp_origin, sizeof(a->webotp_origin)) ||
+        json_object_get(k, "webotp_origin") == NULL)
+        return;
+    cfg_path(q, sizeof(q), p, "webotp_origin");
+    for (s = label = a->webotp_origin;; s++) {
+        if (*s == '.' || *s == '\0') {
+            if (s == label || s - label > 63 || *label == '-' || s[-1] == '-')
+                break;
+            if (*s == '\0')
+                return;
+            label = s + 1;
+        } else if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                     *s == '-')) {
+            break;
+        }
+    }
+    cfg_error(x, q, "must be a host name (\"login.example.com\"): labels of letters, digits and '-'");
+    a->webotp_origin[0] = '\0';
+}
+
 void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     json_t *arr = json_object_get(root, "api_keys"), *k;
@@ -141,15 +168,19 @@ void cfg_api_keys(struct cfg_ctx *x, struct config *c, json_t *root)
         if (cfg_enum(x, k, p, "role", 0, cfg_role_names, &role))
             a->admin = 1;
         cfg_twilio(x, c, a, k, p);
+        cfg_origin(x, a, k, p);
         for (j = 0; j + 1 < c->keys.n_api_keys; j++)
             if (a->name[0] && strcmp(c->keys.api_keys[j].name, a->name) == 0)
                 cfg_error(x, q, "\"%s\" is used twice", a->name);
     }
 }
 
-/* The longest text tmpl can render to: every {code} as digits digits and
- * every {minutes} as "60" (otp.ttl is at most an hour). */
-static size_t cfg_rendered_max(const char *tmpl, int digits)
+size_t config_origin_line(const char *origin, int digits)
+{
+    return origin[0] ? strlen("\n@") + strlen(origin) + strlen(" #") + (size_t)digits : 0;
+}
+
+size_t config_rendered_max(const char *tmpl, int digits)
 {
     size_t n = 0;
 
@@ -164,6 +195,34 @@ static size_t cfg_rendered_max(const char *tmpl, int digits)
     return n;
 }
 
+/* The longest origin-bound line a caller's messages end with. */
+static size_t cfg_origin_line_max(const struct config *c)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < c->keys.n_api_keys; i++) {
+        const char *o = c->keys.api_keys[i].webotp_origin;
+        if (o[0] && config_origin_line(o, c->otp.length) > n)
+            n = config_origin_line(o, c->otp.length);
+    }
+    return n;
+}
+
+/* A template at path: it must hold the code, and fit one message with the
+ * longest origin-bound line a caller adds and an app hash's line (an
+ * issue's app_hash: "\n" and 11 characters), so that no message accepted
+ * under it fails to render after a reload. */
+static void cfg_template_check(struct cfg_ctx *x, const struct config *c, const char *path, const char *tmpl)
+{
+    size_t origin = cfg_origin_line_max(c);
+
+    if (strstr(tmpl, "{code}") == NULL)
+        cfg_error(x, path, "must contain {code}");
+    else if (config_rendered_max(tmpl, c->otp.length) + origin + 12 > CFG_TEXT_MAX)
+        cfg_error(x, path, "renders longer than %d bytes with an app hash's line%s", CFG_TEXT_MAX,
+                  origin ? " and a caller's webotp_origin line" : "");
+}
+
 /* After otp's rows: the template must hold the code and fit one message. */
 void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *o)
 {
@@ -172,10 +231,60 @@ void cfg_otp(struct cfg_ctx *x, struct config *c, json_t *o)
     /* Only a template that was read (a bad one is reported already). */
     if (!json_is_string(t) || strcmp(json_string_value(t), c->otp.tmpl) != 0)
         return;
-    if (strstr(c->otp.tmpl, "{code}") == NULL)
-        cfg_error(x, "otp.template", "must contain {code}");
-    else if (cfg_rendered_max(c->otp.tmpl, c->otp.length) > CFG_TEXT_MAX)
-        cfg_error(x, "otp.template", "renders longer than %d bytes", CFG_TEXT_MAX);
+    cfg_template_check(x, c, "otp.template", c->otp.tmpl);
+}
+
+/* otp.templates: "locale": "template" pairs. A locale is a language (2 or
+ * 3 letters), then "-" and subtags of 2 to 8 letters or digits ("pt-BR",
+ * "zh-Hant"), at most CFG_LOCALE_MAX bytes, each once (any case). */
+static int cfg_locale_ok(const char *s)
+{
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"), m;
+
+    if (n < 2 || n > 3 || strlen(s) > CFG_LOCALE_MAX)
+        return 0;
+    for (s += n; *s == '-'; s += m) {
+        m = 1 + strspn(s + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+        if (m < 3 || m > 9)
+            return 0;
+    }
+    return *s == '\0';
+}
+
+void cfg_templates(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    json_t *t = json_object_get(o, "templates"), *v;
+    const char *locale;
+    char p[64];
+    size_t i;
+
+    if (!json_is_object(t) || json_object_size(t) > CFG_TEMPLATES_MAX) {
+        cfg_error(x, "otp.templates", "must be an object of at most %d \"locale\": \"template\" pairs",
+                  CFG_TEMPLATES_MAX);
+        return;
+    }
+    json_object_foreach(t, locale, v) {
+        struct cfg_template *e = &c->otp.templates[c->otp.n_templates];
+        snprintf(p, sizeof(p), "otp.templates.%.32s", locale);
+        if (!cfg_locale_ok(locale)) {
+            cfg_error(x, p, "must be a locale: a language of 2 or 3 letters, then -subtags (\"pt-BR\")");
+            continue;
+        }
+        for (i = 0; i < c->otp.n_templates && strcasecmp(c->otp.templates[i].locale, locale) != 0; i++)
+            ;
+        if (i < c->otp.n_templates) {
+            cfg_error(x, p, "is given twice");
+            continue;
+        }
+        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 320) {
+            cfg_error(x, p, "must be a template of 1 to 320 bytes");
+            continue;
+        }
+        snprintf(e->locale, sizeof(e->locale), "%s", locale);
+        snprintf(e->tmpl, sizeof(e->tmpl), "%s", json_string_value(v));
+        cfg_template_check(x, c, p, e->tmpl);
+        c->otp.n_templates++;
+    }
 }
 
 

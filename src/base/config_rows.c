@@ -86,6 +86,9 @@ const struct cfg_row cfg_rows[] = {
     CFG_HOOKED(ENV, "api_keys.*.key_env", CFG_REQUIRED, .lo = 16),
     CFG_HOOKED(ENUM, "api_keys.*.role", 0, .names = cfg_role_names,
      .what = "\"admin\": the admin API only; absent: the OTP API only"),
+    CFG_HOOKED(STR, "api_keys.*.webotp_origin", 0, .hi = CFG_ORIGIN_MAX, .what = "a host name",
+     .doc = "the caller's messages end with the origin-bound line `@<origin> #<code>` that browsers' WebOTP API "
+     "and iOS autofill read"),
     CFG_HOOKED(SECTION, "api_keys.*.twilio", 0,
      .doc = "the caller's account on the Twilio Verify surface, `/v2` (docs/twilio-verify.md); not for an admin "
      "key"),
@@ -105,7 +108,10 @@ const struct cfg_row cfg_rows[] = {
      "429 `idempotency_keys`"),
     CFG_STR("otp.template", CFG_RELOAD, otp.tmpl, 320,
      "{code} is your login code. It expires in {minutes} minutes.",
-     .doc = "the SMS text: `{code}`, `{minutes}`"),
+     .doc = "the SMS text: `{code}`, `{minutes}`; the default template"),
+    CFG_CUSTOM("otp.templates", CFG_RELOAD, cfg_templates, .what = "at most 32 \"locale\": \"template\" pairs",
+     .doc = "a template per locale (`\"hi\"`, `\"pt-BR\"`), picked by an issue's `locale` (then its language "
+     "alone, then otp.template); each as otp.template"),
     CFG_SECTION("phone", 0, NULL),
     CFG_CUSTOM("phone.types", 0, cfg_phone,
      .what = "libphonenumber's number types; default mobile, fixed_line_or_mobile",

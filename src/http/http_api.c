@@ -237,6 +237,8 @@ static int http_read(struct http *h, struct MHD_Connection *con, struct http_req
     out->device_id = http_field(*j, "device_id");
     out->client_ip = http_field(*j, "client_ip");
     out->purpose = http_field(*j, "purpose");
+    out->locale = http_field(*j, "locale");
+    out->app_hash = http_field(*j, "app_hash");
     return 1;
 refuse:
     json_decref(*j);
@@ -249,7 +251,8 @@ refuse:
 static enum MHD_Result http_issue_or_verify(struct http *h, struct MHD_Connection *con, struct http_req *rq,
                                             int verify)
 {
-    static const char *const issue_fields[] = {"phone", "device_id", "client_ip", "purpose", NULL};
+    static const char *const issue_fields[] = {"phone", "device_id", "client_ip", "purpose", "locale", "app_hash",
+                                               NULL};
     static const char *const verify_fields[] = {"phone", "code", "device_id", "client_ip", "purpose", NULL};
     struct otp_req req;
     struct http_out out;
@@ -266,7 +269,7 @@ static enum MHD_Result http_issue_or_verify(struct http *h, struct MHD_Connectio
     return http_send(con, &out, NULL);
 }
 
-/* POST /v1/otp {phone, device_id?, client_ip?, purpose?}. */
+/* POST /v1/otp {phone, device_id?, client_ip?, purpose?, locale?, app_hash?}. */
 enum MHD_Result http_issue(struct http *h, struct MHD_Connection *con, struct http_req *rq)
 {
     return http_issue_or_verify(h, con, rq, 0);

@@ -19,7 +19,7 @@ static const struct v2_field ver_fields[] = {
     {"Tags", V2_TAKE, NULL},
     {"RiskCheck", V2_TAKE, NULL},
     {"EnableSnaClientToken", V2_OFF_ONLY, NULL},
-    {"Locale", V2_REFUSE, "is not supported yet: every message is otp.template"},
+    {"Locale", V2_TAKE, NULL},
     {"CustomFriendlyName", V2_REFUSE, "is not supported yet: every message is otp.template"},
     {"CustomMessage", V2_REFUSE, "is not supported: every message is the operator's otp.template"},
     {"CustomCode", V2_REFUSE, "is not supported: otpd derives every code and never stores one"},
@@ -28,7 +28,7 @@ static const struct v2_field ver_fields[] = {
     {"Payee", V2_REFUSE, "is not supported by otpd: PSD2 verifications are not served"},
     {"RateLimits", V2_TAKE, NULL},
     {"ChannelConfiguration", V2_REFUSE, "is not supported by otpd: it sends SMS only"},
-    {"AppHash", V2_REFUSE, "is not supported yet: every message is otp.template"},
+    {"AppHash", V2_TAKE, NULL},
     {"TemplateSid", V2_REFUSE, "is not supported by otpd: every message is otp.template"},
     {"TemplateCustomSubstitutions", V2_REFUSE, "is not supported by otpd: every message is otp.template"},
     {NULL, V2_TAKE, NULL},
@@ -179,6 +179,8 @@ enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, s
     }
     r.extra = extra;
     r.client_ip = v2_form_get(&f, "DeviceIp");
+    r.locale = v2_form_get(&f, "Locale");
+    r.app_hash = v2_form_get(&f, "AppHash");
     if (!otp_issue_screen(h->otp, &r, &a))
         otp_issue(h->otp, &r, &a);
     v2_form_free(&f);

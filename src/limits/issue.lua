@@ -197,8 +197,8 @@ local IA_PENALTIES = 2
 local PN_KEY, PN_FIELD, PN_AFTER, PN_WITHIN, PN_BLOCK, PN_COUNT, PN_N = 0, 1, 2, 3, 4, 5, 6
 -- A cap's group (enum cap_argv) and the message's (enum msg_argv).
 local CA_FIELD, CA_WINDOW, CA_MAX, CA_N = 0, 1, 2, 3
-local MA_CAPACITY, MA_HOLD_MS, MA_MID, MA_API_KEY, MA_CAPS_TEXT, MA_PHONE, MA_SHARE, MA_SHARE_KEY, MA_N =
-  0, 1, 2, 3, 4, 5, 6, 7, 8
+local MA_CAPACITY, MA_HOLD_MS, MA_MID, MA_API_KEY, MA_CAPS_TEXT, MA_PHONE, MA_SHARE, MA_SHARE_KEY, MA_STYLE, MA_N =
+  0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 local pump_at = #ARGV - PA_N + 1
 -- The reply's fixed values (enum issue_reply, counted from 1 here).
 local IR_ALLOWED, IR_NOW, IR_VID, IR_EXPIRES, IR_IS_NEW, IR_COST_RETRY, IR_NEXT, IR_FULL = 1, 2, 3, 4, 5, 6, 7, 8
@@ -286,14 +286,14 @@ if op == 'c' or op == 'C' then
     local score = redis.call('ZSCORE', holds_key, hold)
     if not score or tonumber(score) <= now then return 0 end
     redis.call('ZREM', holds_key, hold)
-    local f = redis.call('HMGET', msg_key, 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk')
+    local f = redis.call('HMGET', msg_key, 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk', 'x')
     if redis.call('EXISTS', queue_key) == 0 then redis.call('XGROUP', 'CREATE', queue_key, 'senders', '0', 'MKSTREAM') end
     local eid = redis.call('XADD', queue_key, '*', 'id', string.match(hold, '^[^:]+'), 'v', f[1], 'to', f[2],
                            'e', f[3], 'sc', f[4], 'p', f[5] or '-1', 't', f[6] or '0', 'k', f[7] or '',
-                           'pk', f[8])
+                           'pk', f[8], 'x', f[9] or '')
     -- The entry carries them from here; the hash keeps what changes
     -- (state, attempts, money) and who may read it, for a day.
-    redis.call('HDEL', msg_key, 'v', 'to', 'e', 'sc', 'pk')
+    redis.call('HDEL', msg_key, 'v', 'to', 'e', 'sc', 'pk', 'x')
     redis.call('HSET', msg_key, 's', 'queued')
   elseif not s then
     return 0 -- dropped, or abandoned: never visible
@@ -392,6 +392,7 @@ local msg_at = caps_at + ncaps * CA_N
 local capacity, hold_ms, mid = tonumber(ARGV[msg_at + MA_CAPACITY]), tonumber(ARGV[msg_at + MA_HOLD_MS]), ARGV[msg_at + MA_MID]
 local api_key, caps_text, phone = ARGV[msg_at + MA_API_KEY], ARGV[msg_at + MA_CAPS_TEXT], ARGV[msg_at + MA_PHONE]
 local smax, skey = tonumber(ARGV[msg_at + MA_SHARE] or ''), tonumber(ARGV[msg_at + MA_SHARE_KEY] or '') or 0
+local style = ARGV[msg_at + MA_STYLE] or ''
 
 local rec = redis.call('GET', undo_key)
 if rec == TOMB then return {-1, now, '', 0, 0, 0, 0, -1} end
@@ -547,7 +548,7 @@ want(IK_PHONE, exp - now)
 local member = mid .. ':' .. rid
 redis.call('ZADD', holds_key, now + hold_ms, member)
 redis.call('HSET', msg_key, 's', 'held', 'v', out[IR_VID], 'to', phone, 'e', fmt(exp), 'sc', scope,
-           'a', api_key, 'p', fmt(price), 't', fmt(now), 'k', caps_text, 'n', 0, 'pk', phone_key)
+           'a', api_key, 'p', fmt(price), 't', fmt(now), 'k', caps_text, 'n', 0, 'pk', phone_key, 'x', style)
 redis.call('PEXPIRE', msg_key, 86400000)
 if share_at then
   local sh = share_at .. string.format('%013.0f', exp) .. '\031' .. mid

@@ -90,6 +90,7 @@ struct limits_request {
     int64_t at_ms; /* 0: decide on Redis's clock (otpd, always); else on this
                     * Unix time in ms (otpctl simulate replays a ledger) */
     const struct limits_idem *idem; /* NULL: no Idempotency-Key */
+    const char *style; /* issue: its message's style text (src/otp/sms.h); NULL: the default */
     const struct limits_extra *extra; /* issue only; n_extra of them (at most LIMITS_EXTRA_MAX) */
     size_t n_extra;
 };

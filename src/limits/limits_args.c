@@ -251,6 +251,7 @@ static void msg_args(struct limits_args *a, int base, const struct limits_reques
     limits_argv_str(a, base + MA_PHONE, rq->phone);
     limits_argv_int(a, base + MA_SHARE, q->share);
     limits_argv_int(a, base + MA_SHARE_KEY, share_key);
+    limits_argv_str(a, base + MA_STYLE, rq->style ? rq->style : "");
 }
 
 void limits_issue_args(const struct limits_rules *rs, const struct limits_request *rq, const struct limits_fleet *q,

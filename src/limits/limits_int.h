@@ -101,6 +101,7 @@ enum msg_argv {
     MA_PHONE,
     MA_SHARE,     /* messages not yet ended one caller may hold */
     MA_SHARE_KEY, /* KEYS index of otp:share; 0: not tracked */
+    MA_STYLE,     /* the message's style (src/otp/sms.h): "" for the default */
     MA_N,
 };
 /* An Idempotency-Key's group, both scripts: the KEYS index of its hash (0:

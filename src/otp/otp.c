@@ -48,6 +48,8 @@ void otp_reload(struct otp *o, const struct otp_conf *c)
     pthread_mutex_lock(&o->live_mu);
     o->ttl_ms = c->ttl_ms;
     snprintf(o->tmpl, sizeof(o->tmpl), "%s", c->tmpl);
+    memcpy(o->templates, c->templates, c->n_templates * sizeof(c->templates[0]));
+    o->n_templates = c->n_templates;
     pthread_mutex_unlock(&o->live_mu);
 }
 
@@ -100,36 +102,6 @@ void otp_store_down(struct otp *o, struct otp_answer *out, const char *op, const
               "%s refused, store unavailable: %s", op, err);
     otp_answer_set(out, OUT_STORE_UNAVAILABLE, "the rate-limit store is unavailable");
     out->retry_after_s = otp_retry_s(store_breaker_left_ms(o->d.store));
-}
-
-/* The message text for verification vid, expiring in expires_in_ms. */
-static enum otp_rc render(struct otp *o, const char *vid, int64_t expires_in_ms, char *text, size_t cap)
-{
-    char code[CODE_MAX_DIGITS + 1], tmpl[CFG_STR_MAX];
-    enum otp_rc rc;
-
-    pthread_mutex_lock(&o->live_mu);
-    memcpy(tmpl, o->tmpl, sizeof(tmpl));
-    pthread_mutex_unlock(&o->live_mu);
-    code_derive(o->d.keys, vid, o->d.cfg.otp->length, code);
-    rc = code_render(tmpl, code, code_minutes(expires_in_ms), text, cap);
-    wipe(code, sizeof(code));
-    return rc;
-}
-
-/* The pacer's render hook (struct pacer_render): the text and the
- * delivery-report query of message id of verification vid, rendered by
- * whichever instance sends it. The report URL's expiry counts from the
- * acceptance (Redis's clock, as the ledger's created_ms). */
-static enum otp_rc render_msg(void *ctx, const char *id, const char *vid, int64_t expires_ms, int64_t accepted_ms,
-                              char *text, size_t cap, char *dlr_query, size_t dlr_cap)
-{
-    struct otp *o = ctx;
-    int64_t now_ms = clock_wall_ms();
-
-    if (report_query(o->report, id, accepted_ms > 0 ? accepted_ms : now_ms, dlr_query, dlr_cap) != OTP_OK)
-        return OTP_EINVAL;
-    return render(o, vid, expires_ms - now_ms, text, cap);
 }
 
 /* The purpose of rq: "default" when the request named none. */
@@ -279,6 +251,7 @@ static void unreleased(struct otp *o, const char *id, const char *why)
 struct issue_call {
     char ip_key[LIMITS_IP_KEY_MAX], vid[CODE_ID_LEN + 1], vhash[CODE_HASH_LEN + 1];
     char rid[CODE_ID_LEN + 1], scope[CODE_SCOPE_LEN + 1];
+    char style[SMS_STYLE_MAX + 1]; /* the message's (otp_style) */
     struct limits_request lr;
     struct limits_idem lid;
 };
@@ -306,6 +279,7 @@ static void issue_call_fill(struct otp *o, const struct otp_req *rq, struct issu
     x->lr.ttl_ms = o->ttl_ms;
     pthread_mutex_unlock(&o->live_mu);
     x->lr.max_attempts = o->d.cfg.otp->max_attempts;
+    x->lr.style = x->style;
     idem_fill(o, rq, &x->lid, &x->lr);
 }
 
@@ -410,11 +384,13 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 
     memset(out, 0, sizeof(*out));
     memset(&li, 0, sizeof(li));
-    /* otp_issue_screen refused a bad client_ip already. */
+    /* otp_issue_screen refused a bad client_ip and a message too long already. */
     if (rq->client_ip && limits_ip_key(rq->client_ip, x.ip_key, sizeof(x.ip_key)) != OTP_OK) {
         otp_answer_set(out, OUT_INVALID_REQUEST, "client_ip is not an IPv4 or IPv6 address");
         return;
     }
+    if (otp_style(o, rq, x.style, sizeof(x.style), out) < 0)
+        return;
     /* A refusal remembered from Redis: answered before any code work. */
     keys_fill(rq, rq->client_ip ? x.ip_key : NULL, &x.lr);
     if ((out->cached = limits_cached_issue(o->d.limits, &x.lr, &li)) == 0) {
@@ -634,7 +610,7 @@ static void import_one(void *arg, const struct ledger_message *m)
 
 enum otp_rc otp_start_pacer(struct otp *o, char *err)
 {
-    struct pacer_render r = {render_msg, o};
+    struct pacer_render r = {otp_render_msg, o};
     struct import_ctx x = {o, clock_wall_ms(), 0, 0, ""};
 
     if (ledger_pending(o->d.ledger, import_one, &x, err) != OTP_OK)

@@ -72,6 +72,10 @@ struct otp_req {
     char region[PHONE_REGION_MAX];
     enum phone_type type;
     const struct otp_idem *idem; /* NULL: no Idempotency-Key */
+    /* Issue only: the message's locale (a key of otp.templates, or its
+     * language) and Android's SMS Retriever hash; NULL when absent. */
+    const char *locale;
+    const char *app_hash;
     /* Issue only: rules the request brings (the Twilio surface's buckets),
      * decided with the config's in the same step; NULL when none. */
     const struct limits_extra *extra;

@@ -141,13 +141,16 @@ void otp_pump_note(struct otp *o, const struct otp_req *rq, const struct limits_
 
 int otp_issue_screen(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
-    char ip_key[LIMITS_IP_KEY_MAX];
+    char ip_key[LIMITS_IP_KEY_MAX], style[SMS_STYLE_MAX + 1];
+    int bad_ip;
 
     memset(out, 0, sizeof(*out));
     if (!type_served(o, rq, out) || !country_served(o, rq, out))
         goto refused;
-    if (rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK) {
+    bad_ip = rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK;
+    if (bad_ip)
         otp_answer_set(out, OUT_INVALID_REQUEST, "client_ip is not an IPv4 or IPv6 address");
+    if (bad_ip || otp_style(o, rq, style, sizeof(style), out) < 0) {
         otp_count(o, OTP_OP_ISSUE, out); /* counted, not recorded: bad input writes no row */
         return 1;
     }

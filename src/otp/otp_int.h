@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "otp.h"
+#include "sms.h"
 
 #define OTP_SHADOW_RULES 32
 /* The refusals no rule makes (otp_metrics.c's fixed_reasons), each with a
@@ -57,6 +58,8 @@ struct otp {
     pthread_mutex_t live_mu;
     int64_t ttl_ms;
     char tmpl[CFG_STR_MAX];
+    struct cfg_template templates[CFG_TEMPLATES_MAX]; /* otp.templates */
+    size_t n_templates;
 };
 
 /* Whole seconds of ms, rounded up; 0 for none. */
@@ -98,6 +101,17 @@ void otp_metrics_seed(struct otp *o);
 
 /* Counts op's decision a: by outcome, and a refusal by its rule. */
 void otp_count(struct otp *o, enum otp_op op, const struct otp_answer *a);
+
+/* otp_text.c: what an issue's message says (src/otp/sms.h). Its style
+ * text (locale, app hash, the caller's origin) into out (cap >=
+ * SMS_STYLE_MAX + 1): 0, or -1 with the refusal in a (OUT_INVALID_REQUEST:
+ * an app_hash that is none, or a message over CFG_TEXT_MAX bytes). */
+int otp_style(struct otp *o, const struct otp_req *rq, char *out, size_t cap, struct otp_answer *a);
+/* The pacer's render hook (struct pacer_render): the text and the
+ * delivery-report query of message id of verification vid in style,
+ * rendered by whichever instance sends it. */
+enum otp_rc otp_render_msg(void *ctx, const char *id, const char *vid, const char *style, int64_t expires_ms,
+                           int64_t accepted_ms, char *text, size_t cap, char *dlr_query, size_t dlr_cap);
 
 /* Counts and logs each shadow rule of a comma-separated list (op: "issue"
  * or "verify"). */

@@ -121,8 +121,8 @@ struct pacer *pacer_new(const struct pacer_conf *conf, const struct pacer_site *
  * verification vid expiring at expires_ms, accepted at accepted_ms (0 when
  * unknown: now). */
 struct pacer_render {
-    enum otp_rc (*render)(void *ctx, const char *id, const char *vid, int64_t expires_ms, int64_t accepted_ms,
-                          char *text, size_t cap, char *dlr_query, size_t dlr_cap);
+    enum otp_rc (*render)(void *ctx, const char *id, const char *vid, const char *style, int64_t expires_ms,
+                          int64_t accepted_ms, char *text, size_t cap, char *dlr_query, size_t dlr_cap);
     void *ctx;
 };
 

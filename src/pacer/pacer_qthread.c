@@ -282,8 +282,8 @@ static int pacer_may_go(struct pacer *pc, struct pacer_item *it)
         return 0;
     }
     if (!it->rendered) {
-        if (pc->render.render(pc->render.ctx, it->e.id, it->e.vid, it->e.expires_ms, it->e.cost_ms, it->text,
-                              sizeof(it->text), it->dlr_query, sizeof(it->dlr_query)) != OTP_OK) {
+        if (pc->render.render(pc->render.ctx, it->e.id, it->e.vid, it->e.style, it->e.expires_ms, it->e.cost_ms,
+                              it->text, sizeof(it->text), it->dlr_query, sizeof(it->dlr_query)) != OTP_OK) {
             pacer_end(pc, it, MSG_FAILED, "cannot render the message", NULL);
             return 0;
         }

@@ -18,7 +18,8 @@
  * entry in the order of enum queue_claim_field. */
 enum queue_claim_head { QC_DEPTH, QC_CURSOR, QC_COUNT, QC_HEAD };
 enum queue_claim_field {
-    QC_EID, QC_ID, QC_VID, QC_TO, QC_EXPIRES, QC_SCOPE, QC_PRICE, QC_COST_MS, QC_CAPS, QC_PHONE_KEY, QC_DELIVERIES,
+    QC_EID, QC_ID, QC_VID, QC_TO, QC_EXPIRES, QC_SCOPE, QC_PRICE, QC_COST_MS, QC_CAPS, QC_PHONE_KEY, QC_STYLE,
+    QC_DELIVERIES,
     QUEUE_PER_ENTRY
 };
 
@@ -143,6 +144,7 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
         e->cost_ms = queue_int(rep, b + QC_COST_MS);
         snprintf(e->caps, sizeof(e->caps), "%s", queue_str(rep, b + QC_CAPS));
         snprintf(e->phone_key, sizeof(e->phone_key), "%s", queue_str(rep, b + QC_PHONE_KEY));
+        snprintf(e->style, sizeof(e->style), "%s", queue_str(rep, b + QC_STYLE));
         e->deliveries = (int)queue_int(rep, b + QC_DELIVERIES);
         if (e->phone_key[0] == '\0') /* imported: no verification to check; any key will do */
             store_msg_key(e->id, e->phone_key, sizeof(e->phone_key));

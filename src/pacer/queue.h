@@ -24,6 +24,8 @@
 struct queue;
 
 /* One entry of the stream: a message's immutable data. */
+#define QUEUE_STYLE_MAX 288
+
 struct queue_entry {
     char eid[QUEUE_EID_MAX];   /* the stream entry's id */
     char id[QUEUE_ID_MAX];     /* the message */
@@ -35,6 +37,7 @@ struct queue_entry {
     int64_t price_minor;       /* -1: no cost caps */
     int64_t cost_ms;           /* Redis time of the reservation */
     char caps[QUEUE_CAPS_MAX]; /* the cap windows it was counted in */
+    char style[QUEUE_STYLE_MAX]; /* what its text says beyond the code (src/otp/sms.h); "" for the default */
     int deliveries;            /* times the group handed it to a consumer */
 };
 

@@ -94,7 +94,7 @@ if op == 'claim' then
       local p = redis.call('XPENDING', q, G, e[1], e[1], 1)
       out[3] = out[3] + 1
       out[#out + 1] = e[1]
-      for _, name in ipairs({'id', 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk'}) do out[#out + 1] = f[name] or '' end
+      for _, name in ipairs({'id', 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk', 'x'}) do out[#out + 1] = f[name] or '' end
       out[#out + 1] = p[1] and p[1][4] or 1
     end
   end

@@ -462,6 +462,19 @@ static const struct {
     {K, "{'api_keys': [{'name': 'a b', 'key_env': 'T_KEY_WEB'}]}", "api_keys.0.name"},
     {K, "{'api_keys': [{'name': 'a{b}', 'key_env': 'T_KEY_WEB'}]}", "api_keys.0.name"},
     {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'role': 'user'}]}", "api_keys.0.role"},
+    /* api_keys.*.webotp_origin, otp.templates */
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'webotp_origin': 'https://login.example.com'}]}",
+     "api_keys.0.webotp_origin"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'webotp_origin': 'login..example.com'}]}",
+     "api_keys.0.webotp_origin"},
+    {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'webotp_origin': '-login.example.com'}]}",
+     "api_keys.0.webotp_origin"},
+    {K, "{'otp': {'templates': {'hi': 'no code here'}}}", "otp.templates.hi"},
+    {K, "{'otp': {'templates': {'english': '{code}'}}}", "otp.templates.english"},
+    {K, "{'otp': {'templates': {'pt-B': '{code}'}}}", "otp.templates.pt-B"},
+    {K, "{'otp': {'templates': {'pt-BR': '{code}', 'pt-br': '{code}'}}}", "otp.templates.pt-br"},
+    {K, "{'otp': {'templates': {'hi': ''}}}", "otp.templates.hi"},
+    {K, "{'otp': {'templates': ['{code}']}}", "otp.templates"},
     /* api_keys.*.twilio */
     {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'twilio': 5}]}", "api_keys.0.twilio"},
     {K, "{'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB', 'role': 'admin', 'twilio': {'account_sid': "
