@@ -230,7 +230,9 @@ unit: $(UNIT_BINS)
 # TEST_JOBS workers run the integration tests, a class at a time (their tests mostly wait on otpd, Redis and timers:
 # six keep two cores busy); the modules that measure time or rates (SERIAL) run alone after them.
 TEST_JOBS ?= 6
-integration: all
+# The npm tools first (when npm is here): suites that use them (Prism, Twilio's Node SDK) would otherwise each
+# install them, and workers running at once would race in build/npm.
+integration: all $(if $(shell command -v npm 2>/dev/null),npm-tools)
 	python3 tests/integration/run.py --jobs $(TEST_JOBS)
 
 # The builds use every core (BUILD_JOBS); the unit suites then run one at a time.

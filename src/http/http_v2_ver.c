@@ -275,6 +275,18 @@ enum MHD_Result http_v2_ver_update(struct http *h, struct MHD_Connection *con, s
     return ver_answer(h, con, rq, 200, &v);
 }
 
+/* A check of a verification whose code has ended (record v): 429 60202
+ * when its wrong guesses spent it, as Twilio answers; else 404 20404 (an
+ * approved, canceled or expired one). */
+static enum MHD_Result ended(struct http *h, struct MHD_Connection *con, struct http_req *rq,
+                             const struct v2_verification *v)
+{
+    if (strcmp(v->status, "max_attempts_reached") == 0)
+        return http_v2_refuse(h, con, OUT_LOCKED, V2_OP_CHECK, NULL, "every attempt of this verification is spent",
+                              NULL, 1);
+    return http_v2_not_found(h, con, rq);
+}
+
 enum MHD_Result http_v2_check(struct http *h, struct MHD_Connection *con, struct http_req *rq, const char *svc)
 {
     const char *code, *to, *sid;
@@ -284,7 +296,7 @@ enum MHD_Result http_v2_check(struct http *h, struct MHD_Connection *con, struct
     struct otp_req r;
     struct otp_answer a;
     struct v2_form f;
-    char err[OTP_ERR_LEN] = "", phone[PHONE_MAX], guess[CODE_MAX_DIGITS + 2];
+    char err[OTP_ERR_LEN] = "", phone[PHONE_MAX], guess[CODE_MAX_DIGITS + 2], status[24];
     enum MHD_Result ret;
     int known = 0;
 
@@ -313,7 +325,7 @@ enum MHD_Result http_v2_check(struct http *h, struct MHD_Connection *con, struct
         if (!record(h, con, rq, svc, v.sid, &v, &ret))
             return ret;
         if (strcmp(v.status, "pending") != 0)
-            return http_v2_not_found(h, con, rq);
+            return ended(h, con, rq, &v);
         snprintf(phone, sizeof(phone), "%s", v.to);
         known = 1;
     }
@@ -321,14 +333,20 @@ enum MHD_Result http_v2_check(struct http *h, struct MHD_Connection *con, struct
         return ret;
     if (!otp_verify_screen(h->otp, &r, guess, &a))
         otp_verify(h->otp, &r, guess, &a);
-    if (a.outcome == OUT_NO_ACTIVE_CODE)
+    if (a.outcome == OUT_NO_ACTIVE_CODE) {
+        /* No live code: why, from the number's latest record. */
+        if (v2_ver_by_phone(h->v2, rq->account, svc, pi.e164, &v, err) == OTP_OK)
+            return ended(h, con, rq, &v);
         return http_v2_not_found(h, con, rq);
+    }
     if (a.outcome != OUT_VERIFIED && a.outcome != OUT_INVALID_CODE)
         return refused(h, con, V2_OP_CHECK, &a);
-    /* The record as it is now, approved when the code was right. */
-    if ((a.outcome == OUT_VERIFIED
-             ? v2_ver_status(h->v2, rq->account, svc, a.verification_id, "approved", &v, err)
-             : v2_ver_get(h->v2, rq->account, svc, a.verification_id, &v, err)) != OTP_OK) {
+    /* The record as it is now: approved when the code was right, spent
+     * when this was its last wrong guess. */
+    snprintf(status, sizeof(status), "%s",
+             a.outcome == OUT_VERIFIED ? "approved" : a.attempts_left <= 0 ? "max_attempts_reached" : "pending");
+    if ((strcmp(status, "pending") != 0 ? v2_ver_status(h->v2, rq->account, svc, a.verification_id, status, &v, err)
+                                        : v2_ver_get(h->v2, rq->account, svc, a.verification_id, &v, err)) != OTP_OK) {
         if (!known) {
             memset(&v, 0, sizeof(v));
             v.created_s = v.updated_s = clock_wall_ms() / 1000;
@@ -338,6 +356,6 @@ enum MHD_Result http_v2_check(struct http *h, struct MHD_Connection *con, struct
         snprintf(v.to, sizeof(v.to), "%s", pi.e164);
         log_msg(LOG_WARN, "v2: check of %s answered without its record: %s", v.sid, err[0] ? err : "none");
     }
-    snprintf(v.status, sizeof(v.status), "%s", a.outcome == OUT_VERIFIED ? "approved" : "pending");
+    snprintf(v.status, sizeof(v.status), "%s", status);
     return http_v2_json(con, 200, v2_check_json(&v, rq->account));
 }

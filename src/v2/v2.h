@@ -74,7 +74,7 @@ struct v2_verification {
     char sid[V2_SID_LEN + 1];     /* "VE" + otp's verification id */
     char service[V2_SID_LEN + 1];
     char to[PHONE_MAX];
-    char status[16];              /* pending, approved, canceled, expired */
+    char status[24];              /* pending, approved, canceled, max_attempts_reached, expired */
     int64_t created_s, updated_s;
     size_t n_attempts;
     struct v2_attempt attempts[V2_ATTEMPTS_MAX];
@@ -169,7 +169,11 @@ enum otp_rc v2_ver_sent(struct v2 *v, const char *account, const char *service, 
                         const char *mid, int64_t life_ms, struct v2_verification *out, char *err);
 enum otp_rc v2_ver_get(struct v2 *v, const char *account, const char *service, const char *vid,
                        struct v2_verification *out, char *err);
-/* Sets vid's status ("approved", "canceled"). */
+/* Service's latest verification record for number to (its code may have
+ * ended: approved, canceled, max_attempts_reached). */
+enum otp_rc v2_ver_by_phone(struct v2 *v, const char *account, const char *service, const char *to,
+                            struct v2_verification *out, char *err);
+/* Sets vid's status ("approved", "canceled", "max_attempts_reached"). */
 enum otp_rc v2_ver_status(struct v2 *v, const char *account, const char *service, const char *vid,
                           const char *status, struct v2_verification *out, char *err);
 

@@ -22,10 +22,13 @@
 --
 -- Verifications: one hash each, otp:v2:ve:<vid> (fields a s to st c u e att;
 -- e the code's expiry in ms, att "<s>:<mid>,..."), living as long as the
--- code and a grace after; answered with Redis's time in ms last:
---   vs account service to mid life_ms grace_ms -> {1, a, s, to, st, c, u, e, att, now_ms} | {-1} (another's)
+-- code and a grace after, and the service's latest one for a number,
+-- otp:v2:pv:<service>:<number> (KEYS[2] of vs; KEYS[1] of vp), as long;
+-- answered with Redis's time in ms last:
+--   vs account service to mid life_ms grace_ms -> {1, a, s, to, st, c, u, e, att, now_ms, vid} | {-1} (another's)
 --   vg account service      -> as vs | {0}
 --   vu account service st   -> as vs | {0}
+--   vp account service      -> as vs, the record the number's key names (KEYS[2]: "otp:v2:ve:") | {0}
 local op = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1])
@@ -107,10 +110,15 @@ end
 
 local function rec(k)
   local r = redis.call('HMGET', k, 'a', 's', 'to', 'st', 'c', 'u', 'e', 'att')
-  return {1, r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], now_ms}
+  return {1, r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], now_ms, string.sub(k, 11)}
 end
 
 local k = KEYS[1]
+if op == 'vp' then
+  local vid = redis.call('GET', KEYS[1])
+  if not vid then return {0} end
+  k = KEYS[2] .. vid
+end
 local r0 = redis.call('HMGET', k, 'a', 's')
 local a, s = r0[1], r0[2]
 if a and (a ~= ARGV[2] or s ~= ARGV[3]) then
@@ -133,6 +141,7 @@ if op == 'vs' then
                'e', now_ms + life, 'att', att)
   end
   redis.call('PEXPIRE', k, life + grace)
+  redis.call('SET', KEYS[2], string.sub(k, 11), 'PX', life + grace)
   return rec(k)
 end
 if not a then return {0} end

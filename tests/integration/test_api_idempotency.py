@@ -509,7 +509,7 @@ class IdemScriptTest(IdemTest):
             return self.redis.cmd("EVAL", self.source("issue.lua"), 6, *(keys[1:] + ["C", "m%s:%s" % (rid, rid),
                                                                                       answer, "86400000"]))
         args = [op, "v" * 32, "h" * 16, 300000, 3, -1, 0, 0, 0, 30000, self.SCOPE, 0,
-                100, 10000, "m" + rid, "login-web", "", PHONE, 0, 0,
+                100, 10000, "m" + rid, "login-web", "", PHONE, 0, 0, "",
                 2, "h" * 32, 10000, 5]
         return self.redis.cmd("EVAL", self.source("issue.lua"), len(keys), *(keys + [str(a) for a in args]))
 
