@@ -84,7 +84,7 @@ LUA_H        := $(LUA:.lua=.lua.h)
 # One line a module, so that a new suite is one line.
 UNIT_TESTS   := test_duration test_timestamp test_rc test_log test_sha256 test_phone test_config test_config_rows
 UNIT_TESTS   += test_problem test_logsum test_http_body
-UNIT_TESTS   += test_code test_metrics
+UNIT_TESTS   += test_code test_sms test_metrics
 UNIT_TESTS   += test_msgstate
 UNIT_TESTS   += test_limits_keys test_limits_args test_fraud test_rcache
 UNIT_TESTS   += test_admin
