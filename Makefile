@@ -262,7 +262,7 @@ openapi-lint: $(NPM_DIR)/.installed
 # and docs/ beside it as in the source tree, so their links hold. The service user, /etc/otpd and the secrets are
 # the operator's (see the unit).
 DOC_FILES := docs/architecture.md docs/config.md docs/operations.md docs/contributing.md docs/rules.md \
-             docs/providers.md docs/openapi.yaml
+             docs/providers.md docs/twilio-verify.md docs/openapi.yaml
 DOC_DIR    = $(DESTDIR)$(PREFIX)/share/doc/otpd
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/otpd \
