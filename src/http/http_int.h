@@ -45,6 +45,9 @@ struct http_conn {
     int shut;            /* shut down by the reaper; MHD closes it */
 };
 
+/* The operations of otp's that /v2 answers: its metrics' op label. */
+enum http_v2_op { HTTP_V2_ISSUE, HTTP_V2_VERIFY, HTTP_V2_CANCEL, HTTP_V2_OPS };
+
 struct http {
     const struct http_conf *cfg;
     const struct keys_conf *keys;
@@ -67,6 +70,9 @@ struct http {
     struct listener *l, *li;
     struct logsum *logsum; /* the refusals logged in summary; the reaper flushes it */
     struct v2 *v2;         /* the Twilio Verify surface's records (borrowed) */
+    /* otp's decisions answered on /v2, by operation (enum http_v2_op) and
+     * outcome (atomic adds): /metrics's api="twilio" series. */
+    uint64_t v2_decided[HTTP_V2_OPS][OUT_COUNT];
 };
 
 struct http_req;
@@ -278,6 +284,9 @@ enum MHD_Result http_v2_unavailable(struct http *h, struct MHD_Connection *con, 
  * answered in *ret. */
 int http_v2_form(struct http *h, struct MHD_Connection *con, struct http_req *rq, const struct v2_field *table,
                  struct v2_form *f, enum MHD_Result *ret);
+/* Counts otp's decision a of op answered on /v2. */
+void http_v2_count(struct http *h, enum http_v2_op op, const struct otp_answer *a);
+
 /* A list's page (PageSize, Page) of all (taken) under key, for path. */
 enum MHD_Result http_v2_list(struct http *h, struct MHD_Connection *con, const char *key, const char *path,
                              json_t *all);

@@ -47,6 +47,28 @@ static void http_metrics_tls(struct http *h, struct metrics_text *t)
     metrics_i64(t, "otpd_tls_certificate_expiry_timestamp_seconds", ti.not_after_s);
 }
 
+/* otp's decisions answered on /v2 (each pair that can occur, 0 until it
+ * happens): otpd_requests_total counts every API's, these the Twilio
+ * surface's alone. */
+static void http_metrics_v2(struct http *h, struct metrics_text *t)
+{
+    static const struct {
+        const char *name;
+        unsigned bit; /* the outcomes' OUT_OP_* */
+    } ops[HTTP_V2_OPS] = {{"issue", OUT_OP_ISSUE}, {"verify", OUT_OP_VERIFY}, {"cancel", OUT_OP_CANCEL}};
+    int op, i;
+
+    metrics_head(t, "otpd_api_requests_total", "counter",
+                 "Decisions answered on an API other than /v1, by API, operation and outcome (api=\"twilio\": the "
+                 "Twilio Verify surface, /v2).");
+    for (op = 0; op < HTTP_V2_OPS; op++)
+        for (i = 0; i < OUT_COUNT; i++)
+            if (otp_outcome_row((enum otp_outcome)i)->ops & ops[op].bit)
+                metrics_u64(t, "otpd_api_requests_total", __atomic_load_n(&h->v2_decided[op][i], __ATOMIC_RELAXED),
+                            "api", "twilio", "op", ops[op].name, "decision",
+                            otp_outcome_row((enum otp_outcome)i)->error);
+}
+
 /* The Prometheus text of this layer's own problems, each outcome it can
  * answer shown (0 until it happens); malloc'd, NULL when out of memory. */
 static char *http_metrics_text(struct http *h)
@@ -66,6 +88,7 @@ static char *http_metrics_text(struct http *h)
         metrics_u64(&t, "otpd_http_refusals_total", __atomic_load_n(&h->problems[i], __ATOMIC_RELAXED),
                     "status", status, "error", row->error);
     }
+    http_metrics_v2(h, &t);
     http_metrics_tls(h, &t);
     return metrics_text_take(&t);
 }

@@ -118,6 +118,12 @@ enum MHD_Result http_v2_refuse(struct http *h, struct MHD_Connection *con, enum 
     return http_reply(con, e->status, "application/json", v2_error_text(e, detail), a, NULL);
 }
 
+void http_v2_count(struct http *h, enum http_v2_op op, const struct otp_answer *a)
+{
+    if ((unsigned)op < HTTP_V2_OPS && (unsigned)a->outcome < OUT_COUNT)
+        __atomic_fetch_add(&h->v2_decided[op][a->outcome], 1, __ATOMIC_RELAXED);
+}
+
 enum MHD_Result http_v2_json(struct MHD_Connection *con, unsigned status, json_t *j)
 {
     return http_reply(con, status, "application/json", http_json_text(j), NULL, NULL);

@@ -183,6 +183,7 @@ enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, s
     r.app_hash = v2_form_get(&f, "AppHash");
     if (!otp_issue_screen(h->otp, &r, &a))
         otp_issue(h->otp, &r, &a);
+    http_v2_count(h, HTTP_V2_ISSUE, &a);
     v2_form_free(&f);
     if (a.outcome != OUT_ACCEPTED)
         return refused(h, con, V2_OP_SEND, &a);
@@ -262,6 +263,7 @@ enum MHD_Result http_v2_ver_update(struct http *h, struct MHD_Connection *con, s
         return ret;
     /* Either way its code stops working now, and its queued messages stop. */
     otp_cancel(h->otp, &r, &a);
+    http_v2_count(h, HTTP_V2_CANCEL, &a);
     if (a.rc == OTP_ENOTFOUND)
         return http_v2_not_found(h, con, rq);
     if (a.rc != OTP_OK)
@@ -333,6 +335,7 @@ enum MHD_Result http_v2_check(struct http *h, struct MHD_Connection *con, struct
         return ret;
     if (!otp_verify_screen(h->otp, &r, guess, &a))
         otp_verify(h->otp, &r, guess, &a);
+    http_v2_count(h, HTTP_V2_VERIFY, &a);
     if (a.outcome == OUT_NO_ACTIVE_CODE) {
         /* No live code: why, from the number's latest record. */
         if (v2_ver_by_phone(h->v2, rq->account, svc, pi.e164, &v, err) == OTP_OK)
