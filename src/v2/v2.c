@@ -65,24 +65,25 @@ enum otp_rc v2_bad_reply(struct store_reply *rep, char *err)
     return OTP_ESTORE;
 }
 
-void v2_loc_service(struct v2_loc *l, const char *account, const char *svc)
+struct v2_loc v2_loc_service(const char *account, const char *svc)
 {
-    snprintf(l->keys[0], sizeof(l->keys[0]), "otp:v2:svc:%s", account);
-    snprintf(l->keys[1], sizeof(l->keys[1]), "otp:v2:rl:%s", svc);
-    snprintf(l->keys[2], sizeof(l->keys[2]), "otp:v2:bk:%s", svc);
-    l->nkeys = 3;
-    l->svc = svc;
+    struct v2_loc l = {.nkeys = 3, .svc = svc};
+
+    snprintf(l.keys[0], sizeof(l.keys[0]), "otp:v2:svc:%s", account);
+    snprintf(l.keys[1], sizeof(l.keys[1]), "otp:v2:rl:%s", svc);
+    snprintf(l.keys[2], sizeof(l.keys[2]), "otp:v2:bk:%s", svc);
+    return l;
 }
 
-void v2_loc_child(struct v2_loc *l, const char *account, const char *svc, int bucket)
+struct v2_loc v2_loc_child(const char *account, const char *svc, int bucket)
 {
-    v2_loc_service(l, account, svc);
+    struct v2_loc l = v2_loc_service(account, svc);
+
     if (bucket) { /* its own hash first, its parents' next */
-        char rl[64];
-        memcpy(rl, l->keys[1], sizeof(rl));
-        memcpy(l->keys[1], l->keys[2], sizeof(rl));
-        memcpy(l->keys[2], rl, sizeof(rl));
+        snprintf(l.keys[1], sizeof(l.keys[1]), "otp:v2:bk:%s", svc);
+        snprintf(l.keys[2], sizeof(l.keys[2]), "otp:v2:rl:%s", svc);
     }
+    return l;
 }
 
 static enum otp_rc row_call(struct v2 *v, const struct v2_loc *l, const char *const *argv, int argc,
@@ -254,9 +255,9 @@ enum otp_rc v2_service_parse(char *value, struct v2_service *out, char *err)
 
     if (n == 4 && strlen(f[0]) < sizeof(out->friendly_name)) {
         snprintf(out->friendly_name, sizeof(out->friendly_name), "%s", f[0]);
-        out->code_length = atoi(f[1]);
-        out->lookup_enabled = atoi(f[2]);
-        out->skip_landlines = atoi(f[3]);
+        out->code_length = (int)strtol(f[1], NULL, 10);
+        out->lookup_enabled = (int)strtol(f[2], NULL, 10);
+        out->skip_landlines = (int)strtol(f[3], NULL, 10);
     }
     free(value);
     if (n != 4) {
@@ -280,7 +281,7 @@ enum otp_rc v2_service_create(struct v2 *v, const char *caller, const char *acco
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_service(&l, account, "");
+    l = v2_loc_service(account, "");
     l.nkeys = 1;
     svc_rest(s, rest, sizeof(rest));
     if ((rc = v2_row_create(v, &l, "VA", rest, V2_SERVICES_MAX, NULL, NULL, s->sid, &s->created_s, err)) != OTP_OK) {
@@ -300,7 +301,7 @@ enum otp_rc v2_service_get(struct v2 *v, const char *account, const char *sid, s
     char *value;
     enum otp_rc rc;
 
-    v2_loc_service(&l, account, sid);
+    l = v2_loc_service(account, sid);
     l.nkeys = 1;
     if ((rc = v2_row_get(v, &l, "", &value, err)) != OTP_OK)
         return rc;
@@ -327,7 +328,7 @@ enum otp_rc v2_service_list(struct v2 *v, const char *account, struct v2_service
 
     *out = NULL;
     *n = 0;
-    v2_loc_service(&l, account, "");
+    l = v2_loc_service(account, "");
     l.nkeys = 1;
     if ((rc = v2_row_list(v, &l, &rep, err)) != OTP_OK)
         return rc == OTP_ENOTFOUND ? OTP_OK : rc;
@@ -356,7 +357,7 @@ enum otp_rc v2_service_update(struct v2 *v, const char *caller, const char *acco
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_service(&l, account, s->sid);
+    l = v2_loc_service(account, s->sid);
     l.nkeys = 1;
     svc_rest(s, rest, sizeof(rest));
     if ((rc = v2_row_update(v, &l, "", rest, NULL, &value, err)) != OTP_OK ||
@@ -372,7 +373,7 @@ enum otp_rc v2_service_delete(struct v2 *v, const char *caller, const char *acco
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_service(&l, account, sid);
+    l = v2_loc_service(account, sid);
     if ((rc = v2_row_delete(v, &l, "", err)) == OTP_OK)
         v2_record(v, caller, "remove", "service", sid, NULL);
     return rc;

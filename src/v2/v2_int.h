@@ -26,9 +26,9 @@ struct v2_loc {
 };
 /* The service svc of account itself (the other two: its rate limits and
  * buckets, which its delete takes). */
-void v2_loc_service(struct v2_loc *l, const char *account, const char *svc);
+struct v2_loc v2_loc_service(const char *account, const char *svc);
 /* A rate limit (parents 0) or a bucket (1) of svc. */
-void v2_loc_child(struct v2_loc *l, const char *account, const char *svc, int bucket);
+struct v2_loc v2_loc_child(const char *account, const char *svc, int bucket);
 
 /* The generic row ops of v2.lua; sid "" for the service itself. rc: the
  * new row's SID (prefix and random) in sid_out and its time in *now; its

@@ -41,7 +41,7 @@ enum otp_rc v2_rl_create(struct v2 *v, const char *caller, const char *account, 
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_child(&l, account, svc, 0);
+    l = v2_loc_child(account, svc, 0);
     rl_rest(r, rest, sizeof(rest));
     if ((rc = v2_row_create(v, &l, "RK", rest, V2_RATE_LIMITS_MAX, r->unique_name, NULL, r->sid, &r->created_s,
                             err)) != OTP_OK)
@@ -58,7 +58,7 @@ enum otp_rc v2_rl_get(struct v2 *v, const char *account, const char *svc, const 
     char *value;
     enum otp_rc rc;
 
-    v2_loc_child(&l, account, svc, 0);
+    l = v2_loc_child(account, svc, 0);
     if ((rc = v2_row_get(v, &l, sid, &value, err)) != OTP_OK)
         return rc;
     memset(out, 0, sizeof(*out));
@@ -96,7 +96,7 @@ enum otp_rc v2_rl_list(struct v2 *v, const char *account, const char *svc, struc
 
     *out = NULL;
     *n = 0;
-    v2_loc_child(&l, account, svc, 0);
+    l = v2_loc_child(account, svc, 0);
     if ((rc = v2_row_list(v, &l, &rep, err)) != OTP_OK)
         return rc;
     rc = rl_rows(rep, 1, rep->n / 2, out, n, err);
@@ -111,7 +111,7 @@ enum otp_rc v2_rl_update(struct v2 *v, const char *caller, const char *account, 
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_child(&l, account, svc, 0);
+    l = v2_loc_child(account, svc, 0);
     rl_rest(r, rest, sizeof(rest));
     if ((rc = v2_row_update(v, &l, r->sid, rest, NULL, &value, err)) != OTP_OK ||
         (rc = rl_parse(value, r, err)) != OTP_OK)
@@ -126,7 +126,7 @@ enum otp_rc v2_rl_delete(struct v2 *v, const char *caller, const char *account, 
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_child(&l, account, svc, 0);
+    l = v2_loc_child(account, svc, 0);
     if ((rc = v2_row_delete(v, &l, sid, err)) == OTP_OK)
         v2_record(v, caller, "remove", "rate_limit", sid, NULL);
     return rc;
@@ -141,8 +141,8 @@ static enum otp_rc bk_parse(char *value, struct v2_bucket *out, char *err)
 
     if (n == 3) {
         snprintf(out->rate_limit, sizeof(out->rate_limit), "%s", f[0]);
-        out->max = atol(f[1]);
-        out->interval_s = atol(f[2]);
+        out->max = strtol(f[1], NULL, 10);
+        out->interval_s = strtol(f[2], NULL, 10);
     }
     free(value);
     if (n != 3) {
@@ -170,7 +170,7 @@ enum otp_rc v2_bk_create(struct v2 *v, const char *caller, const char *account, 
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_child(&l, account, svc, 1);
+    l = v2_loc_child(account, svc, 1);
     bk_rest(b, rest, sizeof(rest));
     if ((rc = v2_row_create(v, &l, "BL", rest, V2_BUCKETS_MAX, NULL, b->rate_limit, b->sid, &b->created_s, err)) !=
         OTP_OK)
@@ -188,7 +188,7 @@ enum otp_rc v2_bk_get(struct v2 *v, const char *account, const char *svc, const 
     char *value;
     enum otp_rc rc;
 
-    v2_loc_child(&l, account, svc, 1);
+    l = v2_loc_child(account, svc, 1);
     if ((rc = v2_row_get(v, &l, sid, &value, err)) != OTP_OK)
         return rc;
     memset(out, 0, sizeof(*out));
@@ -227,7 +227,7 @@ enum otp_rc v2_bk_list(struct v2 *v, const char *account, const char *svc, const
 
     *out = NULL;
     *n = 0;
-    v2_loc_child(&l, account, svc, 1);
+    l = v2_loc_child(account, svc, 1);
     if ((rc = v2_row_list(v, &l, &rep, err)) != OTP_OK)
         return rc;
     rc = bk_rows(rep, 1, rl, out, n, err);
@@ -242,7 +242,7 @@ enum otp_rc v2_bk_update(struct v2 *v, const char *caller, const char *account, 
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_child(&l, account, svc, 1);
+    l = v2_loc_child(account, svc, 1);
     bk_rest(b, rest, sizeof(rest));
     if ((rc = v2_row_update(v, &l, b->sid, rest, NULL, &value, err)) != OTP_OK ||
         (rc = bk_parse(value, b, err)) != OTP_OK)
@@ -258,7 +258,7 @@ enum otp_rc v2_bk_delete(struct v2 *v, const char *caller, const char *account, 
     struct v2_loc l;
     enum otp_rc rc;
 
-    v2_loc_child(&l, account, svc, 1);
+    l = v2_loc_child(account, svc, 1);
     if ((rc = v2_row_delete(v, &l, sid, err)) == OTP_OK)
         v2_record(v, caller, "remove", "bucket", sid, NULL);
     return rc;
@@ -275,7 +275,7 @@ enum otp_rc v2_rules_get(struct v2 *v, const char *account, const char *svc, str
     char *value;
 
     memset(out, 0, sizeof(*out));
-    v2_loc_service(&l, account, svc);
+    l = v2_loc_service(account, svc);
     if ((rc = v2_eval(v, (const char *[]){l.keys[0], l.keys[1], l.keys[2]}, 3, (const char *[]){"sx", svc, ""}, 3,
                       &rep, err)) != OTP_OK)
         return rc;

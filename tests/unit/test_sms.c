@@ -64,7 +64,7 @@ static void test_style_round_trip(void **state)
     memset(&s, 0, sizeof(s));
     sms_style_text(&s, text, sizeof(text));
     assert_string_equal(text, ""); /* the default style costs Redis nothing */
-    strcpy(s.origin, "a.example");
+    snprintf(s.origin, sizeof(s.origin), "%s", "a.example");
     sms_style_text(&s, text, sizeof(text));
     sms_style_parse(text, &back);
     assert_string_equal(back.locale, "");
