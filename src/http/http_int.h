@@ -280,6 +280,11 @@ enum MHD_Result http_v2_json(struct MHD_Connection *con, unsigned status, json_t
 enum MHD_Result http_v2_invalid(struct http *h, struct MHD_Connection *con, const char *detail);
 enum MHD_Result http_v2_not_found(struct http *h, struct MHD_Connection *con, const struct http_req *rq);
 enum MHD_Result http_v2_unavailable(struct http *h, struct MHD_Connection *con, const char *what, const char *err);
+/* A store answer other than OTP_OK (err says why): 404 for
+ * OTP_ENOTFOUND, 400 60200 with err for OTP_EFULL (a cap) and OTP_EINVAL
+ * (a name taken), else 503 (logged with what). */
+enum MHD_Result http_v2_failed(struct http *h, struct MHD_Connection *con, struct http_req *rq, enum otp_rc rc,
+                               const char *what, const char *err);
 /* Reads rq's body as a form of table into f: 1, or 0 with the refusal
  * answered in *ret. */
 int http_v2_form(struct http *h, struct MHD_Connection *con, struct http_req *rq, const struct v2_field *table,

@@ -166,6 +166,20 @@ enum MHD_Result http_v2_unavailable(struct http *h, struct MHD_Connection *con, 
                           &a, 1);
 }
 
+enum MHD_Result http_v2_failed(struct http *h, struct MHD_Connection *con, struct http_req *rq, enum otp_rc rc,
+                               const char *what, const char *err)
+{
+    switch (rc) {
+    case OTP_ENOTFOUND:
+        return http_v2_not_found(h, con, rq);
+    case OTP_EFULL:
+    case OTP_EINVAL:
+        return http_v2_invalid(h, con, err);
+    default:
+        return http_v2_unavailable(h, con, what, err);
+    }
+}
+
 /* ---- Services ---- */
 
 #define PSD2_WHY "is not supported by otpd"
@@ -281,10 +295,8 @@ static enum MHD_Result svc_create(struct http *h, struct MHD_Connection *con, st
     v2_form_free(&f);
     if (bad)
         return http_v2_invalid(h, con, detail);
-    if ((rc = v2_service_create(h->v2, rq->caller, rq->account, &s, err)) == OTP_EFULL)
-        return http_v2_refuse(h, con, OUT_TOO_MANY_ROWS, V2_OP_ANY, NULL, err, NULL, 1);
-    if (rc != OTP_OK)
-        return http_v2_unavailable(h, con, "service create", err);
+    if ((rc = v2_service_create(h->v2, rq->caller, rq->account, &s, err)) != OTP_OK)
+        return http_v2_failed(h, con, rq, rc, "service create", err);
     return svc_answer(h, con, rq, 201, &s);
 }
 
@@ -302,14 +314,14 @@ static enum MHD_Result svc_update(struct http *h, struct MHD_Connection *con, st
         return ret;
     if ((rc = v2_service_get(h->v2, rq->account, sid, &s, err)) != OTP_OK) {
         v2_form_free(&f);
-        return rc == OTP_ENOTFOUND ? http_v2_not_found(h, con, rq) : http_v2_unavailable(h, con, "service update", err);
+        return http_v2_failed(h, con, rq, rc, "service update", err);
     }
     bad = svc_read(h, &f, 0, &s, detail, sizeof(detail));
     v2_form_free(&f);
     if (bad)
         return http_v2_invalid(h, con, detail);
     if ((rc = v2_service_update(h->v2, rq->caller, rq->account, &s, err)) != OTP_OK)
-        return rc == OTP_ENOTFOUND ? http_v2_not_found(h, con, rq) : http_v2_unavailable(h, con, "service update", err);
+        return http_v2_failed(h, con, rq, rc, "service update", err);
     return svc_answer(h, con, rq, 200, &s);
 }
 
@@ -320,7 +332,7 @@ static enum MHD_Result svc_fetch(struct http *h, struct MHD_Connection *con, str
     enum otp_rc rc;
 
     if ((rc = v2_service_get(h->v2, rq->account, sid, &s, err)) != OTP_OK)
-        return rc == OTP_ENOTFOUND ? http_v2_not_found(h, con, rq) : http_v2_unavailable(h, con, "service fetch", err);
+        return http_v2_failed(h, con, rq, rc, "service fetch", err);
     return svc_answer(h, con, rq, 200, &s);
 }
 
@@ -330,7 +342,7 @@ static enum MHD_Result svc_delete(struct http *h, struct MHD_Connection *con, st
     enum otp_rc rc;
 
     if ((rc = v2_service_delete(h->v2, rq->caller, rq->account, sid, err)) != OTP_OK)
-        return rc == OTP_ENOTFOUND ? http_v2_not_found(h, con, rq) : http_v2_unavailable(h, con, "service delete", err);
+        return http_v2_failed(h, con, rq, rc, "service delete", err);
     return http_no_content(con);
 }
 

@@ -29,25 +29,6 @@ static const struct v2_field bk_fields[] = {
     {NULL, V2_TAKE, NULL},
 };
 
-/* A store answer other than OTP_OK: 404, 400 with err, or 503. */
-static enum MHD_Result failed(struct http *h, struct MHD_Connection *con, struct http_req *rq, enum otp_rc rc,
-                              const char *what, const char *err)
-{
-    char detail[OTP_ERR_LEN + 64];
-
-    switch (rc) {
-    case OTP_ENOTFOUND:
-        return http_v2_not_found(h, con, rq);
-    case OTP_EFULL:
-        snprintf(detail, sizeof(detail), "a service holds %s of them", err);
-        return http_v2_invalid(h, con, detail);
-    case OTP_EINVAL:
-        return http_v2_invalid(h, con, err);
-    default:
-        return http_v2_unavailable(h, con, what, err);
-    }
-}
-
 static enum MHD_Result rl_answer(struct http *h, struct MHD_Connection *con, struct http_req *rq, unsigned status,
                                  const char *svc, const struct v2_rate_limit *r)
 {
@@ -102,7 +83,7 @@ enum MHD_Result http_v2_rl_create(struct http *h, struct MHD_Connection *con, st
                                bad == 1 ? "UniqueName must be 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-'"
                                         : "Description must be at most 255 characters");
     if ((rc = v2_rl_create(h->v2, rq->caller, rq->account, svc, &r, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "rate limit create", err);
+        return http_v2_failed(h, con, rq, rc, "rate limit create", err);
     return rl_answer(h, con, rq, 201, svc, &r);
 }
 
@@ -115,7 +96,7 @@ enum MHD_Result http_v2_rl_list(struct http *h, struct MHD_Connection *con, stru
     size_t n, i;
 
     if ((rc = v2_rl_list(h->v2, rq->account, svc, &rls, &n, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "rate limit list", err);
+        return http_v2_failed(h, con, rq, rc, "rate limit list", err);
     http_v2_base(h, con, base, sizeof(base));
     if ((all = json_array()) != NULL)
         for (i = 0; i < n; i++)
@@ -133,7 +114,7 @@ enum MHD_Result http_v2_rl_fetch(struct http *h, struct MHD_Connection *con, str
     enum otp_rc rc;
 
     if ((rc = v2_rl_get(h->v2, rq->account, svc, rl, &r, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "rate limit fetch", err);
+        return http_v2_failed(h, con, rq, rc, "rate limit fetch", err);
     return rl_answer(h, con, rq, 200, svc, &r);
 }
 
@@ -151,14 +132,14 @@ enum MHD_Result http_v2_rl_update(struct http *h, struct MHD_Connection *con, st
         return ret;
     if ((rc = v2_rl_get(h->v2, rq->account, svc, rl, &r, err)) != OTP_OK) {
         v2_form_free(&f);
-        return failed(h, con, rq, rc, "rate limit update", err);
+        return http_v2_failed(h, con, rq, rc, "rate limit update", err);
     }
     bad = description(&f, &r) < 0;
     v2_form_free(&f);
     if (bad)
         return http_v2_invalid(h, con, "Description must be at most 255 characters");
     if ((rc = v2_rl_update(h->v2, rq->caller, rq->account, svc, &r, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "rate limit update", err);
+        return http_v2_failed(h, con, rq, rc, "rate limit update", err);
     return rl_answer(h, con, rq, 200, svc, &r);
 }
 
@@ -169,7 +150,7 @@ enum MHD_Result http_v2_rl_delete(struct http *h, struct MHD_Connection *con, st
     enum otp_rc rc;
 
     if ((rc = v2_rl_delete(h->v2, rq->caller, rq->account, svc, rl, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "rate limit delete", err);
+        return http_v2_failed(h, con, rq, rc, "rate limit delete", err);
     return http_no_content(con);
 }
 
@@ -210,7 +191,7 @@ enum MHD_Result http_v2_bk_create(struct http *h, struct MHD_Connection *con, st
         return http_v2_invalid(h, con, why);
     snprintf(b.rate_limit, sizeof(b.rate_limit), "%s", rl);
     if ((rc = v2_bk_create(h->v2, rq->caller, rq->account, svc, &b, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "bucket create", err);
+        return http_v2_failed(h, con, rq, rc, "bucket create", err);
     return bk_answer(h, con, rq, 201, svc, &b);
 }
 
@@ -226,7 +207,7 @@ enum MHD_Result http_v2_bk_list(struct http *h, struct MHD_Connection *con, stru
 
     if ((rc = v2_rl_get(h->v2, rq->account, svc, rl, &r, err)) != OTP_OK ||
         (rc = v2_bk_list(h->v2, rq->account, svc, rl, &bks, &n, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "bucket list", err);
+        return http_v2_failed(h, con, rq, rc, "bucket list", err);
     http_v2_base(h, con, base, sizeof(base));
     if ((all = json_array()) != NULL)
         for (i = 0; i < n; i++)
@@ -253,7 +234,7 @@ enum MHD_Result http_v2_bk_fetch(struct http *h, struct MHD_Connection *con, str
     enum otp_rc rc;
 
     if ((rc = bucket_of(h, rq, svc, rl, bk, &b, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "bucket fetch", err);
+        return http_v2_failed(h, con, rq, rc, "bucket fetch", err);
     return bk_answer(h, con, rq, 200, svc, &b);
 }
 
@@ -271,14 +252,14 @@ enum MHD_Result http_v2_bk_update(struct http *h, struct MHD_Connection *con, st
         return ret;
     if ((rc = bucket_of(h, rq, svc, rl, bk, &b, err)) != OTP_OK) {
         v2_form_free(&f);
-        return failed(h, con, rq, rc, "bucket update", err);
+        return http_v2_failed(h, con, rq, rc, "bucket update", err);
     }
     why = bucket_read(&f, 0, &b);
     v2_form_free(&f);
     if (why != NULL)
         return http_v2_invalid(h, con, why);
     if ((rc = v2_bk_update(h->v2, rq->caller, rq->account, svc, &b, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "bucket update", err);
+        return http_v2_failed(h, con, rq, rc, "bucket update", err);
     return bk_answer(h, con, rq, 200, svc, &b);
 }
 
@@ -291,6 +272,6 @@ enum MHD_Result http_v2_bk_delete(struct http *h, struct MHD_Connection *con, st
 
     if ((rc = bucket_of(h, rq, svc, rl, bk, &b, err)) != OTP_OK ||
         (rc = v2_bk_delete(h->v2, rq->caller, rq->account, svc, bk, err)) != OTP_OK)
-        return failed(h, con, rq, rc, "bucket delete", err);
+        return http_v2_failed(h, con, rq, rc, "bucket delete", err);
     return http_no_content(con);
 }

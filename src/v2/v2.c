@@ -126,7 +126,7 @@ enum otp_rc v2_row_create(struct v2 *v, const struct v2_loc *l, const char *pref
         rc = OTP_OK;
         break;
     case -1:
-        snprintf(err, OTP_ERR_LEN, "at most %d", cap);
+        snprintf(err, OTP_ERR_LEN, "there are %d of them already, the most there may be", cap);
         rc = OTP_EFULL;
         break;
     case -2:

@@ -44,8 +44,11 @@ enum otp_rc v2_rl_create(struct v2 *v, const char *caller, const char *account, 
     l = v2_loc_child(account, svc, 0);
     rl_rest(r, rest, sizeof(rest));
     if ((rc = v2_row_create(v, &l, "RK", rest, V2_RATE_LIMITS_MAX, r->unique_name, NULL, r->sid, &r->created_s,
-                            err)) != OTP_OK)
+                            err)) != OTP_OK) {
+        if (rc == OTP_EFULL)
+            snprintf(err, OTP_ERR_LEN, "a service holds at most %d rate limits", V2_RATE_LIMITS_MAX);
         return rc;
+    }
     r->updated_s = r->created_s;
     v2_record(v, caller, "add", "rate_limit", r->sid, NULL);
     return OTP_OK;
@@ -173,8 +176,11 @@ enum otp_rc v2_bk_create(struct v2 *v, const char *caller, const char *account, 
     l = v2_loc_child(account, svc, 1);
     bk_rest(b, rest, sizeof(rest));
     if ((rc = v2_row_create(v, &l, "BL", rest, V2_BUCKETS_MAX, NULL, b->rate_limit, b->sid, &b->created_s, err)) !=
-        OTP_OK)
+        OTP_OK) {
+        if (rc == OTP_EFULL)
+            snprintf(err, OTP_ERR_LEN, "a service holds at most %d buckets", V2_BUCKETS_MAX);
         return rc;
+    }
     b->updated_s = b->created_s;
     bk_body(b, body, sizeof(body));
     v2_record(v, caller, "add", "bucket", b->sid, body);
