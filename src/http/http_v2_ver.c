@@ -110,7 +110,10 @@ static int request(struct http *h, struct MHD_Connection *con, struct http_req *
 /* otp's refusal a of a send or a check, in Twilio's words. */
 static enum MHD_Result refused(struct http *h, struct MHD_Connection *con, enum v2_op op, const struct otp_answer *a)
 {
-    return http_v2_refuse(h, con, a->outcome, op, a->reason, a->detail, a, 0);
+    const char *detail = strcmp(a->reason, V2_RULE_NAME) == 0 ? "a bucket of a rate limit in RateLimits is full"
+                                                                : a->detail;
+
+    return http_v2_refuse(h, con, a->outcome, op, a->reason, detail, a, 0);
 }
 
 static enum MHD_Result ver_answer(struct http *h, struct MHD_Connection *con, struct http_req *rq, unsigned status,

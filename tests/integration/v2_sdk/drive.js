@@ -36,6 +36,17 @@ const check = (c) => ({
   valid: c.valid, date_created: date(c.dateCreated),
 });
 
+const rateLimit = (r) => ({
+  sid: r.sid, service_sid: r.serviceSid, account_sid: r.accountSid, unique_name: r.uniqueName,
+  description: r.description, url: r.url, links: r.links, date_created: date(r.dateCreated),
+  date_updated: date(r.dateUpdated),
+});
+
+const bucket = (b) => ({
+  sid: b.sid, rate_limit_sid: b.rateLimitSid, service_sid: b.serviceSid, account_sid: b.accountSid, max: b.max,
+  interval: b.interval, url: b.url, date_created: date(b.dateCreated), date_updated: date(b.dateUpdated),
+});
+
 // The request's fields named in keys that it has, under the SDK's camelCase names.
 function pick(req, keys) {
   const out = {};
@@ -81,13 +92,37 @@ async function run(req) {
   const svc = v2.services(req.service);
   switch (op) {
     case "ver_create":
-      return verification(await svc.verifications.create({ to: req.to, channel: req.channel }));
+      return verification(await svc.verifications.create(
+        pick(req, ["to", "channel", "rate_limits", "locale", "app_hash"])));
     case "ver_fetch":
       return verification(await svc.verifications(req.sid).fetch());
     case "ver_update":
       return verification(await svc.verifications(req.sid).update({ status: req.status }));
     case "check":
       return check(await svc.verificationChecks.create(pick(req, ["code", "to", "verification_sid"])));
+    case "rl_create":
+      return rateLimit(await svc.rateLimits.create(pick(req, ["unique_name", "description"])));
+    case "rl_fetch":
+      return rateLimit(await svc.rateLimits(req.sid).fetch());
+    case "rl_update":
+      return rateLimit(await svc.rateLimits(req.sid).update(pick(req, ["description"])));
+    case "rl_delete":
+      return { deleted: await svc.rateLimits(req.sid).remove() };
+    case "rl_list":
+      return { items: (await svc.rateLimits.list(pick(req, ["page_size"]))).map(rateLimit) };
+  }
+  const rl = op.startsWith("bk_") ? svc.rateLimits(req.rate_limit) : null;
+  switch (op) {
+    case "bk_create":
+      return bucket(await rl.buckets.create(pick(req, ["max", "interval"])));
+    case "bk_fetch":
+      return bucket(await rl.buckets(req.sid).fetch());
+    case "bk_update":
+      return bucket(await rl.buckets(req.sid).update(pick(req, ["max", "interval"])));
+    case "bk_delete":
+      return { deleted: await rl.buckets(req.sid).remove() };
+    case "bk_list":
+      return { items: (await rl.buckets.list(pick(req, ["page_size"]))).map(bucket) };
   }
   throw new Error("unknown op " + JSON.stringify(op));
 }

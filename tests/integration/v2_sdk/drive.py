@@ -10,9 +10,16 @@ client.verify.base_url, the SDK's own override):
   service_create|service_fetch|service_update|service_delete  client [sid] [friendly_name] [code_length]
   service_list   client [page_size] [limit]        -> {sids}   (the SDK follows meta.next_page_url itself)
   service_pages  client page_size                  -> {pages}  (page(), then next_page() until there is none)
-  ver_create     client service to channel
+  ver_create     client service to channel [rate_limits] [locale] [app_hash]
+                                                   (rate_limits: an object, which the SDK serializes as JSON)
   ver_fetch|ver_update  client service sid [status]
   check          client service code [to] [verification_sid]
+  rl_create      client service unique_name [description]
+  rl_fetch|rl_update|rl_delete  client service sid [description]
+  rl_list        client service [page_size]        -> {items}  (each as rl_fetch answers)
+  bk_create      client service rate_limit max interval
+  bk_fetch|bk_update|bk_delete  client service rate_limit sid [max] [interval]
+  bk_list        client service rate_limit [page_size]  -> {items}
 Anything else on stdout would break the protocol: the SDK prints nothing there.
 """
 import datetime
@@ -54,6 +61,23 @@ def check(c):
             "date_created": date(c.date_created)}
 
 
+def rate_limit(r):
+    return {"sid": r.sid, "service_sid": r.service_sid, "account_sid": r.account_sid, "unique_name": r.unique_name,
+            "description": r.description, "url": r.url, "links": r.links,
+            "date_created": date(r.date_created), "date_updated": date(r.date_updated)}
+
+
+def bucket(b):
+    return {"sid": b.sid, "rate_limit_sid": b.rate_limit_sid, "service_sid": b.service_sid,
+            "account_sid": b.account_sid, "max": b.max, "interval": b.interval, "url": b.url,
+            "date_created": date(b.date_created), "date_updated": date(b.date_updated)}
+
+
+def given(req, *keys):
+    """The request's fields named in keys that it has (the SDK's own names)."""
+    return {k: req[k] for k in keys if req.get(k) is not None}
+
+
 def run(req):
     op = req["op"]
     if op == "version":
@@ -86,14 +110,35 @@ def run(req):
         return {"pages": pages}
     svc = v2.services(req["service"])
     if op == "ver_create":
-        return verification(svc.verifications.create(to=req["to"], channel=req["channel"]))
+        return verification(svc.verifications.create(to=req["to"], channel=req["channel"],
+                                                     **given(req, "rate_limits", "locale", "app_hash")))
     if op == "ver_fetch":
         return verification(svc.verifications(req["sid"]).fetch())
     if op == "ver_update":
         return verification(svc.verifications(req["sid"]).update(status=req["status"]))
     if op == "check":
-        kw = {k: req[k] for k in ("to", "verification_sid") if k in req}
-        return check(svc.verification_checks.create(code=req["code"], **kw))
+        return check(svc.verification_checks.create(code=req["code"], **given(req, "to", "verification_sid")))
+    if op == "rl_create":
+        return rate_limit(svc.rate_limits.create(unique_name=req["unique_name"], **given(req, "description")))
+    if op == "rl_fetch":
+        return rate_limit(svc.rate_limits(req["sid"]).fetch())
+    if op == "rl_update":
+        return rate_limit(svc.rate_limits(req["sid"]).update(**given(req, "description")))
+    if op == "rl_delete":
+        return {"deleted": svc.rate_limits(req["sid"]).delete()}
+    if op == "rl_list":
+        return {"items": [rate_limit(r) for r in svc.rate_limits.list(page_size=req.get("page_size"))]}
+    rl = svc.rate_limits(req["rate_limit"]) if op.startswith("bk_") else None
+    if op == "bk_create":
+        return bucket(rl.buckets.create(max=req["max"], interval=req["interval"]))
+    if op == "bk_fetch":
+        return bucket(rl.buckets(req["sid"]).fetch())
+    if op == "bk_update":
+        return bucket(rl.buckets(req["sid"]).update(**given(req, "max", "interval")))
+    if op == "bk_delete":
+        return {"deleted": rl.buckets(req["sid"]).delete()}
+    if op == "bk_list":
+        return {"items": [bucket(b) for b in rl.buckets.list(page_size=req.get("page_size"))]}
     raise ValueError("unknown op %r" % op)
 
 
