@@ -96,8 +96,10 @@ static enum MHD_Result http_serve(struct http *h, struct MHD_Connection *con, st
     const char *bad;
 
     if (first) {
-        if ((bad = framing_check(con, MHD_HEADER_KIND)) != NULL)
+        if ((bad = framing_check(con, MHD_HEADER_KIND)) != NULL) {
+            http_route_pick(h, rq, method); /* only for the refusal's shape: /v2 answers in Twilio's */
             return http_bad_framing(h, con, rq, bad);
+        }
         return http_route_begin(h, con, rq, method);
     }
     if (*upload_data_size > 0) {

@@ -102,7 +102,7 @@ typedef enum MHD_Result http_handler(struct http *h, struct MHD_Connection *con,
 #define HTTP_QUIET 0x80u       /* the request's log line is at debug (probes and scrapes) */
 #define HTTP_TWILIO 0x100u     /* the Twilio Verify surface: Basic auth with an account or API key of a
                                 * caller (api_keys[].twilio), errors in Twilio's shape (http_v2.c) */
-#define HTTP_SUBTREE 0x200u    /* path is a prefix of any path below it */
+#define HTTP_SUBTREE 0x200u    /* path itself, and any path below it */
 
 /* One row of the route table (http_route.c), as nginx's commands carry
  * their flags and their setter. Rows that share a path are one route's
@@ -162,6 +162,10 @@ struct http_out {
     char ratelimit[160];  /* RateLimit */
 };
 
+/* http_route.c: rq's row for url and method on its listener (NULL when
+ * no path matches; the route's first row with rq->allow set when none of
+ * its rows answers the method). */
+void http_route_pick(const struct http *h, struct http_req *rq, const char *method);
 /* http_route.c: the dispatcher. At a request's first call (its headers
  * in): picks its row, and answers 404, 405, 413 or 415 when the row's
  * flags say so; MHD_YES when the body may come. */

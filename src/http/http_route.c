@@ -47,7 +47,7 @@ static const struct http_route http_routes[] = {
      NULL, NULL},
     {"/v1/admin/unlock", HTTP_POST, ADMIN | HTTP_BODY_JSON, http_admin_unlock, "admin_unlock", 0, NULL, NULL},
     /* Twilio Verify v2: one row, routed again inside by http_v2. */
-    {"/v2/", GET_HEAD | HTTP_POST | HTTP_DELETE, HTTP_TWILIO | HTTP_ON_API | HTTP_SUBTREE | HTTP_BODY_FORM, http_v2,
+    {"/v2", GET_HEAD | HTTP_POST | HTTP_DELETE, HTTP_TWILIO | HTTP_ON_API | HTTP_SUBTREE | HTTP_BODY_FORM, http_v2,
      "v2", 0, NULL, NULL},
 };
 
@@ -90,7 +90,7 @@ static int http_path_matches(const struct http_route *r, const char *url)
     size_t n = strlen(r->path);
 
     if (r->flags & HTTP_SUBTREE)
-        return strncmp(url, r->path, n) == 0;
+        return strncmp(url, r->path, n) == 0 && (url[n] == '\0' || url[n] == '/');
     if (!(r->flags & HTTP_PREFIX))
         return strcmp(url, r->path) == 0;
     return strncmp(url, r->path, n) == 0 && url[n] != '\0' && !strchr(url + n, '/');
@@ -107,7 +107,7 @@ static int http_route_serves(const struct http *h, const struct http_route *r, i
 /* Picks rq's row for url and method on rq's listener: NULL when no path
  * matches; the route's first row with rq->allow set when none of its rows
  * answers the method. */
-static void http_route_pick(const struct http *h, struct http_req *rq, const char *method)
+void http_route_pick(const struct http *h, struct http_req *rq, const char *method)
 {
     const struct http_route *first = NULL, *r;
     unsigned bit = http_method_bit(method), allowed = 0;
@@ -140,7 +140,11 @@ enum MHD_Result http_route_begin(struct http *h, struct MHD_Connection *con, str
     http_route_pick(h, rq, method);
     if (rq->route == NULL)
         return http_problem(h, con, OUT_NOT_FOUND, "no such route", NULL, NULL);
-    if (rq->allow[0])
+    /* The Twilio surface routes again inside, and knows each resource's
+     * methods: it answers a method no row takes itself. */
+    if (rq->allow[0] && (rq->route->flags & HTTP_TWILIO))
+        rq->allow[0] = '\0';
+    else if (rq->allow[0])
         return http_problem(h, con, OUT_METHOD_NOT_ALLOWED, "method not allowed here", NULL, rq->allow);
     if (rq->route->flags & (HTTP_BODY_JSON | HTTP_BODY_FORM)) {
         cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);

@@ -456,7 +456,7 @@ static enum MHD_Result rate_limits(struct http *h, struct MHD_Connection *con, s
 enum MHD_Result http_v2(struct http *h, struct MHD_Connection *con, struct http_req *rq)
 {
     char seg[V2_SEGMENTS][V2_SID_LEN + 24];
-    int n = split(rq->url + strlen("/v2/"), seg);
+    int n = split(rq->url + strlen("/v2") + (rq->url[3] == '/'), seg);
     const char *method = rq->method;
     int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
     int del = strcmp(method, "DELETE") == 0;

@@ -8,7 +8,8 @@
  * its mode, an override's limit and burst replace the rule's, the caps
  * give their fields and the cap windows text, and an Idempotency-Key adds
  * its two KEYS and its group (or its group says none). Also the cap
- * windows text itself (limits_caps_text, a UNITTEST function).
+ * windows text itself (limits_caps_text, a UNITTEST function), and a
+ * request's own rules and its message's style.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -570,9 +571,68 @@ static void test_verify_without_wrong(void **state)
     limits_rules_free(rs);
 }
 
+/* A request's own rules (the Twilio surface's buckets) run after the
+ * config's, each at its own key and field, on issue only; two on one key
+ * share it; one that finds no room makes the call overflow (it must not
+ * run); the message's style rides in its group. */
+static void test_extras(void **state)
+{
+    struct cfg_rule rules[] = {rule("phone_h", "Ph", CFG_KEY_PHONE, CFG_ALGO_SLIDING_LOG, 5, 3600000)};
+    struct limits_extra x[LIMITS_EXTRA_MAX + 1];
+    struct limits_rules *rs;
+    struct limits_request rq = request();
+    struct limits_issue out;
+    struct limits_undo u;
+    struct limits_call *c;
+    size_t i;
+
+    (void)state;
+    memset(x, 0, sizeof(x));
+    for (i = 0; i < LIMITS_EXTRA_MAX + 1; i++) {
+        x[i].rule = rule("v2_rate_limit", "", CFG_KEY_PHONE, CFG_ALGO_SLIDING_LOG, 2, 60000);
+        snprintf(x[i].key, sizeof(x[i].key), "otp:v2:rv:k%zu", i / 2);
+        snprintf(x[i].field, sizeof(x[i].field), "b%zu", i);
+    }
+    rs = snapshot(rules, 1, NULL, 0);
+    rq.extra = x;
+    rq.n_extra = 3;
+    rq.style = "hi\037\037";
+    c = issue_call(rs, &rq, &out);
+    assert_false(c->overflow);
+    assert_int_equal(c->n_used, 4);
+    assert_int_equal(c->n_config, 1);
+    assert_string_equal(argv_at(&c->args, IA_NRULES), "4");
+    assert_string_equal(keys_at(&c->args, 2), "otp:v2:rv:k0");
+    assert_string_equal(keys_at(&c->args, 3), "otp:v2:rv:k1");
+    assert_rule(&c->args, IA_RULES, "1", "1", "Ph", "5", "3600000", "5", "0");
+    assert_rule(&c->args, IA_RULES + RA_N, "1", "2", "b0", "2", "60000", "2", "0");
+    assert_rule(&c->args, IA_RULES + 2 * RA_N, "1", "2", "b1", "2", "60000", "2", "0");
+    assert_rule(&c->args, IA_RULES + 3 * RA_N, "1", "3", "b2", "2", "60000", "2", "0");
+    assert_string_equal(argv_at(&c->args, IA_RULES + 4 * RA_N + MA_STYLE), "hi\037\037");
+    free(c);
+
+    /* A verify runs none of them (nor the config's rule, an issue's). */
+    c = verify_call(rs, &rq, &u);
+    assert_int_equal(c->n_used, 0);
+    free(c);
+
+    /* More than fit: the call overflows rather than run without them. */
+    rq.n_extra = LIMITS_EXTRA_MAX + 1;
+    c = issue_call(rs, &rq, &out);
+    assert_true(c->overflow);
+    free(c);
+    rq.n_extra = LIMITS_EXTRA_MAX; /* 8 keys: fits with the phone's */
+    c = issue_call(rs, &rq, &out);
+    assert_false(c->overflow);
+    assert_int_equal(c->n_used, 1 + LIMITS_EXTRA_MAX);
+    free(c);
+    limits_rules_free(rs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_extras),
         cmocka_unit_test(test_issue_layout),   cmocka_unit_test(test_issue_without_money),
         cmocka_unit_test(test_absent_keys_skipped), cmocka_unit_test(test_composite_key),
         cmocka_unit_test(test_modes),          cmocka_unit_test(test_override),
