@@ -294,9 +294,12 @@ const char *config_algo_name(enum cfg_algo a);
  * Config and admin overrides share it. */
 int64_t config_limit_max(enum cfg_algo a);
 
+/* The bytes a template's {name} may take: a Verify service's name, 32
+ * characters of UTF-8. */
+#define CFG_MSG_NAME_MAX 128
 /* The longest text tmpl can render to with digits-digit codes: every
- * {code} as digits digits and every {minutes} as "60" (otp.ttl is at most
- * an hour). Config checks and each issue's (src/otp/sms.c) share it. */
+ * {code} as digits digits, every {minutes} as "60" (otp.ttl is at most
+ * an hour) and every {name} as CFG_MSG_NAME_MAX bytes. Config checks and each issue's (src/otp/sms.c) share it. */
 size_t config_rendered_max(const char *tmpl, int digits);
 /* The bytes of the origin-bound line ("\n@<origin> #<code>") a message
  * ends with; 0 for origin "". */

@@ -189,6 +189,8 @@ size_t config_rendered_max(const char *tmpl, int digits)
             n += (size_t)digits, tmpl += 6;
         else if (strncmp(tmpl, "{minutes}", 9) == 0)
             n += 2, tmpl += 9;
+        else if (strncmp(tmpl, "{name}", 6) == 0)
+            n += CFG_MSG_NAME_MAX, tmpl += 6;
         else
             n++, tmpl++;
     }

@@ -108,7 +108,8 @@ const struct cfg_row cfg_rows[] = {
      "429 `idempotency_keys`"),
     CFG_STR("otp.template", CFG_RELOAD, otp.tmpl, 320,
      "{code} is your login code. It expires in {minutes} minutes.",
-     .doc = "the SMS text: `{code}`, `{minutes}`; the default template"),
+     .doc = "the SMS text: `{code}`, `{minutes}`, `{name}` (a Verify service's name; empty on /v1); the default "
+     "template"),
     CFG_CUSTOM("otp.templates", CFG_RELOAD, cfg_templates, .what = "at most 32 \"locale\": \"template\" pairs",
      .doc = "a template per locale (`\"hi\"`, `\"pt-BR\"`), picked by an issue's `locale` (then its language "
      "alone, then otp.template); each as otp.template"),

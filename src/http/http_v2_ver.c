@@ -20,7 +20,7 @@ static const struct v2_field ver_fields[] = {
     {"RiskCheck", V2_TAKE, NULL},
     {"EnableSnaClientToken", V2_OFF_ONLY, NULL},
     {"Locale", V2_TAKE, NULL},
-    {"CustomFriendlyName", V2_REFUSE, "is not supported yet: every message is otp.template"},
+    {"CustomFriendlyName", V2_TAKE, NULL},
     {"CustomMessage", V2_REFUSE, "is not supported: every message is the operator's otp.template"},
     {"CustomCode", V2_REFUSE, "is not supported: otpd derives every code and never stores one"},
     {"SendDigits", V2_REFUSE, "is not supported by otpd: it sends SMS only"},
@@ -128,7 +128,7 @@ static enum MHD_Result ver_answer(struct http *h, struct MHD_Connection *con, st
 enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, struct http_req *rq,
                                    const char *svc)
 {
-    const char *to, *channel, *tags, *risk, *limits;
+    const char *to, *channel, *tags, *risk, *limits, *custom;
     struct limits_extra extra[LIMITS_EXTRA_MAX];
     struct v2_verification v;
     struct v2_rules rules;
@@ -136,7 +136,7 @@ enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, s
     struct otp_req r;
     struct otp_answer a;
     struct v2_form f;
-    char err[OTP_ERR_LEN] = "", detail[200] = "";
+    char err[OTP_ERR_LEN] = "", detail[200] = "", name[sizeof(rules.service.friendly_name)];
     enum MHD_Result ret;
     enum otp_rc rc;
     int bad, landline;
@@ -156,6 +156,9 @@ enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, s
                  TAGS_MAX, TAG_LEN_MAX);
     else if (risk != NULL && strcmp(risk, "enable") != 0)
         snprintf(detail, sizeof(detail), "RiskCheck must be enable: otpd's guards always apply");
+    else if ((custom = v2_form_get(&f, "CustomFriendlyName")) != NULL &&
+             (custom[0] == '\0' || v2_chars(custom) > V2_NAME_MAX))
+        snprintf(detail, sizeof(detail), "CustomFriendlyName must be 1 to %d characters", V2_NAME_MAX);
     if (detail[0]) {
         v2_form_free(&f);
         return http_v2_invalid(h, con, detail);
@@ -173,6 +176,9 @@ enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, s
     limits = v2_form_get(&f, "RateLimits");
     bad = limits != NULL && v2_extras(&rules, limits, extra, &r.n_extra, detail, sizeof(detail)) < 0;
     landline = rules.service.skip_landlines && pi.type == PHONE_TYPE_FIXED_LINE;
+    /* The message's {name}: the verification's own, else its service's. */
+    custom = v2_form_get(&f, "CustomFriendlyName");
+    snprintf(name, sizeof(name), "%s", custom != NULL ? custom : rules.service.friendly_name);
     v2_rules_free(&rules);
     if (bad || landline) {
         v2_form_free(&f);
@@ -184,6 +190,7 @@ enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, s
     r.client_ip = v2_form_get(&f, "DeviceIp");
     r.locale = v2_form_get(&f, "Locale");
     r.app_hash = v2_form_get(&f, "AppHash");
+    r.name = name;
     if (!otp_issue_screen(h->otp, &r, &a))
         otp_issue(h->otp, &r, &a);
     http_v2_count(h, HTTP_V2_ISSUE, &a);

@@ -247,6 +247,12 @@ int code_minutes(int64_t life_ms)
 
 enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap)
 {
+    return code_render_named(tmpl, code, minutes, "", out, cap);
+}
+
+enum otp_rc code_render_named(const char *tmpl, const char *code, int minutes, const char *name, char *out,
+                              size_t cap)
+{
     char mins[16];
     size_t n = 0;
 
@@ -260,6 +266,8 @@ enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *o
             piece = code, skip = 6;
         else if (strncmp(tmpl, "{minutes}", 9) == 0)
             piece = mins, skip = 9;
+        else if (strncmp(tmpl, "{name}", 6) == 0)
+            piece = name, skip = 6;
         else
             piece = tmpl;
         if (piece != tmpl)

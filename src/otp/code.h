@@ -63,8 +63,8 @@ int code_twilio_sig_ok(const char *token, const char *data, size_t len, const ch
 #define CODE_SCOPE_LEN 12
 void code_scope(const struct code_keys *k, const char *api_key, const char *purpose, char *out);
 
-/* Fills out (cap bytes) from tmpl, replacing {code} and {minutes}. Returns
- * OTP_EINVAL when the result does not fit. */
+/* Fills out (cap bytes) from tmpl, replacing {code} and {minutes} ({name}
+ * with nothing). Returns OTP_EINVAL when the result does not fit. */
 /* What {minutes} says for a code with life_ms left when its SMS is made:
  * the whole minutes left, rounded down, so the text never promises more
  * than the code has (266 s left says 4, not 5); a code CODE_MINUTES_SLACK_MS
@@ -74,5 +74,9 @@ void code_scope(const struct code_keys *k, const char *api_key, const char *purp
 int code_minutes(int64_t life_ms);
 
 enum otp_rc code_render(const char *tmpl, const char *code, int minutes, char *out, size_t cap);
+/* code_render with {name} as name (a Verify service's name; "" for none):
+ * one pass, so no placeholder inside the name is ever expanded. */
+enum otp_rc code_render_named(const char *tmpl, const char *code, int minutes, const char *name, char *out,
+                              size_t cap);
 
 #endif

@@ -76,6 +76,7 @@ struct otp_req {
      * language) and Android's SMS Retriever hash; NULL when absent. */
     const char *locale;
     const char *app_hash;
+    const char *name; /* a template's {name} (a Verify service's); NULL: "" */
     /* Issue only: rules the request brings (the Twilio surface's buckets),
      * decided with the config's in the same step; NULL when none. */
     const struct limits_extra *extra;

@@ -53,6 +53,11 @@ int otp_style(struct otp *o, const struct otp_req *rq, char *out, size_t cap, st
         snprintf(s.app_hash, sizeof(s.app_hash), "%s", rq->app_hash);
     }
     snprintf(s.origin, sizeof(s.origin), "%s", origin_of(o, rq->api_key));
+    if (rq->name != NULL && strlen(rq->name) >= sizeof(s.name)) {
+        otp_answer_set(a, OUT_INVALID_REQUEST, "the name is longer than %d bytes", CFG_MSG_NAME_MAX);
+        return -1;
+    }
+    snprintf(s.name, sizeof(s.name), "%s", rq->name ? rq->name : "");
     pthread_mutex_lock(&o->live_mu);
     t = sms_locale(o->templates, o->n_templates, rq->locale);
     if (t != NULL)

@@ -32,23 +32,29 @@ const struct cfg_template *sms_locale(const struct cfg_template *t, size_t n, co
 
 void sms_style_text(const struct sms_style *s, char *out, size_t cap)
 {
-    if (s->locale[0] == '\0' && s->app_hash[0] == '\0' && s->origin[0] == '\0')
+    if (s->locale[0] == '\0' && s->app_hash[0] == '\0' && s->origin[0] == '\0' && s->name[0] == '\0')
         snprintf(out, cap, "%s", "");
     else
-        snprintf(out, cap, "%s\037%s\037%s", s->locale, s->app_hash, s->origin);
+        snprintf(out, cap, "%s\037%s\037%s\037%s", s->locale, s->app_hash, s->origin, s->name);
 }
 
 void sms_style_parse(const char *text, struct sms_style *out)
 {
     const char *a = strchr(text, '\037'), *b = a ? strchr(a + 1, '\037') : NULL;
+    const char *c = b ? strchr(b + 1, '\037') : NULL;
+    size_t origin = c ? (size_t)(c - b - 1) : b ? strlen(b + 1) : 0;
 
     memset(out, 0, sizeof(*out));
-    if (b == NULL || strchr(b + 1, '\037') != NULL || (size_t)(a - text) > CFG_LOCALE_MAX ||
-        (b - a - 1 != 0 && b - a - 1 != SMS_APP_HASH_LEN) || strlen(b + 1) > CFG_ORIGIN_MAX)
+    /* Three fields (before names) or four. */
+    if (b == NULL || (c != NULL && strchr(c + 1, '\037') != NULL) || (size_t)(a - text) > CFG_LOCALE_MAX ||
+        (b - a - 1 != 0 && b - a - 1 != SMS_APP_HASH_LEN) || origin > CFG_ORIGIN_MAX ||
+        (c != NULL && strlen(c + 1) > CFG_MSG_NAME_MAX))
         return;
     memcpy(out->locale, text, (size_t)(a - text));
     memcpy(out->app_hash, a + 1, (size_t)(b - a - 1));
-    snprintf(out->origin, sizeof(out->origin), "%s", b + 1);
+    memcpy(out->origin, b + 1, origin);
+    if (c != NULL)
+        snprintf(out->name, sizeof(out->name), "%s", c + 1);
 }
 
 size_t sms_len_max(const char *tmpl, const struct sms_style *s, int digits)
@@ -63,7 +69,7 @@ enum otp_rc sms_render(const char *tmpl, const struct sms_style *s, const char *
     size_t n;
     int w;
 
-    if (code_render(tmpl, code, minutes, out, cap) != OTP_OK)
+    if (code_render_named(tmpl, code, minutes, s->name, out, cap) != OTP_OK)
         return OTP_EINVAL;
     n = strlen(out);
     if (s->app_hash[0]) {

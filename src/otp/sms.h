@@ -14,13 +14,14 @@
 #include "../base/rc.h"
 
 #define SMS_APP_HASH_LEN 11
-#define SMS_STYLE_MAX (CFG_LOCALE_MAX + SMS_APP_HASH_LEN + CFG_ORIGIN_MAX + 3)
+#define SMS_STYLE_MAX (CFG_LOCALE_MAX + SMS_APP_HASH_LEN + CFG_ORIGIN_MAX + CFG_MSG_NAME_MAX + 4)
 
 /* One message's style. Each "" when none. */
 struct sms_style {
     char locale[CFG_LOCALE_MAX + 1]; /* a locale of otp.templates, as configured; "": otp.template */
     char app_hash[SMS_APP_HASH_LEN + 1];
     char origin[CFG_ORIGIN_MAX + 1];
+    char name[CFG_MSG_NAME_MAX + 1]; /* a template's {name}: a Verify service's (no control character) */
 };
 
 /* 1 when s is an SMS Retriever hash: 11 characters of base64's alphabet. */
@@ -40,7 +41,8 @@ void sms_style_parse(const char *text, struct sms_style *out);
 /* The longest message tmpl renders to in style s with digits-digit codes. */
 size_t sms_len_max(const char *tmpl, const struct sms_style *s, int digits);
 
-/* tmpl with code and minutes in style s into out (cap bytes): the text,
+/* tmpl with code, minutes and the style's name in style s into out (cap
+ * bytes): the text,
  * then the hash on a line of its own, then "@<origin> #<code>" last, as
  * WebOTP wants it. OTP_EINVAL when it does not fit. */
 enum otp_rc sms_render(const char *tmpl, const struct sms_style *s, const char *code, int minutes, char *out,

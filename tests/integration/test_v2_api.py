@@ -416,7 +416,8 @@ class VerificationsTest(V2Test):
             (dict(ok, CustomMessage="Your code"), "CustomMessage"),
             (dict(ok, RateLimits='{"k": "v"}'), "RateLimits"),  # no rate limit of this service is "k"
             (dict(ok, RateLimits="k=v"), "RateLimits"),
-            (dict(ok, CustomFriendlyName="x"), "CustomFriendlyName"),
+            (dict(ok, CustomFriendlyName="x" * 33), "CustomFriendlyName"),
+            (dict(ok, CustomFriendlyName=""), "CustomFriendlyName"),
             (dict(ok, TemplateSid="HJ" + "0" * 32), "TemplateSid"),
             (dict(ok, Amount="1"), "Amount"),
             (dict(ok, EnableSnaClientToken="true"), "EnableSnaClientToken"),
@@ -829,3 +830,34 @@ class MetricsTest(V2Test):
         self.assertEqual(self.metric(twilio % ("cancel", "cancelled")), 1)
         self.assertEqual(self.metric(twilio % ("issue", "rate_limited")), 0)
         self.assertEqual(self.metric('otpd_requests_total{op="issue",decision="accepted"}'), 3)
+
+
+class NameTest(V2Test):
+    """A template's {name} is the service's FriendlyName, or a verification's CustomFriendlyName; rendered once,
+    so a name that holds a placeholder stays as it is."""
+
+    def configure(self, cfg):
+        cfg = super().configure(cfg)
+        cfg["otp"]["template"] = "Your {name} verification code is: {code}"
+        return cfg
+
+    def text(self, v):
+        mid = v["send_code_attempts"][-1]["attempt_sid"][2:]
+        return wait_until(lambda: [m for m in self.fake.messages() if m["id"] == mid] or None, 10,
+                          what="message %s" % mid)[0]["text"]
+
+    def test_the_service_name_and_a_custom_one(self):
+        svc = self.service("Acme Login")["sid"]
+        st, _, v = self.send(svc)
+        self.assertEqual(st, 201, v)
+        self.assertRegex(self.text(v), r"^Your Acme Login verification code is: \d{6}$")
+        st, _, v = self.v2("POST", "/v2/Services/%s/Verifications" % svc,
+                           {"To": P2, "Channel": "sms", "CustomFriendlyName": "Acme {code} Shop"})
+        self.assertEqual(st, 201, v)
+        self.assertRegex(self.text(v), r"^Your Acme \{code\} Shop verification code is: \d{6}$")
+        # On /v1 the name is empty.
+        st, _, body = self.otpd.issue("+919812340888")
+        self.assertEqual(st, 202, body)
+        text = wait_until(lambda: [m for m in self.fake.messages() if m["id"] == body["id"]] or None, 10,
+                          what="its message")[0]["text"]
+        self.assertRegex(text, r"^Your  verification code is: \d{6}$")

@@ -52,7 +52,7 @@ static void test_locale_picks_exact_then_language(void **state)
 
 static void test_style_round_trip(void **state)
 {
-    struct sms_style s = {"pt-BR", "FA+9qCX9VSu", "login.example.com"}, back;
+    struct sms_style s = {"pt-BR", "FA+9qCX9VSu", "login.example.com", "Acme Login"}, back;
     char text[SMS_STYLE_MAX + 1];
 
     (void)state;
@@ -61,6 +61,12 @@ static void test_style_round_trip(void **state)
     assert_string_equal(back.locale, "pt-BR");
     assert_string_equal(back.app_hash, "FA+9qCX9VSu");
     assert_string_equal(back.origin, "login.example.com");
+    assert_string_equal(back.name, "Acme Login");
+    /* A style of three fields, as before names, still reads. */
+    sms_style_parse("hi\037\037a.example", &back);
+    assert_string_equal(back.locale, "hi");
+    assert_string_equal(back.origin, "a.example");
+    assert_string_equal(back.name, "");
     memset(&s, 0, sizeof(s));
     sms_style_text(&s, text, sizeof(text));
     assert_string_equal(text, ""); /* the default style costs Redis nothing */
@@ -74,7 +80,7 @@ static void test_style_round_trip(void **state)
 
 static void test_a_text_that_is_no_style_reads_as_the_default(void **state)
 {
-    static const char *const bad[] = {"", "hi", "hi\037x", "hi\037short\037o", "hi\037\037o\037more",
+    static const char *const bad[] = {"", "hi", "hi\037x", "hi\037short\037o", "hi\037\037o\037n\037more",
                                       "abcdefghijklmnopq\037\037o"};
     struct sms_style s;
     size_t i;
@@ -91,7 +97,7 @@ static void test_a_text_that_is_no_style_reads_as_the_default(void **state)
 
 static void test_render_hash_then_origin_last(void **state)
 {
-    struct sms_style s = {"", "FA+9qCX9VSu", "login.example.com"};
+    struct sms_style s = {"", "FA+9qCX9VSu", "login.example.com", ""};
     char out[480];
 
     (void)state;
@@ -105,9 +111,24 @@ static void test_render_hash_then_origin_last(void **state)
     assert_string_equal(out, "Code 0042");
 }
 
+static void test_name_rendered_once(void **state)
+{
+    struct sms_style s = {"", "", "", "Acme {code}"};
+    char out[480];
+
+    (void)state;
+    assert_int_equal(sms_render("Your {name} code: {code}", &s, "123456", 5, out, sizeof(out)), OTP_OK);
+    assert_string_equal(out, "Your Acme {code} code: 123456");
+    s.name[0] = '\0';
+    assert_int_equal(sms_render("Your {name} code: {code}", &s, "123456", 5, out, sizeof(out)), OTP_OK);
+    assert_string_equal(out, "Your  code: 123456");
+    /* The bound counts a name at its longest. */
+    assert_int_equal(sms_len_max("{name}{code}", &s, 6), CFG_MSG_NAME_MAX + 6);
+}
+
 static void test_len_max_bounds_every_render(void **state)
 {
-    struct sms_style s = {"", "FA+9qCX9VSu", "login.example.com"};
+    struct sms_style s = {"", "FA+9qCX9VSu", "login.example.com", ""};
     const char *tmpl = "{code} expires in {minutes} minutes: {code}";
     char out[480];
     size_t max = sms_len_max(tmpl, &s, 10);
@@ -130,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_style_round_trip),
         cmocka_unit_test(test_a_text_that_is_no_style_reads_as_the_default),
         cmocka_unit_test(test_render_hash_then_origin_last),
+        cmocka_unit_test(test_name_rendered_once),
         cmocka_unit_test(test_len_max_bounds_every_render),
     };
 
