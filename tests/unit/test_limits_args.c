@@ -626,6 +626,12 @@ static void test_extras(void **state)
     assert_false(c->overflow);
     assert_int_equal(c->n_used, 1 + LIMITS_EXTRA_MAX);
     free(c);
+    /* As many, each on a key of its own: more keys than one call holds. */
+    for (i = 0; i < LIMITS_EXTRA_MAX; i++)
+        snprintf(x[i].key, sizeof(x[i].key), "otp:v2:rv:own%zu", i);
+    c = issue_call(rs, &rq, &out);
+    assert_true(c->overflow);
+    free(c);
     limits_rules_free(rs);
 }
 
