@@ -71,7 +71,7 @@ static void cfg_twilio(struct cfg_ctx *x, struct config *c, struct cfg_api_key *
         else if (cfg_sid_taken(c, a, sid))
             cfg_error(x, r, "%s is used twice", sid);
         else
-            snprintf(a->tw_account, sizeof(a->tw_account), "%s", sid);
+            memcpy(a->tw_account, sid, CFG_SID_LEN + 1); /* cfg_sid_ok: exactly CFG_SID_LEN */
     }
     if ((arr = json_object_get(tw, "api_keys")) == NULL)
         return;
@@ -99,7 +99,7 @@ static void cfg_twilio(struct cfg_ctx *x, struct config *c, struct cfg_api_key *
             cfg_error(x, t, "%s is used twice", sid);
             continue;
         }
-        snprintf(a->tw_keys[a->n_tw_keys].sid, sizeof(a->tw_keys[0].sid), "%s", sid);
+        memcpy(a->tw_keys[a->n_tw_keys].sid, sid, CFG_SID_LEN + 1);
         a->tw_keys[a->n_tw_keys++].secret = cfg_env(x, e, s, "secret_env", 1, 16);
     }
 }
