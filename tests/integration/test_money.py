@@ -71,7 +71,10 @@ class ResetServer:
                         if not chunk:
                             break
                         data += chunk
-                self.count += 1
+                # A connection that carried no request (a client's own re-send, aborted before it wrote:
+                # xfer.c) reached nobody's bill; one that carried a request did.
+                if data:
+                    self.count += 1
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
 
     def close(self):
