@@ -79,7 +79,7 @@ static int service(struct http *h, struct MHD_Connection *con, struct http_req *
 
     if (rc == OTP_OK)
         return 1;
-    *ret = rc == OTP_ENOTFOUND ? http_v2_not_found(h, con, rq) : http_v2_unavailable(h, con, "verification", err);
+    *ret = http_v2_failed(h, con, rq, rc, "verification", err);
     return 0;
 }
 
@@ -170,8 +170,7 @@ enum MHD_Result http_v2_ver_create(struct http *h, struct MHD_Connection *con, s
     /* The service, its rate limits and their buckets: one Redis call. */
     if ((rc = v2_rules_get(h->v2, rq->account, svc, &rules, err)) != OTP_OK) {
         v2_form_free(&f);
-        return rc == OTP_ENOTFOUND ? http_v2_not_found(h, con, rq)
-                                   : http_v2_unavailable(h, con, "verification", err);
+        return http_v2_failed(h, con, rq, rc, "verification", err);
     }
     limits = v2_form_get(&f, "RateLimits");
     bad = limits != NULL && v2_extras(&rules, limits, extra, &r.n_extra, detail, sizeof(detail)) < 0;
