@@ -50,7 +50,7 @@ BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clo
                 src/base/config.c src/base/config_read.c src/base/config_rows.c src/base/conftab.c \
                 src/base/config_net.c src/base/config_otp.c src/base/config_rules.c src/base/config_cost.c \
                 src/base/config_provider.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c \
-                src/base/phone_mask.c src/base/msgstate.c
+                src/base/phone_mask.c src/base/msgstate.c src/base/breaker.c src/base/route.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -85,7 +85,7 @@ LUA_H        := $(LUA:.lua=.lua.h)
 UNIT_TESTS   := test_duration test_timestamp test_rc test_log test_sha256 test_phone test_config test_config_rows
 UNIT_TESTS   += test_problem test_logsum test_http_body
 UNIT_TESTS   += test_code test_sms test_metrics
-UNIT_TESTS   += test_msgstate
+UNIT_TESTS   += test_msgstate test_breaker test_route
 UNIT_TESTS   += test_limits_keys test_limits_args test_fraud test_rcache
 UNIT_TESTS   += test_admin
 UNIT_TESTS   += test_schedule
