@@ -112,6 +112,12 @@ static void kannel_classify(void *self, long status, const char *body, size_t le
     provider_classify_status(status, res);
     if (res->outcome == PROVIDER_SENT || len == 0)
         return;
+    /* Kannel's answer when no SMSC takes the destination (bearerbox's
+     * "failed" ack, 403): no route here, though another provider may have
+     * one. Matched on the text, so that it stays a route refusal whatever
+     * the shared rule makes of a 403. */
+    if (status >= 400 && status < 500 && status != 429 && n >= 12 && memcmp(body, "Not routable", 12) == 0)
+        provider_set_cause(res, PROVIDER_C_ROUTE);
     /* Kannel's own answers ("Authorization failed for sendsms") help the
      * operator; a proxy's error page might echo our URL, which holds the
      * password and the code, and a refusal may quote the message, code and

@@ -48,19 +48,26 @@ void provider_free(struct provider *p)
  * Every attempt's cost, in one place. A cause is "unknown" whenever the
  * request may have reached the provider, since that is money that may have
  * been spent: a payment system counts it until it is proved otherwise.
+ * The last column is failover: 1 when the cause is about this provider (its
+ * health, its transport, its credentials) or this destination on it, so the
+ * route's next provider may do better; 0 when it is about the number, the
+ * code or our own request (another provider would fail it too), or no
+ * verdict on the provider (a 429 is rate; an odd status may have acted).
  */
 static const struct provider_cause_info provider_causes[PROVIDER_C_COUNT] = {
-    [PROVIDER_C_ACCEPTED] = {"accepted", PROVIDER_ACCEPTED, 0, PROVIDER_SENT},
-    [PROVIDER_C_TIMEOUT] = {"timeout", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
-    [PROVIDER_C_BROKEN] = {"broken", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
-    [PROVIDER_C_408] = {"http_408", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
-    [PROVIDER_C_5XX] = {"http_5xx", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
-    [PROVIDER_C_ODD_STATUS] = {"http_other", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT},
-    [PROVIDER_C_429] = {"http_429", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT},
-    [PROVIDER_C_4XX] = {"http_4xx", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT},
-    [PROVIDER_C_UNSENT] = {"unsent", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT},
-    [PROVIDER_C_LOCAL] = {"local", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT},
-    [PROVIDER_C_EXPIRED] = {"expired", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT},
+    [PROVIDER_C_ACCEPTED] = {"accepted", PROVIDER_ACCEPTED, 0, PROVIDER_SENT, 0},
+    [PROVIDER_C_TIMEOUT] = {"timeout", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
+    [PROVIDER_C_BROKEN] = {"broken", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
+    [PROVIDER_C_408] = {"http_408", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
+    [PROVIDER_C_5XX] = {"http_5xx", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
+    [PROVIDER_C_ODD_STATUS] = {"http_other", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 0},
+    [PROVIDER_C_429] = {"http_429", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT, 0},
+    [PROVIDER_C_4XX] = {"http_4xx", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
+    [PROVIDER_C_UNSENT] = {"unsent", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT, 1},
+    [PROVIDER_C_LOCAL] = {"local", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
+    [PROVIDER_C_EXPIRED] = {"expired", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
+    /* A refusal like http_4xx's, so its money is the same. */
+    [PROVIDER_C_ROUTE] = {"route", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 1},
 };
 
 const struct provider_cause_info *provider_cause_row(enum provider_cause c)
@@ -84,6 +91,8 @@ void provider_classify_status(long status, struct provider_result *res)
         c = PROVIDER_C_408;
     else if (status == 429)
         c = PROVIDER_C_429;
+    else if (status == 401 || status == 403)
+        c = PROVIDER_C_ROUTE; /* the provider's credentials or account: nothing about the number */
     else if (status >= 400 && status < 500)
         c = PROVIDER_C_4XX;
     else if (status >= 500)

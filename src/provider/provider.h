@@ -68,10 +68,13 @@ enum provider_cause {
     PROVIDER_C_5XX,          /* a server error: it may have acted */
     PROVIDER_C_ODD_STATUS,   /* 1xx or 3xx: not a refusal, so it may have acted */
     PROVIDER_C_429,          /* refused for rate: retried after Retry-After, pauses every send */
-    PROVIDER_C_4XX,          /* refused for good (bad credentials, bad number) */
+    PROVIDER_C_4XX,          /* refused for good, about the number or the request (a bad number) */
     PROVIDER_C_UNSENT,       /* failed before the request was written (refused, DNS, connect timeout) */
     PROVIDER_C_LOCAL,        /* our side could not make the request */
     PROVIDER_C_EXPIRED,      /* the code had too little life left to go on the wire */
+    PROVIDER_C_ROUTE,        /* refused for good, about this provider: its credentials or account (401, 403),
+                              * or no route to this destination on it (Twilio's region permissions, Kannel's
+                              * "Not routable"); another provider may take it */
     PROVIDER_C_COUNT
 };
 
@@ -80,6 +83,9 @@ struct provider_cause_info {
     enum provider_class cls;
     int retry;                     /* 1: try again (within retry.max and the code's life) */
     enum provider_outcome outcome; /* for the ledger */
+    int failover;                  /* 1: about this provider, or this destination on it, not about the number:
+                                    * the message may go on to the route's next provider rather than retry
+                                    * here or fail (the pacer decides, when there is a next one) */
 };
 
 struct provider_result {
@@ -119,7 +125,8 @@ void provider_free(struct provider *p);
 
 /* The classification every HTTP adapter shares, for an answer with a
  * status (the pacer classifies transport errors itself): see the table in
- * provider.c. */
+ * provider.c. A 401 or 403 is about the provider's credentials or account,
+ * never the number: PROVIDER_C_ROUTE, for every adapter. */
 void provider_classify_status(long status, struct provider_result *res);
 
 /* Appends s percent-encoded (RFC 3986 unreserved kept) to out; returns -1

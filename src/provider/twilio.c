@@ -63,17 +63,33 @@ static enum otp_rc twilio_prepare(void *self, const struct sms *m, struct provid
     return bad ? OTP_EINVAL : OTP_OK;
 }
 
+/*
+ * 1 when Twilio's error code refuses this destination from this account or
+ * sender, not the number: 21408, the account may not send to the number's
+ * region (Geo permissions); 21612, no route from this From or service to
+ * the number; 21606, the From number cannot send to it. Another provider
+ * may reach it. The number's own faults stay http_4xx: 21211 (not a valid
+ * number), 21610 (it unsubscribed), 21614 (not a mobile number).
+ */
+static int twilio_route_code(json_int_t code)
+{
+    return code == 21408 || code == 21612 || code == 21606;
+}
+
 static void twilio_classify(void *self, long status, const char *body, size_t len, struct provider_result *res)
 {
     json_t *j = json_loadb(body, len, 0, NULL);
+    json_t *code = j != NULL ? json_object_get(j, "code") : NULL;
 
     (void)self;
     provider_classify_status(status, res);
+    if (res->cause == PROVIDER_C_4XX && json_is_integer(code) && twilio_route_code(json_integer_value(code)))
+        provider_set_cause(res, PROVIDER_C_ROUTE);
     if (j != NULL && res->outcome == PROVIDER_SENT && json_is_string(json_object_get(j, "sid")))
         snprintf(res->provider_id, sizeof(res->provider_id), "%s", json_string_value(json_object_get(j, "sid")));
-    if (j != NULL && res->outcome != PROVIDER_SENT && json_is_integer(json_object_get(j, "code")))
+    if (res->outcome != PROVIDER_SENT && json_is_integer(code))
         snprintf(res->error, sizeof(res->error), "HTTP %ld: twilio error %lld", status,
-                 (long long)json_integer_value(json_object_get(j, "code")));
+                 (long long)json_integer_value(code));
     json_decref(j);
 }
 

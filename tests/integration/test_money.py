@@ -516,7 +516,7 @@ class AttemptClassTest(MoneyTest):
 
     def test_401_is_not_billed_refunded_and_alerts(self):
         self.check([401], "failed", [("permanent", 401, 0)], 0, 0, 0, PRICE)
-        self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="http_4xx"), 1)
+        self.assertEqual(metric(self.metrics(), "otpd_provider_attempts_total", cause="route"), 1)
 
     def test_429_is_not_billed_and_keeps_its_reservation(self):
         self.check([429], "sent", [("transient", 429, 0), ("sent", 200, PRICE)], PRICE, 0, PRICE, PRICE)

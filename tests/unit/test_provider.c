@@ -81,8 +81,9 @@ static void assert_cause(const struct provider_result *res, enum provider_cause 
 /*
  * The answers every HTTP adapter classifies by status alone: a 429 is not
  * billed and retried (its Retry-After comes from the transfer, so classify
- * leaves retry_after_ms at 0), a 4xx is refused for good, a 5xx, 408 or odd
- * status may have been billed.
+ * leaves retry_after_ms at 0), a 4xx is refused for good (a 401 or 403, the
+ * provider's credentials, as a route refusal), a 5xx, 408 or odd status may
+ * have been billed.
  */
 static void check_common_statuses(struct provider *p)
 {
@@ -93,8 +94,14 @@ static void check_common_statuses(struct provider *p)
     assert_int_equal(r.retry_after_ms, 0);
     assert_string_equal(r.provider_id, "");
     r = classify(p, 401, "");
-    assert_cause(&r, PROVIDER_C_4XX, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
+    assert_cause(&r, PROVIDER_C_ROUTE, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
     assert_string_equal(r.error, "HTTP 401");
+    r = classify(p, 403, "");
+    assert_cause(&r, PROVIDER_C_ROUTE, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
+    assert_string_equal(r.error, "HTTP 403");
+    r = classify(p, 404, "");
+    assert_cause(&r, PROVIDER_C_4XX, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
+    assert_string_equal(r.error, "HTTP 404");
     r = classify(p, 503, "\x01\xff garbage");
     assert_cause(&r, PROVIDER_C_5XX, PROVIDER_TRANSIENT, PROVIDER_UNKNOWN, 1);
     r = classify(p, 408, "");
@@ -403,10 +410,22 @@ static void test_kannel_classify(void **state)
     r = classify(p, 202, "3: Queued for later delivery");
     assert_cause(&r, PROVIDER_C_ACCEPTED, PROVIDER_SENT, PROVIDER_ACCEPTED, 0);
     assert_string_equal(r.error, "");
-    /* Kannel's own refusals reach the log as they are. */
+    /* Kannel's own refusals reach the log as they are. Its 403s are about
+     * Kannel: the credentials, or no SMSC for the destination. */
     r = classify(p, 403, "Authorization failed for sendsms");
-    assert_cause(&r, PROVIDER_C_4XX, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
+    assert_cause(&r, PROVIDER_C_ROUTE, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
     assert_string_equal(r.error, "HTTP 403: Authorization failed for sendsms");
+    r = classify(p, 403, "Not routable. Do not try again.");
+    assert_cause(&r, PROVIDER_C_ROUTE, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
+    assert_string_equal(r.error, "HTTP 403: Not routable. Do not try again.");
+    /* Its 400s are about the request or the number: no other provider would do better. */
+    r = classify(p, 400, "Number(s) has/have been denied by white- and/or black-lists.");
+    assert_cause(&r, PROVIDER_C_4XX, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
+    r = classify(p, 400, "Missing receiver number, rejected");
+    assert_cause(&r, PROVIDER_C_4XX, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
+    /* Kannel's temporary failure is the provider's health: a 5xx. */
+    r = classify(p, 503, "Temporal failure, try again later.");
+    assert_cause(&r, PROVIDER_C_5XX, PROVIDER_TRANSIENT, PROVIDER_UNKNOWN, 1);
     r = classify(p, 503, "Sending failed.");
     assert_cause(&r, PROVIDER_C_5XX, PROVIDER_TRANSIENT, PROVIDER_UNKNOWN, 1);
     assert_string_equal(r.error, "HTTP 503: Sending failed.");
@@ -561,12 +580,134 @@ static void test_twilio_classify(void **state)
     assert_string_equal(r.error, "HTTP 500: twilio error 20500");
     /* A code that is not an integer, or no JSON at all: the status alone. */
     r = classify(p, 401, "{\"code\":\"20003\"}");
+    assert_cause(&r, PROVIDER_C_ROUTE, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
     assert_string_equal(r.error, "HTTP 401");
     r = classify(p, 502, "<html>Bad Gateway</html>");
     assert_cause(&r, PROVIDER_C_5XX, PROVIDER_TRANSIENT, PROVIDER_UNKNOWN, 1);
     assert_string_equal(r.error, "HTTP 502");
     check_common_statuses(p);
     provider_free(p);
+}
+
+/* Twilio's refusals about this account or sender and the destination are
+ * route refusals (another provider may reach the number); those about the
+ * number itself stay http_4xx; the credentials' are route refusals. */
+static void test_twilio_classify_route_or_number(void **state)
+{
+    static const struct {
+        long status;
+        const char *body;
+        enum provider_cause cause;
+        const char *error;
+    } cases[] = {
+        /* the account may not send to the number's region */
+        {400, "{\"code\":21408,\"message\":\"Permission to send an SMS has not been enabled for the region\"}",
+         PROVIDER_C_ROUTE, "HTTP 400: twilio error 21408"},
+        /* not reachable by SMS from this From or service */
+        {400, "{\"code\":21612,\"message\":\"The 'To' phone number is not currently reachable via SMS\"}",
+         PROVIDER_C_ROUTE, "HTTP 400: twilio error 21612"},
+        /* this From cannot send to the destination */
+        {400, "{\"code\":21606,\"message\":\"The From phone number is not a valid message-capable number\"}",
+         PROVIDER_C_ROUTE, "HTTP 400: twilio error 21606"},
+        /* the credentials or the account */
+        {401, "{\"code\":20003,\"message\":\"Authenticate\",\"status\":401}", PROVIDER_C_ROUTE,
+         "HTTP 401: twilio error 20003"},
+        {403, "{\"code\":20003,\"message\":\"Forbidden\",\"status\":403}", PROVIDER_C_ROUTE,
+         "HTTP 403: twilio error 20003"},
+        {403, "<html>Forbidden</html>", PROVIDER_C_ROUTE, "HTTP 403"},
+        /* the number itself: no provider would do better */
+        {400, "{\"code\":21211,\"message\":\"Invalid 'To' Phone Number\"}", PROVIDER_C_4XX,
+         "HTTP 400: twilio error 21211"},
+        {400, "{\"code\":21610,\"message\":\"Attempt to send to unsubscribed recipient\"}", PROVIDER_C_4XX,
+         "HTTP 400: twilio error 21610"},
+        {400, "{\"code\":21614,\"message\":\"'To' number is not a valid mobile number\"}", PROVIDER_C_4XX,
+         "HTTP 400: twilio error 21614"},
+        /* a route code that is not an integer is no code */
+        {400, "{\"code\":\"21408\"}", PROVIDER_C_4XX, "HTTP 400"},
+        /* a route code only turns a refusal: the status says the rest */
+        {500, "{\"code\":21408}", PROVIDER_C_5XX, "HTTP 500: twilio error 21408"},
+        {429, "{\"code\":21612}", PROVIDER_C_429, "HTTP 429: twilio error 21612"},
+        {201, "{\"sid\":\"SM1\",\"code\":21408}", PROVIDER_C_ACCEPTED, ""},
+    };
+    struct provider_conf c = twilio_conf();
+    struct provider *p = must_make(provider_twilio_new, &c);
+    struct provider_result r;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        r = classify(p, cases[i].status, cases[i].body);
+        if (r.cause != cases[i].cause || strcmp(r.error, cases[i].error) != 0)
+            fail_msg("%ld %s: cause %d (%s), want %d (%s)", cases[i].status, cases[i].body, (int)r.cause, r.error,
+                     (int)cases[i].cause, cases[i].error);
+        assert_int_equal(r.outcome, provider_cause_row(r.cause)->outcome);
+    }
+    r = classify(p, 400, "{\"code\":21408}");
+    assert_cause(&r, PROVIDER_C_ROUTE, PROVIDER_PERMANENT, PROVIDER_UNREACHED, 0);
+    assert_string_equal(r.provider_id, "");
+    provider_free(p);
+}
+
+/* ---- the cause table ---- */
+
+/*
+ * Every cause's row, written out by hand: its metric label, its money, its
+ * retry, its ledger outcome and whether it fails over to the route's next
+ * provider (1 for the provider's health, transport and credentials and a
+ * destination it cannot reach; 0 for the number, the code, our own side,
+ * rate and an odd status).
+ */
+static void test_cause_table(void **state)
+{
+    static const struct {
+        enum provider_cause c;
+        const char *name;
+        enum provider_class cls;
+        int retry;
+        enum provider_outcome outcome;
+        int failover;
+    } rows[] = {
+        {PROVIDER_C_ACCEPTED, "accepted", PROVIDER_ACCEPTED, 0, PROVIDER_SENT, 0},
+        {PROVIDER_C_TIMEOUT, "timeout", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
+        {PROVIDER_C_BROKEN, "broken", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
+        {PROVIDER_C_408, "http_408", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
+        {PROVIDER_C_5XX, "http_5xx", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
+        {PROVIDER_C_ODD_STATUS, "http_other", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 0},
+        {PROVIDER_C_429, "http_429", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT, 0},
+        {PROVIDER_C_4XX, "http_4xx", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
+        {PROVIDER_C_UNSENT, "unsent", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT, 1},
+        {PROVIDER_C_LOCAL, "local", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
+        {PROVIDER_C_EXPIRED, "expired", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
+        {PROVIDER_C_ROUTE, "route", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 1},
+    };
+    const struct provider_cause_info *ci;
+    struct provider_result res;
+    size_t i, j;
+
+    (void)state;
+    /* One row here for each cause, in the enum's order. */
+    assert_int_equal(sizeof(rows) / sizeof(rows[0]), PROVIDER_C_COUNT);
+    for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        assert_int_equal(rows[i].c, i);
+        ci = provider_cause_row(rows[i].c);
+        assert_non_null(ci->name);
+        if (strcmp(ci->name, rows[i].name) != 0 || ci->cls != rows[i].cls || ci->retry != rows[i].retry ||
+            ci->outcome != rows[i].outcome || ci->failover != rows[i].failover)
+            fail_msg("cause %s: {%s, class %d, retry %d, outcome %d, failover %d}, want {class %d, retry %d, "
+                     "outcome %d, failover %d}",
+                     rows[i].name, ci->name, (int)ci->cls, ci->retry, (int)ci->outcome, ci->failover,
+                     (int)rows[i].cls, rows[i].retry, (int)rows[i].outcome, rows[i].failover);
+        /* provider_set_cause takes the row's outcome. */
+        memset(&res, 0, sizeof(res));
+        provider_set_cause(&res, rows[i].c);
+        assert_int_equal(res.cause, rows[i].c);
+        assert_int_equal(res.outcome, rows[i].outcome);
+        /* Metric labels are distinct. */
+        for (j = 0; j < i; j++)
+            assert_string_not_equal(provider_cause_row(rows[j].c)->name, ci->name);
+    }
+    /* A cause past the table reads as broken. */
+    assert_ptr_equal(provider_cause_row(PROVIDER_C_COUNT), provider_cause_row(PROVIDER_C_BROKEN));
 }
 
 /* ---- file, and the registry ---- */
@@ -648,6 +789,8 @@ int main(void)
         cmocka_unit_test(test_twilio_form_encoding_and_callback),
         cmocka_unit_test(test_twilio_too_long),
         cmocka_unit_test(test_twilio_classify),
+        cmocka_unit_test(test_twilio_classify_route_or_number),
+        cmocka_unit_test(test_cause_table),
         cmocka_unit_test(test_file_sink),
         cmocka_unit_test(test_registry_picks_the_adapter),
     };
