@@ -50,7 +50,8 @@ BASE_SRC     := src/base/rc.c src/base/sha256.c src/base/duration.c src/base/clo
                 src/base/config.c src/base/config_read.c src/base/config_rows.c src/base/conftab.c \
                 src/base/config_net.c src/base/config_otp.c src/base/config_rules.c src/base/config_cost.c \
                 src/base/config_provider.c src/base/timestamp.c src/base/metrics.c src/base/wipe.c \
-                src/base/phone_mask.c src/base/msgstate.c src/base/breaker.c src/base/route.c
+                src/base/phone_mask.c src/base/msgstate.c src/base/breaker.c src/base/route.c \
+                src/base/config_network.c
 # The only C++: libphonenumber's wrapper. Same flags as the C, less the C-only ones.
 CXX_SRC      := src/base/phone.cc
 CXXFLAGS      = $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) -std=c++17
@@ -66,7 +67,8 @@ LIMITS_SRC   := src/limits/limits.c src/limits/limits_rules.c src/limits/limits_
 ADMIN_SRC    := src/admin/admin.c src/admin/admin_net.c src/admin/admin_body.c src/admin/admin_rows.c \
                 src/admin/admin_snap.c
 PACER_SRC    := src/pacer/pacer.c src/pacer/pacer_qthread.c src/pacer/pacer_jobs.c src/pacer/pacer_send.c \
-                src/pacer/pacer_money.c src/pacer/pacer_metrics.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c
+                src/pacer/pacer_money.c src/pacer/pacer_metrics.c src/pacer/queue.c src/pacer/schedule.c src/pacer/xfer.c \
+                src/pacer/pacer_failover.c src/pacer/lanes.c
 OTP_SRC      := src/otp/code.c src/otp/sms.c src/otp/idem.c src/otp/otp.c src/otp/otp_gate.c src/otp/otp_text.c src/otp/otp_metrics.c src/otp/otp_ready.c \
                 src/otp/report.c
 V2_SRC       := src/v2/v2.c src/v2/v2_rl.c src/v2/v2_ver.c src/v2/v2_error.c src/v2/v2_form.c src/v2/v2_json.c

@@ -70,6 +70,7 @@
 #include "../../src/limits/limits.h"
 #include "../../src/otp/code.h"
 #include "../../src/otp/otp.h"
+#include "../../src/pacer/lanes.h"
 #include "../../src/pacer/pacer.h"
 #include "../../src/provider/provider.h"
 #include "../../src/store/store.h"
@@ -99,8 +100,7 @@ struct otpd {
     struct limits_money *money;
     struct admin *admin;
     struct ledger *ledger;
-    struct provider *provider;
-    struct pacer *pacer;
+    struct lanes *lanes; /* one pacer and adapter per provider */
     struct otp *otp;
     struct v2 *v2; /* the Twilio Verify surface's records */
     struct tls *tls; /* tls: the certificate HTTPS serves; NULL for plain HTTP */
@@ -113,11 +113,11 @@ static void otpd_free(struct otpd *d)
 {
     http_free(d->http);
     tls_free(d->tls);
-    pacer_stop(d->pacer, OTPD_DRAIN_MS);
-    pacer_free(d->pacer);
+    if (d->lanes)
+        lanes_stop(d->lanes, OTPD_DRAIN_MS);
+    lanes_free(d->lanes);
     otp_free(d->otp);
     v2_free(d->v2);
-    provider_free(d->provider);
     admin_free(d->admin);
     ledger_close(d->ledger);
     limits_money_free(d->money);
@@ -268,7 +268,7 @@ static void otpd_tick(struct otpd *d)
     failed[0] = limits_holds(d->limits, &dropped, err[0]) != OTP_OK;
     failed[1] = otpd_admin_tick(d, err[1]) != OTP_OK;
     failed[2] = sweep_run(&d->sweep, d->ledger, clock_wall_ms(), d->cfg->pacer.timeout_ms, otpd_fleet_states,
-                          d->pacer, err[2]) < 0;
+                          lanes_pacer(d->lanes, 0), err[2]) < 0;
     for (i = 0; i < 3 && !failed[i]; i++)
         ;
     otpd_tick_say(d, i < 3 ? what[i] : NULL, i < 3 ? err[i] : "");
@@ -285,7 +285,8 @@ static int otpd_start(struct otpd *d)
     struct store_opts pso;
     struct otp_deps deps;
     struct pacer_money money;
-    struct pacer_site site = {c->otp.ttl_ms, c->http.listen_port, c->limits.currency, c->limits.prices, c->limits.n_prices};
+    struct pacer_site site = {.otp_ttl_ms = c->otp.ttl_ms, .listen_port = c->http.listen_port,
+                              .currency = c->limits.currency, .prices = c->limits.prices, .n_prices = c->limits.n_prices};
     char err[OTP_ERR_LEN] = "";
 
     if ((d->keys = code_keys_new(c->secret, c->secret_len)) == NULL) {
@@ -302,16 +303,17 @@ static int otpd_start(struct otpd *d)
     }
     money = (struct pacer_money){otpd_reserve, otpd_refund, d->money};
     if ((d->ledger = ledger_open(c->ledger.path, err)) == NULL ||
-        (ledger_set_retention(d->ledger, c->ledger.retention_ms), 0) || (d->provider = provider_new(&c->provider, err)) == NULL ||
-        (d->pacer = pacer_new(&c->pacer, &site, d->pacer_store, d->provider, d->ledger, &money, err)) == NULL)
+        (ledger_set_retention(d->ledger, c->ledger.retention_ms), 0) ||
+        (d->lanes = lanes_new(&c->network, &site, d->pacer_store, d->ledger, &money, err)) == NULL)
         goto fail;
     if ((d->admin = admin_new(d->store, d->ledger, &c->limits)) == NULL ||
         (d->v2 = v2_new(d->store, d->ledger)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    deps = (struct otp_deps){{&c->otp, &c->limits, &c->keys, &c->pacer, &c->provider},
-                             d->keys, d->store, d->limits, d->pacer, d->ledger, .admin = d->admin,
+    /* Delivery reports are the first provider's (docs/providers.md). */
+    deps = (struct otp_deps){{&c->otp, &c->limits, &c->keys, &c->pacer, &c->network.lanes[0].provider},
+                             d->keys, d->store, d->limits, d->lanes, d->ledger, .admin = d->admin,
                              .version = OTPD_VERSION};
     if ((d->otp = otp_new(&deps)) == NULL) {
         snprintf(err, sizeof(err), "out of memory");
@@ -452,7 +454,8 @@ static void otpd_reload(struct otpd *d, const char *path)
     else
         log_msg(LOG_ERROR, "reload failed: out of memory; the old rules stay");
     otp_reload(d->otp, &c->otp);
-    pacer_set_code_ttl(d->pacer, c->otp.ttl_ms);
+    lanes_set_code_ttl(d->lanes, c->otp.ttl_ms);
+    lanes_set_routes(d->lanes, &c->network);
     otpd_tls_reload(d, c);
     config_free(d->applied);
     d->applied = c;
@@ -542,6 +545,19 @@ static int otpd_tls_open(struct otpd *d, const char *path)
     return 0;
 }
 
+/* "webhook", or "local-kannel, twilio": the providers, for the start line. */
+static const char *otpd_providers_text(const struct otpd *d)
+{
+    static char text[CFG_LANES_MAX * (ROUTE_NAME_MAX + 2)];
+    size_t i, n = 0;
+
+    if (!d->cfg->network.named)
+        return lanes_adapter(d->lanes, 0);
+    for (i = 0; i < d->cfg->network.n_lanes && n < sizeof(text); i++)
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%s", i ? ", " : "", d->cfg->network.lanes[i].name);
+    return text;
+}
+
 /* Serves until SIGTERM or SIGINT (returned): SIGHUP reloads path, and
  * between signals the tick runs once a second. */
 static int otpd_serve(struct otpd *d, const char *path, const sigset_t *set)
@@ -550,7 +566,7 @@ static int otpd_serve(struct otpd *d, const char *path, const sigset_t *set)
 
     log_event(LOG_INFO, "otpd.started", LOG_FIELDS(LOG_STR("version", OTPD_VERSION)),
               "otpd listening on %s:%d%s (provider %s, rate %d/s, %zu rules)", d->cfg->http.listen_host,
-              d->cfg->http.listen_port, d->tls ? " with TLS" : "", d->provider->ops->name, d->cfg->pacer.rate,
+              d->cfg->http.listen_port, d->tls ? " with TLS" : "", otpd_providers_text(d), d->cfg->network.lanes[0].pacer.rate,
               d->cfg->limits.n_rules);
     if (d->cfg->http.listen_internal_port != 0)
         log_msg(LOG_INFO, "probes and metrics on %s:%d only (listen_internal)", d->cfg->http.listen_internal_host,

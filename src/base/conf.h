@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "route.h"
+
 #define CFG_NAME_MAX 33 /* rule and API key names: 32 bytes and NUL */
 #define CFG_STR_MAX 512 /* URLs, paths, templates */
 #define CFG_SENTINELS_MAX 8
@@ -181,6 +183,33 @@ struct provider_conf {
     int dlr_mask;               /* kannel: report types asked for, 1 to 31 (default 19) */
     char callback_url[CFG_STR_MAX]; /* otpd's own base URL for delivery reports; "" = none */
     int64_t callback_ttl_ms;        /* how long a report URL is accepted after the message was accepted */
+};
+
+/* One provider of the network (providers.<name>, or the single provider
+ * section as the lane "default"): its adapter, its own pacing (rate,
+ * capacity, in flight, retries, timeout: struct pacer_conf, the fleet-wide
+ * keys takeover, instance, share_per_key and on_restart_sending from
+ * pacer.*), its own prices (NULL: cost.prices) and its breaker. */
+#define CFG_LANES_MAX 8
+#define CFG_LANE_DEFAULT "default" /* the single provider's lane: its queue keys are otpd's first ones */
+struct lane_conf {
+    char name[ROUTE_NAME_MAX];
+    struct provider_conf provider;
+    struct pacer_conf pacer;
+    struct cfg_price *prices; /* NULL: cost.prices */
+    size_t n_prices;
+    int breaker_failures;     /* consecutive failed calls (transport, timeout, 5xx) that open it */
+    int64_t breaker_open_ms;  /* how long it stays open before one probe */
+};
+
+/* providers, routes and failover: what src/pacer's lanes read. */
+struct network_conf {
+    struct lane_conf lanes[CFG_LANES_MAX];
+    size_t n_lanes;           /* at least 1 */
+    struct route routes[ROUTES_MAX];
+    size_t n_routes;          /* at least 1; the single provider's is "*" */
+    int max_providers;        /* failover.max_providers: providers one message may go to */
+    int named;                /* 1: from providers (the file names them); 0: the single provider section */
 };
 
 /* tls: HTTPS on listen (docs/operations.md, "TLS and private probes"); src/http/tls.c reads only this. The

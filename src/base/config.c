@@ -21,13 +21,14 @@
 void cfg_root(struct cfg_ctx *x, struct config *c, json_t *root)
 {
     cfg_listeners(x, c, root);
+    cfg_network(x, c, root);
     if (c->secret != NULL)
         c->secret_len = strlen((const char *)c->secret);
 }
 
 struct config *config_parse(const char *text, const char *file, char **errors)
 {
-    struct cfg_ctx x = {file, NULL, 0, 0};
+    struct cfg_ctx x = {.file = file};
     struct config *c = NULL;
     json_error_t jerr;
     json_t *root = NULL;
@@ -128,6 +129,18 @@ void config_free(struct config *c)
     cfg_free_secret(c->provider.key_secret);
     cfg_free_secret(c->provider.token);
     cfg_free_secret(c->provider.signing_secret);
+    for (i = 0; i < c->network.n_lanes; i++) {
+        struct lane_conf *l = &c->network.lanes[i];
+        free(l->prices);
+        if (!c->network.named)
+            continue; /* the single provider's secrets are c->provider's */
+        cfg_free_secret(l->provider.user);
+        cfg_free_secret(l->provider.pass);
+        cfg_free_secret(l->provider.key_sid);
+        cfg_free_secret(l->provider.key_secret);
+        cfg_free_secret(l->provider.token);
+        cfg_free_secret(l->provider.signing_secret);
+    }
     free(c->limits.rules);
     free(c->limits.prices);
     free(c->limits.caps);

@@ -28,7 +28,8 @@ struct config {
     struct otp_conf otp;
     struct limits_conf limits;
     struct pacer_conf pacer;
-    struct provider_conf provider;
+    struct provider_conf provider; /* the single provider section; network.lanes[0] copies it */
+    struct network_conf network;
     struct log_conf log;
 
     void *json; /* the parsed file (a jansson json_t), for config_diff */

@@ -17,23 +17,23 @@
 const char *const cfg_cap_key_names[] = {"api_key", NULL};
 
 /* cost.prices: {"+91": 20, "*": 500}, minor units per SMS. */
-void cfg_prices(struct cfg_ctx *x, struct config *c, json_t *o)
+void cfg_price_list(struct cfg_ctx *x, json_t *prices, const char *path, struct cfg_price **out, size_t *n)
 {
-    json_t *prices = json_object_get(o, "prices"), *v;
+    json_t *v;
     const char *prefix;
-    char p[96];
+    char p[128];
 
     if (!json_is_object(prices) || json_object_size(prices) > 1000) {
-        cfg_error(x, "cost.prices", "must be an object of at most 1000 prefixes");
+        cfg_error(x, path, "must be an object of at most 1000 prefixes");
         return;
     }
-    if ((c->limits.prices = cfg_calloc(json_object_size(prices) + 1, sizeof(*c->limits.prices))) == NULL) {
-        cfg_error(x, "cost.prices", "out of memory");
+    if ((*out = cfg_calloc(json_object_size(prices) + 1, sizeof(**out))) == NULL) {
+        cfg_error(x, path, "out of memory");
         return;
     }
     json_object_foreach(prices, prefix, v) {
-        struct cfg_price *pr = &c->limits.prices[c->limits.n_prices];
-        snprintf(p, sizeof(p), "cost.prices.%s", prefix);
+        struct cfg_price *pr = &(*out)[*n];
+        cfg_path(p, sizeof(p), path, prefix);
         if (strcmp(prefix, "*") != 0 && (strlen(prefix) > 16 || strlen(prefix) < 2 || prefix[0] != '+' ||
                                          strspn(prefix + 1, "0123456789") != strlen(prefix) - 1)) {
             cfg_error(x, p, "must be \"*\" or \"+\" and digits");
@@ -45,8 +45,13 @@ void cfg_prices(struct cfg_ctx *x, struct config *c, json_t *o)
         }
         snprintf(pr->prefix, sizeof(pr->prefix), "%s", prefix);
         pr->price_minor = json_integer_value(v);
-        c->limits.n_prices++;
+        (*n)++;
     }
+}
+
+void cfg_prices(struct cfg_ctx *x, struct config *c, json_t *o)
+{
+    cfg_price_list(x, json_object_get(o, "prices"), "cost.prices", &c->limits.prices, &c->limits.n_prices);
 }
 
 /* cost.caps: [{"window": "1h", "max": 500000, "key": "api_key"}]. */

@@ -31,6 +31,11 @@ struct cfg_ctx {
     char *err;
     size_t err_len;
     int n_err;
+    /* Where a provider's keys are shown: "provider", or "providers.<name>"
+     * while config_network.c reads a named one (NULL: "provider"). */
+    const char *provider_path;
+    char provider_key[2][128]; /* cfg_provider_key's room, used in turn */
+    unsigned n_provider_key;
 };
 
 /*
@@ -182,6 +187,15 @@ void cfg_caps(struct cfg_ctx *x, struct config *c, json_t *o);
 void cfg_cost(struct cfg_ctx *x, struct config *c, json_t *o);
 /* config_provider.c */
 void cfg_provider(struct cfg_ctx *x, struct config *c, json_t *o);
+/* The path a provider's keys are shown under, and its key's ("provider.url"; valid until the next two calls). */
+const char *cfg_provider_at(const struct cfg_ctx *x);
+const char *cfg_provider_key(struct cfg_ctx *x, const char *key);
+/* config_cost.c: a price list {"+PREFIX" or "*": minor units} at path into *out (allocated), *n. */
+void cfg_price_list(struct cfg_ctx *x, json_t *prices, const char *path, struct cfg_price **out, size_t *n);
+/* config_network.c */
+void cfg_providers(struct cfg_ctx *x, struct config *c, json_t *root);
+void cfg_routes(struct cfg_ctx *x, struct config *c, json_t *root);
+void cfg_network(struct cfg_ctx *x, struct config *c, json_t *root); /* after every row: joins them */
 
 /* The values of the enum keys, NULL-terminated, in their enums' order:
  * rows and hooks share them. */

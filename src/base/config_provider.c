@@ -16,6 +16,18 @@
 
 const char *const cfg_provider_names[] = {"file", "webhook", "kannel", "twilio", NULL};
 
+const char *cfg_provider_at(const struct cfg_ctx *x)
+{
+    return x->provider_path ? x->provider_path : "provider";
+}
+
+const char *cfg_provider_key(struct cfg_ctx *x, const char *key)
+{
+    char *buf = x->provider_key[x->n_provider_key++ % 2];
+
+    return cfg_path(buf, sizeof(x->provider_key[0]), cfg_provider_at(x), key);
+}
+
 /* 1 when s is a Twilio SID of kind kind ("AC", "SK", "MG"): the two
  * letters and 32 hex digits, as Twilio's docs define a SID. */
 static int cfg_twilio_sid(const char *s, const char *kind)
@@ -29,10 +41,10 @@ static int cfg_twilio_sid(const char *s, const char *kind)
 static void cfg_twilio_env_sid(struct cfg_ctx *x, json_t *o, const char *key, const char *sid, const char *kind,
                                const char *what)
 {
-    char p[64];
+    char p[128];
 
     if (sid != NULL && !cfg_twilio_sid(sid, kind))
-        cfg_error(x, cfg_path(p, sizeof(p), "provider", key),
+        cfg_error(x, cfg_path(p, sizeof(p), cfg_provider_at(x), key),
                   "environment variable %s must hold %s: %s and 32 hex digits",
                   json_string_value(json_object_get(o, key)), what, kind);
 }
@@ -51,33 +63,33 @@ static void cfg_twilio(struct cfg_ctx *x, struct config *c, json_t *o)
     int key_secret = json_object_get(o, "api_key_secret_env") != NULL;
     int from = json_object_get(o, "from") != NULL, service = json_object_get(o, "messaging_service_sid") != NULL;
 
-    pc->user = cfg_env(x, o, "provider", "account_sid_env", 1, 1);
+    pc->user = cfg_env(x, o, cfg_provider_at(x), "account_sid_env", 1, 1);
     cfg_twilio_env_sid(x, o, "account_sid_env", pc->user, "AC", "an account SID");
     if (key_sid != key_secret)
-        cfg_error(x, key_sid ? "provider.api_key_sid_env" : "provider.api_key_secret_env", "needs provider.%s",
-                  key_sid ? "api_key_secret_env" : "api_key_sid_env");
+        cfg_error(x, key_sid ? cfg_provider_key(x, "api_key_sid_env") : cfg_provider_key(x, "api_key_secret_env"), "needs %s",
+                  cfg_provider_key(x, key_sid ? "api_key_secret_env" : "api_key_sid_env"));
     if (!token && !key_sid && !key_secret)
-        cfg_error(x, "provider", "twilio needs auth_token_env, or api_key_sid_env and api_key_secret_env");
+        cfg_error(x, cfg_provider_at(x), "twilio needs auth_token_env, or api_key_sid_env and api_key_secret_env");
     else if (token && (key_sid || key_secret) && pc->callback_url[0] == '\0')
-        cfg_error(x, "provider.auth_token_env",
+        cfg_error(x, cfg_provider_key(x, "auth_token_env"),
                   "give auth_token_env or the API key (api_key_sid_env, api_key_secret_env), not both; with an "
                   "API key the auth token only checks status callbacks, which needs callback_url");
     else if (!token && key_sid && pc->callback_url[0] != '\0')
-        cfg_error(x, "provider.callback_url",
+        cfg_error(x, cfg_provider_key(x, "callback_url"),
                   "needs auth_token_env with an API key: Twilio signs status callbacks with the account's auth "
                   "token, never an API key");
     if (token)
-        pc->pass = cfg_env(x, o, "provider", "auth_token_env", 1, 1);
+        pc->pass = cfg_env(x, o, cfg_provider_at(x), "auth_token_env", 1, 1);
     if (key_sid && key_secret) {
-        pc->key_sid = cfg_env(x, o, "provider", "api_key_sid_env", 1, 1);
+        pc->key_sid = cfg_env(x, o, cfg_provider_at(x), "api_key_sid_env", 1, 1);
         cfg_twilio_env_sid(x, o, "api_key_sid_env", pc->key_sid, "SK", "an API key SID");
-        pc->key_secret = cfg_env(x, o, "provider", "api_key_secret_env", 1, 1);
+        pc->key_secret = cfg_env(x, o, cfg_provider_at(x), "api_key_secret_env", 1, 1);
     }
     if (from == service)
-        cfg_error(x, "provider", "twilio needs from or messaging_service_sid (one of them, %s)",
+        cfg_error(x, cfg_provider_at(x), "twilio needs from or messaging_service_sid (one of them, %s)",
                   from ? "not both" : "none is set");
     if (pc->messaging_service[0] && !cfg_twilio_sid(pc->messaging_service, "MG"))
-        cfg_error(x, "provider.messaging_service_sid", "must be a Messaging Service SID: MG and 32 hex digits");
+        cfg_error(x, cfg_provider_key(x, "messaging_service_sid"), "must be a Messaging Service SID: MG and 32 hex digits");
 }
 
 /* Kannel's optional sendsms fields: smsc (an smsc-id; Kannel splits its
@@ -90,23 +102,24 @@ static void cfg_kannel(struct cfg_ctx *x, struct config *c, json_t *o)
     int64_t v;
     size_t i;
 
-    pc->user = cfg_env(x, o, "provider", "username_env", 1, 1);
-    pc->pass = cfg_env(x, o, "provider", "password_env", 1, 1);
+    pc->user = cfg_env(x, o, cfg_provider_at(x), "username_env", 1, 1);
+    pc->pass = cfg_env(x, o, cfg_provider_at(x), "password_env", 1, 1);
     for (i = 0; s[i] > 0x20 && s[i] < 0x7f && s[i] != ';'; i++)
         ;
     /* Only an smsc that was read (a bad or empty one is reported already). */
     if (s[0] != '\0' && s[i] != '\0')
-        cfg_error(x, "provider.smsc", "must be an smsc-id: 1 to 63 printable ASCII bytes without spaces or ';'");
-    if (cfg_int(x, o, "provider", "priority", 0, 0, 3, &v))
+        cfg_error(x, cfg_provider_key(x, "smsc"), "must be an smsc-id: 1 to 63 printable ASCII bytes without spaces or ';'");
+    if (cfg_int(x, o, cfg_provider_at(x), "priority", 0, 0, 3, &v))
         pc->priority = (int)v;
-    if (cfg_dur(x, o, "provider", "validity", 0, &v)) {
+    if (cfg_dur(x, o, cfg_provider_at(x), "validity", 0, &v)) {
         if (v < 60000 || v > 86400000 || v % 60000 != 0)
-            cfg_error(x, "provider.validity", "must be whole minutes from 1m to 1d (Kannel takes minutes)");
+            cfg_error(x, cfg_provider_key(x, "validity"), "must be whole minutes from 1m to 1d (Kannel takes minutes)");
         else
             pc->validity_ms = v;
     }
     if (json_object_get(o, "dlr_mask") != NULL && pc->callback_url[0] == '\0')
-        cfg_error(x, "provider.dlr_mask", "needs provider.callback_url, where Kannel sends the reports");
+        cfg_error(x, cfg_provider_key(x, "dlr_mask"), "needs %s, where Kannel sends the reports",
+                  cfg_provider_key(x, "callback_url"));
 }
 
 /* "webhook and kannel" for a mask of provider types (bit t: type t). */
@@ -131,12 +144,12 @@ static void cfg_provider_needs(struct cfg_ctx *x, json_t *o, enum cfg_provider t
         [CFG_PROVIDER_KANNEL] = {"url", "from", NULL},
         [CFG_PROVIDER_TWILIO] = {NULL, NULL, NULL},
     };
-    char p[64];
+    char p[128];
     size_t i;
 
     for (i = 0; i < 3 && need[type][i]; i++)
         if (json_object_get(o, need[type][i]) == NULL)
-            cfg_error(x, cfg_path(p, sizeof(p), "provider", need[type][i]), "is required");
+            cfg_error(x, cfg_path(p, sizeof(p), cfg_provider_at(x), need[type][i]), "is required");
 }
 
 /* Keys of some types only (a mask of them): named at once when given to
@@ -168,14 +181,14 @@ static const struct {
 /* Reports each key of o that belongs to other types than type. */
 static void cfg_provider_foreign(struct cfg_ctx *x, json_t *o, enum cfg_provider type)
 {
-    char p[64], names[64];
+    char p[128], names[64];
     size_t i;
 
     for (i = 0; i < sizeof(cfg_provider_only) / sizeof(cfg_provider_only[0]); i++) {
         const char *key = cfg_provider_only[i].key;
         unsigned types = cfg_provider_only[i].types;
         if (!(types & CFG_PT(type)) && json_object_get(o, key) != NULL)
-            cfg_error(x, cfg_path(p, sizeof(p), "provider", key), "applies to %s only, not %s",
+            cfg_error(x, cfg_path(p, sizeof(p), cfg_provider_at(x), key), "applies to %s only, not %s",
                       cfg_provider_types_text(types, names, sizeof(names)), cfg_provider_names[type]);
     }
 }
@@ -187,19 +200,19 @@ static void cfg_webhook(struct cfg_ctx *x, struct config *c, json_t *o)
 {
     size_t i;
 
-    c->provider.token = cfg_env(x, o, "provider", "token_env", 0, 16);
+    c->provider.token = cfg_env(x, o, cfg_provider_at(x), "token_env", 0, 16);
     /* It goes in a header line: no spaces, controls or CR LF to split it. */
     if (c->provider.token != NULL) {
         const char *k = c->provider.token;
         for (i = 0; k[i] > 0x20 && k[i] < 0x7f; i++)
             ;
         if (k[i] != '\0' || i > 1000)
-            cfg_error(x, "provider.token_env",
+            cfg_error(x, cfg_provider_key(x, "token_env"),
                       "environment variable %s must hold 16 to 1000 printable ASCII bytes without spaces",
                       json_string_value(json_object_get(o, "token_env")));
     }
     /* An HMAC key as strong as the hash: 32 bytes. */
-    c->provider.signing_secret = cfg_env(x, o, "provider", "signing_secret_env", 0, 32);
+    c->provider.signing_secret = cfg_env(x, o, cfg_provider_at(x), "signing_secret_env", 0, 32);
 }
 
 /* The URLs otpd calls, or gives the provider to call it back on: each
@@ -214,13 +227,13 @@ static void cfg_provider_urls(struct cfg_ctx *x, const struct config *c)
         {"base_url", offsetof(struct provider_conf, base_url)},
         {"callback_url", offsetof(struct provider_conf, callback_url)},
     };
-    char p[64];
+    char p[128];
     size_t i;
 
     for (i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
         const char *u = (const char *)&c->provider + urls[i].off;
         if (u[0] && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
-            cfg_error(x, cfg_path(p, sizeof(p), "provider", urls[i].key),
+            cfg_error(x, cfg_path(p, sizeof(p), cfg_provider_at(x), urls[i].key),
                       "must be an http:// or https:// URL");
     }
 }

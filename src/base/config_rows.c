@@ -195,7 +195,18 @@ const struct cfg_row cfg_rows[] = {
     CFG_ENUM("pacer.on_restart_sending", 0, pacer.on_restart_sending, cfg_sending_names, "resend",
      .doc = "a message taken back after a crash (by its instance's restart or a takeover) while it was "
      "`sending`: `resend` (at least once; duplicates at most the dead instance's `max_inflight`) or `fail`"),
-    CFG_SECTION("provider", CFG_REQUIRED, cfg_provider),
+    CFG_CUSTOM("providers", 0, cfg_providers,
+     .what = "{name: a provider as provider's keys, and rate, capacity, max_inflight, timeout, retry, prices, "
+     "breaker}; at most 8",
+     .doc = "several providers, each paced, priced and failed over on its own (docs/providers.md); instead of "
+     "provider; a change needs a restart"),
+    CFG_CUSTOM("routes", CFG_RELOAD, cfg_routes,
+     .what = "[{\"match\": \"IN\", \"+4474\" or \"*\", \"providers\": [names, in order]}]; at most 64",
+     .doc = "which providers a destination goes to, the most specific match first; with providers"),
+    CFG_SECTION("failover", 0, NULL, .doc = "when a message moves to the next provider of its route (docs/providers.md)"),
+    CFG_INT("failover.max_providers", CFG_RELOAD, network.max_providers, 1, ROUTE_PROVIDERS_MAX, "2",
+     .doc = "providers one message may go to, its first included"),
+    CFG_SECTION("provider", 0, cfg_provider, .what = "required unless providers is given"),
     CFG_ENUM("provider.type", CFG_REQUIRED, provider.type, cfg_provider_names, NULL,
      .doc = "the SMS provider's adapter"),
     CFG_STR("provider.path", 0, provider.path, 0, NULL, .what = "file: required"),

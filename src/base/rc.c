@@ -21,6 +21,7 @@ const char *otp_rc_str(enum otp_rc rc)
     case OTP_ECOUNTRY: return "country_blocked";
     case OTP_EPUMPING: return "suspected_pumping";
     case OTP_EFORBIDDEN: return "forbidden";
+    case OTP_ENOROUTE: return "no_route";
     }
     return "unknown";
 }
@@ -40,6 +41,7 @@ static const struct otp_outcome_row outcome_rows[OUT_COUNT] = {
     {OUT_NUMBER_TYPE, OTP_ETYPE, 403, "number_type", "Number type not served", OUT_OP_ISSUE | OUT_OP_VERIFY},
     {OUT_BLOCKED, OTP_EBLOCKED, 403, "blocked", "Blocked by an operator", OUT_OP_ISSUE | OUT_OP_VERIFY},
     {OUT_COUNTRY_BLOCKED, OTP_ECOUNTRY, 403, "country_blocked", "Country not served", OUT_OP_ISSUE},
+    {OUT_NO_ROUTE, OTP_ENOROUTE, 403, "no_route", "No route to the destination", OUT_OP_ISSUE},
     {OUT_NOT_FOUND, OTP_ENOTFOUND, 404, "not_found", "Not found", OUT_OP_HTTP | OUT_OP_REPORT},
     {OUT_NO_ACTIVE_CODE, OTP_ENOTFOUND, 404, "no_active_code", "No active code", OUT_OP_VERIFY | OUT_OP_CANCEL},
     {OUT_METHOD_NOT_ALLOWED, OTP_EINVAL, 405, "method_not_allowed", "Method not allowed", OUT_OP_HTTP},

@@ -26,6 +26,7 @@ enum otp_rc {
     OTP_ECOUNTRY,  /* countries.allow/deny refuses the phone's region (403 country_blocked) */
     OTP_EPUMPING,  /* the pumping guard holds the phone's prefix (429 suspected_pumping) */
     OTP_EFORBIDDEN, /* the API key's role may not use this route (403) */
+    OTP_ENOROUTE,  /* no route of the providers covers the phone (403 no_route) */
 };
 
 /* Returns a static lower-case name such as "store_unavailable". */
@@ -49,6 +50,7 @@ enum otp_outcome {
     OUT_NUMBER_TYPE,           /* 403 */
     OUT_BLOCKED,               /* 403 */
     OUT_COUNTRY_BLOCKED,       /* 403 */
+    OUT_NO_ROUTE,              /* 403: no route covers the destination */
     OUT_NOT_FOUND,             /* 404: no such route, message or admin row */
     OUT_NO_ACTIVE_CODE,        /* 404 */
     OUT_METHOD_NOT_ALLOWED,    /* 405 */

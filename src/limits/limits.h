@@ -67,6 +67,15 @@ struct limits_extra {
     char field[24];
 };
 
+/* The provider an issue's message goes to (src/pacer/lanes.h): its
+ * stream, its queue's capacity and its prices (NULL: cost.prices). */
+struct limits_lane {
+    const char *stream;
+    int64_t capacity;
+    const struct cfg_price *prices;
+    size_t n_prices;
+};
+
 struct limits_request {
     const char *phone;     /* canonical E.164 (phone_parse) */
     const char *device_id; /* NULL when absent */
@@ -93,6 +102,7 @@ struct limits_request {
     const char *style; /* issue: its message's style text (src/otp/sms.h); NULL: the default */
     const struct limits_extra *extra; /* issue only; n_extra of them (at most LIMITS_EXTRA_MAX) */
     size_t n_extra;
+    const struct limits_lane *lane; /* issue only; NULL: the single provider's (otp:q, pacer.capacity) */
 };
 
 /* The draft-11 RateLimit fields of one rule. */

@@ -232,7 +232,8 @@ static void issue_keys(const struct limits_rules *rs, const struct limits_reques
         *share_key = ++u->nkeys;
     }
     idem_keys(rq, u);
-    snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_QUEUE], sizeof(u->keys[0]), "%s", STORE_QUEUE_KEY);
+    snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_QUEUE], sizeof(u->keys[0]), "%s",
+             rq->lane ? rq->lane->stream : STORE_QUEUE_KEY);
     snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_HOLDS], sizeof(u->keys[0]), "%s", STORE_HOLDS_KEY);
     store_msg_key(rq->mid, u->keys[u->nkeys + IK_TAIL - 1 - IK_MSG], sizeof(u->keys[0]));
     limits_undo_key(rq->rid, u->keys[u->nkeys + IK_TAIL - 1 - IK_UNDO], sizeof(u->keys[0]));
@@ -243,7 +244,7 @@ static void issue_keys(const struct limits_rules *rs, const struct limits_reques
 static void msg_args(struct limits_args *a, int base, const struct limits_request *rq, const struct limits_fleet *q,
                      const struct limits_issue *out, int share_key)
 {
-    limits_argv_int(a, base + MA_CAPACITY, q->capacity);
+    limits_argv_int(a, base + MA_CAPACITY, rq->lane ? rq->lane->capacity : q->capacity);
     limits_argv_int(a, base + MA_HOLD_MS, LIMITS_HOLD_MS);
     limits_argv_str(a, base + MA_MID, rq->mid);
     limits_argv_str(a, base + MA_API_KEY, rq->api_key);
@@ -266,7 +267,9 @@ void limits_issue_args(const struct limits_rules *rs, const struct limits_reques
     c->wrong = NULL;
     /* Room for IK_TAIL more and the others' at most 9 (config_load bounds rules' keys). */
     rules_pick(rs, rq, CFG_ON_VERIFY, LIMITS_KEYS_MAX - 9, u, c);
-    out->price_minor = rs->n_caps > 0 ? config_price_in(rs->prices, rs->n_prices, rq->phone) : -1;
+    out->price_minor = rs->n_caps == 0                         ? -1
+                       : rq->lane && rq->lane->prices != NULL ? config_price_in(rq->lane->prices, rq->lane->n_prices, rq->phone)
+                                                               : config_price_in(rs->prices, rs->n_prices, rq->phone);
     limits_cost_caps(rs, rq->api_key, out->cost_caps, sizeof(out->cost_caps));
     issue_keys(rs, rq, q, out, &cost_key, &pump_at, &share_key);
     limits_args_keys(a, u);

@@ -31,7 +31,7 @@ struct otp *otp_new(const struct otp_deps *d)
         return NULL;
     o->d = *d;
     if ((o->idem = idem_new(d->store, d->keys)) == NULL ||
-        (o->report = report_new(d->cfg.provider, d->keys, d->ledger, d->pacer)) == NULL) {
+        (o->report = report_new(d->cfg.provider, d->keys, d->ledger, lanes_pacer(d->lanes, 0))) == NULL) {
         idem_free(o->idem);
         free(o);
         return NULL;
@@ -284,13 +284,13 @@ static void issue_call_fill(struct otp *o, const struct otp_req *rq, struct issu
 }
 
 /* The answer to an issue that issue.lua (or the refusal cache) refused. */
-static void issue_refusal(struct otp *o, const struct limits_issue *li, struct otp_answer *out)
+static void issue_refusal(const struct lanes_pick *pk, const struct limits_issue *li, struct otp_answer *out)
 {
     out->retry_after_s = otp_retry_s(li->retry_ms);
     snprintf(out->reason, sizeof(out->reason), "%s", li->reason);
     if (li->rc == OTP_EFULL) {
         otp_answer_set(out, OUT_QUEUE_FULL, "the send queue is full");
-        out->retry_after_s = sched_full_retry_s(li->depth, o->d.cfg.pacer->rate);
+        out->retry_after_s = sched_full_retry_s(li->depth, pk->lane->pacer.rate);
     } else if (li->rc == OTP_ECOST) {
         otp_answer_set(out, OUT_COST_CAP, "the SMS budget is spent for now");
     } else if (li->rc == OTP_ELOCKED) {
@@ -317,7 +317,7 @@ enum issue_end { ISSUE_RELEASED, ISSUE_AGAIN, ISSUE_UNDO };
  * fleet's senders, and only then is it 202. Its expiry is on Redis's
  * clock, as the senders check it. */
 static enum issue_end issue_accept(struct otp *o, const struct otp_req *rq, const struct limits_issue *li,
-                                   struct otp_answer *out)
+                                   const struct lanes_pick *pk, struct otp_answer *out)
 {
     const struct otp_outcome_row *ok = otp_outcome_row(OUT_ACCEPTED);
     int64_t exp_ms = li->now_ms + li->expires_in_ms;
@@ -372,7 +372,7 @@ static enum issue_end issue_accept(struct otp *o, const struct otp_req *rq, cons
         otp_answer_set(out, OUT_STORE_UNAVAILABLE, "the store did not confirm the message");
         return ISSUE_UNDO;
     }
-    pacer_wake(o->d.pacer);
+    pacer_wake(pk->pacer);
     return ISSUE_RELEASED;
 }
 
@@ -380,6 +380,8 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 {
     struct issue_call x = {0};
     struct limits_issue li;
+    struct lanes_pick pk;
+    struct limits_lane lane;
     char err[OTP_ERR_LEN] = "";
 
     memset(out, 0, sizeof(*out));
@@ -391,6 +393,11 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     }
     if (otp_style(o, rq, x.style, sizeof(x.style), out) < 0)
         return;
+    /* The provider it goes to (otp_issue_screen refused a phone no route covers). */
+    if (otp_lane(o, rq, &pk, out) != 0)
+        goto refused;
+    lane = (struct limits_lane){pacer_stream(pk.pacer), pk.lane->pacer.capacity, pk.lane->prices, pk.lane->n_prices};
+    x.lr.lane = &lane;
     /* A refusal remembered from Redis: answered before any code work. */
     keys_fill(rq, rq->client_ip ? x.ip_key : NULL, &x.lr);
     if ((out->cached = limits_cached_issue(o->d.limits, &x.lr, &li)) == 0) {
@@ -409,10 +416,10 @@ void otp_issue(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     if (li.shadow[0])
         otp_count_shadow(o, li.shadow, "issue");
     if (li.rc != OTP_OK) {
-        issue_refusal(o, &li, out);
+        issue_refusal(&pk, &li, out);
         goto refused;
     }
-    switch (issue_accept(o, rq, &li, out)) {
+    switch (issue_accept(o, rq, &li, &pk, out)) {
     case ISSUE_RELEASED:
         otp_count(o, OTP_OP_ISSUE, out);
         return;
@@ -569,7 +576,7 @@ void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     }
     /* The verification is gone, so no code of it verifies any more; its
      * messages still queued end unsent and give their reservation back. */
-    stopped = pacer_cancel(o->d.pacer, vid);
+    stopped = lanes_cancel(o->d.lanes, vid);
     log_msg(LOG_INFO, "verification %s cancelled by %s; %d queued messages stopped", vid, rq->api_key, stopped);
     otp_answer_set(out, OUT_CANCELLED, "cancelled");
     snprintf(out->verification_id, sizeof(out->verification_id), "%s", vid);
@@ -579,7 +586,7 @@ void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
 enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state)
 {
     char err[OTP_ERR_LEN] = "";
-    enum otp_rc rc = pacer_status(o->d.pacer, api_key, id, state, err);
+    enum otp_rc rc = pacer_status(lanes_pacer(o->d.lanes, 0), api_key, id, state, err);
 
     if (rc == OTP_ESTORE)
         log_msg(LOG_WARN, "status of message %s: %s", id, err);
@@ -603,7 +610,7 @@ static void import_one(void *arg, const struct ledger_message *m)
 
     if (m->expires_ms - x->now_ms < sched_min_life_ms(x->o->d.cfg.otp->ttl_ms))
         return;
-    if (pacer_import(x->o->d.pacer, m, &added, x->err) != OTP_OK)
+    if (pacer_import(lanes_pacer(x->o->d.lanes, 0), m, &added, x->err) != OTP_OK)
         x->failed++;
     x->added += added;
 }
@@ -620,7 +627,7 @@ enum otp_rc otp_start_pacer(struct otp *o, char *err)
                 "start tries again", x.failed, x.err);
     if (x.added > 0)
         log_msg(LOG_INFO, "%d queued messages of a ledger from before the fleet joined the fleet's queue", x.added);
-    return pacer_start(o->d.pacer, &r, err);
+    return lanes_start(o->d.lanes, &r, err);
 }
 
 enum report_verdict otp_delivery(struct otp *o, const struct report_in *in)

@@ -15,6 +15,7 @@
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
 #include "../limits/limits.h"
+#include "../pacer/lanes.h"
 #include "../pacer/pacer.h"
 #include "code.h"
 #include "idem.h"
@@ -41,7 +42,7 @@ struct otp_deps {
     const struct code_keys *keys;
     struct store *store;
     struct limits *limits;
-    struct pacer *pacer;
+    struct lanes *lanes; /* the providers, one pacer each, and their routes */
     struct ledger *ledger;
     struct admin *admin; /* blocks, matched before any Redis call */
     const char *version; /* the build's (otpd_build_info); NULL: "unknown" */

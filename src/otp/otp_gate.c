@@ -98,6 +98,15 @@ static int country_served(struct otp *o, const struct otp_req *rq, struct otp_an
     return 1;
 }
 
+int otp_lane(struct otp *o, const struct otp_req *rq, struct lanes_pick *pk, struct otp_answer *out)
+{
+    if (lanes_pick(o->d.lanes, rq->phone, pk) == 0)
+        return 0;
+    otp_answer_set(out, OUT_NO_ROUTE, "no route of this service's providers serves %s numbers",
+                   rq->region[0] ? rq->region : "these");
+    return -1;
+}
+
 /* A hold the pumping guard started names the prefix (never a whole
  * number) once, on the instance whose request started it. */
 void otp_pump_note(struct otp *o, const struct otp_req *rq, const struct limits_issue *li)
@@ -146,6 +155,8 @@ int otp_issue_screen(struct otp *o, const struct otp_req *rq, struct otp_answer 
 
     memset(out, 0, sizeof(*out));
     if (!type_served(o, rq, out) || !country_served(o, rq, out))
+        goto refused;
+    if (otp_lane(o, rq, &(struct lanes_pick){0}, out) != 0)
         goto refused;
     bad_ip = rq->client_ip && limits_ip_key(rq->client_ip, ip_key, sizeof(ip_key)) != OTP_OK;
     if (bad_ip)

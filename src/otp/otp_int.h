@@ -17,7 +17,7 @@
 #define OTP_SHADOW_RULES 32
 /* The refusals no rule makes (otp_metrics.c's fixed_reasons), each with a
  * label of its own. */
-#define OTP_FIXED_REASONS 8
+#define OTP_FIXED_REASONS 9
 #define OTP_REFUSAL_LABELS (2 * OTP_SHADOW_RULES + OTP_FIXED_REASONS)
 
 /* The operations whose decisions /metrics counts. */
@@ -107,6 +107,10 @@ void otp_count(struct otp *o, enum otp_op op, const struct otp_answer *a);
  * SMS_STYLE_MAX + 1): 0, or -1 with the refusal in a (OUT_INVALID_REQUEST:
  * an app_hash that is none, or a message over CFG_TEXT_MAX bytes). */
 int otp_style(struct otp *o, const struct otp_req *rq, char *out, size_t cap, struct otp_answer *a);
+/* The provider a new message to rq's phone goes to (lanes_pick): 0, or
+ * -1 with the refusal (403 no_route) in out. No Redis call. */
+int otp_lane(struct otp *o, const struct otp_req *rq, struct lanes_pick *pk, struct otp_answer *out);
+
 /* The pacer's render hook (struct pacer_render): the text and the
  * delivery-report query of message id of verification vid in style,
  * rendered by whichever instance sends it. */

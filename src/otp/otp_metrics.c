@@ -24,7 +24,7 @@ static const struct {
  * no rule makes. Bounded, so a label never comes from a request. */
 static const char *const fixed_reasons[] = {"cost_cap",      "blocked",           "country_blocked",
                                             "number_type",   "suspected_pumping", "queue_full",
-                                            "share_per_key", LIMITS_IDEM_REASON};
+                                            "share_per_key", LIMITS_IDEM_REASON, "no_route"};
 _Static_assert(sizeof(fixed_reasons) / sizeof(fixed_reasons[0]) == OTP_FIXED_REASONS, "one label each");
 
 /* The refusal labels known from the start, each shown with 0: the
@@ -102,6 +102,7 @@ static const char *refusal_label(const struct otp_answer *a)
     case OUT_COST_CAP: return "cost_cap";
     case OUT_BLOCKED: return "blocked";
     case OUT_COUNTRY_BLOCKED: return "country_blocked";
+    case OUT_NO_ROUTE: return "no_route";
     case OUT_NUMBER_TYPE: return "number_type";
     case OUT_SUSPECTED_PUMPING: return "suspected_pumping";
     default: return NULL;
@@ -267,7 +268,7 @@ static void flow_text(struct otp *o, struct metrics_text *t)
     struct pacer_stats ps;
     struct ledger_stats ls;
 
-    pacer_stats(o->d.pacer, &ps);
+    lanes_stats(o->d.lanes, &ps);
     ledger_stats(o->d.ledger, &ls);
     metrics_head(t, "otpd_queue_depth", "gauge",
                  "Messages accepted and not ended, the whole fleet's (stream and holds), at most a second "
@@ -367,7 +368,7 @@ char *otp_metrics(struct otp *o)
     store_text(o, &t);
     flow_text(o, &t);
     caps_text(o, &t);
-    pacer_metrics(o->d.pacer, &t);
+    lanes_metrics(o->d.lanes, &t);
     metrics_hist_text(&t);
     report_metrics(o->report, &t);
     if (o->d.admin != NULL)

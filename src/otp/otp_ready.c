@@ -64,7 +64,7 @@ int otp_ready(struct otp *o, char *why, size_t cap)
         snprintf(why, cap, "ledger: the last transaction failed");
         return 0;
     }
-    if (pacer_full(o->d.pacer)) {
+    if (lanes_full(o->d.lanes)) {
         snprintf(why, cap, "the send queue is full");
         return 0;
     }

@@ -51,16 +51,43 @@ struct pacer *pacer_new(const struct pacer_conf *c, const struct pacer_site *sit
     pthread_mutex_init(&pc->wmu, NULL);
     pthread_cond_init(&pc->wcond, NULL);
     hooks = (struct xfer_hooks){pacer_xfer_wrote, pacer_xfer_done, pc};
-    if ((pc->queue = queue_new(s, pc->consumer)) == NULL) {
+    breaker_init(&pc->breaker, site->breaker_failures, (uint64_t)site->breaker_open_ms * SCHED_NS_PER_MS);
+    if ((pc->queue = queue_new(s, pc->consumer, site->lane)) == NULL) {
         snprintf(err, OTP_ERR_LEN, "pacer: out of memory");
         pacer_free(pc);
         return NULL;
     }
+    snprintf(pc->stream, sizeof(pc->stream), "%s", queue_stream(pc->queue));
     if ((pc->xfer = xfer_new(c, p, &hooks, err)) == NULL) {
         pacer_free(pc);
         return NULL;
     }
     return pc;
+}
+
+void pacer_set_failover(struct pacer *pc, const struct pacer_failover *f)
+{
+    pc->failover = *f;
+}
+
+const char *pacer_lane(const struct pacer *pc)
+{
+    return pc->site.lane ? pc->site.lane : "default";
+}
+
+const char *pacer_stream(const struct pacer *pc)
+{
+    return pc->stream;
+}
+
+int pacer_healthy(struct pacer *pc)
+{
+    int ok;
+
+    pthread_mutex_lock(&pc->mu);
+    ok = breaker_would_allow(&pc->breaker, clock_mono_ns());
+    pthread_mutex_unlock(&pc->mu);
+    return ok;
 }
 
 void pacer_kick(struct pacer *pc)
@@ -111,6 +138,13 @@ struct pacer_item *pacer_item_new(struct pacer *pc, const struct queue_entry *e,
      * one holds nothing it knows of until reserve.lua says. */
     it->rsv_idx = adopted ? 0 : 1;
     it->held = !adopted;
+    /* Failed over to this provider: its latest reservation was spent or
+     * given back where it was; the next attempt takes a later one, at this
+     * provider's price. */
+    if (!adopted && e->moved_r > 0) {
+        it->rsv_idx = e->moved_r;
+        it->held = 0;
+    }
     pthread_mutex_lock(&pc->mu);
     it->rnext = pc->registry;
     if (pc->registry)
@@ -264,7 +298,28 @@ void pacer_stats(struct pacer *pc, struct pacer_stats *out)
     *out = pc->stats;
     out->depth = pc->depth > 0 ? (uint64_t)pc->depth : 0;
     out->inflight = (uint64_t)pc->inflight;
+    out->breaker_state = (int)breaker_state(&pc->breaker, clock_mono_ns());
     pthread_mutex_unlock(&pc->mu);
+}
+
+void pacer_stats_add(struct pacer_stats *sum, const struct pacer_stats *st)
+{
+    size_t i;
+
+#define PACER_ADD(f) sum->f += st->f
+    PACER_ADD(sent); PACER_ADD(failed); PACER_ADD(expired); PACER_ADD(retried); PACER_ADD(transient);
+    PACER_ADD(permanent); PACER_ADD(dropped_full); PACER_ADD(depth); PACER_ADD(inflight); PACER_ADD(takeovers);
+    PACER_ADD(restored); PACER_ADD(slots); PACER_ADD(slots_missed); PACER_ADD(slots_refused);
+    PACER_ADD(slot_wait_us); PACER_ADD(lost); PACER_ADD(paused_429); PACER_ADD(refunds); PACER_ADD(refund_dups);
+    PACER_ADD(refund_anomalies); PACER_ADD(refunds_lost); PACER_ADD(refunds_kept); PACER_ADD(refunds_taken_over);
+    PACER_ADD(reservations); PACER_ADD(reserve_refused); PACER_ADD(ledger_failures); PACER_ADD(spend_unknown_minor);
+    PACER_ADD(spend_accepted_minor); PACER_ADD(settled_accepted_minor); PACER_ADD(settled_unknown_minor);
+    PACER_ADD(settled_unbilled_minor); PACER_ADD(breaker_opened); PACER_ADD(latency_us_sum); PACER_ADD(latency_n);
+#undef PACER_ADD
+    for (i = 0; i < PROVIDER_C_COUNT; i++)
+        sum->cause[i] += st->cause[i];
+    for (i = 0; i <= PROVIDER_C_COUNT; i++)
+        sum->failed_over[i] += st->failed_over[i];
 }
 
 int pacer_full(struct pacer *pc)

@@ -94,6 +94,11 @@ struct pacer_stats {
     uint64_t settled_unknown_minor;  /* may have been billed: timeout, reset, 408, 5xx */
     uint64_t settled_unbilled_minor; /* written, then answered 429 or 4xx: not billed */
     uint64_t cause[PROVIDER_C_COUNT]; /* attempts by cause */
+    /* Messages moved to another provider, by the cause here; the last: its breaker was open (no call). */
+    uint64_t failed_over[PROVIDER_C_COUNT + 1];
+    uint64_t breaker_opened;         /* times this provider's breaker opened */
+    int breaker_state;               /* enum breaker_state, at the look */
+    uint64_t latency_us_sum, latency_n; /* calls that reached the wire */
 };
 
 /* What the pacer takes from outside its own section (struct pacer_conf),
@@ -104,6 +109,26 @@ struct pacer_site {
     const char *currency;           /* the spend metrics' label; "" for none */
     const struct cfg_price *prices; /* the list price of a message queued without one */
     size_t n_prices;
+    /* The provider (lane) this pacer sends through: its name (its queue's
+     * keys: queue_lane_key), its own prices (NULL: each message's issue
+     * price; every attempt is reserved and billed at this price) and its
+     * breaker. */
+    const char *lane;
+    int named;                      /* 1: the file names the provider (its ledger rows and logs use the name) */
+    const struct cfg_price *lane_prices;
+    size_t n_lane_prices;
+    int breaker_failures;
+    int64_t breaker_open_ms;
+};
+
+/* Where a message goes when this provider fails it (src/pacer/lanes.c):
+ * next gives the pacer of the next provider of its route that it has not
+ * gone to (tried: "a,b", this one included), and whose breaker lets a call
+ * through now; NULL when there is none (it then retries or ends here).
+ * Any thread; never blocks. */
+struct pacer_failover {
+    struct pacer *(*next)(void *ctx, const char *to, const char *tried);
+    void *ctx;
 };
 
 /*
@@ -139,6 +164,15 @@ enum otp_rc pacer_import(struct pacer *pc, const struct ledger_message *m, int *
 /* SIGHUP changed otp.ttl: the least life a message must have left to be
  * sent follows it (sched_min_life_ms). Any thread. */
 void pacer_set_code_ttl(struct pacer *pc, int64_t otp_ttl_ms);
+
+/* Sets the failover hook (copied); before pacer_start. */
+void pacer_set_failover(struct pacer *pc, const struct pacer_failover *f);
+
+/* The provider's name, its stream, and 1 while its breaker lets calls
+ * through (closed, or ready for its probe). Any thread. */
+const char *pacer_lane(const struct pacer *pc);
+const char *pacer_stream(const struct pacer *pc);
+int pacer_healthy(struct pacer *pc);
 
 /* A new message may be in the queue: claim now rather than at the next poll. */
 void pacer_wake(struct pacer *pc);
@@ -184,8 +218,14 @@ void pacer_free(struct pacer *pc);
 
 void pacer_stats(struct pacer *pc, struct pacer_stats *out);
 
-/* Appends the pacer's money and queue metrics to t. Any thread. */
-void pacer_metrics(struct pacer *pc, struct metrics_text *t);
+/* Adds every counter of st to sum (breaker_state is each lane's own: not summed). */
+void pacer_stats_add(struct pacer_stats *sum, const struct pacer_stats *st);
+
+/* Appends the money and queue metrics of st (every lane's summed:
+ * lanes_stats; capacity, theirs summed) to t; pc gives the currency. Any thread. */
+void pacer_metrics_sum(const struct pacer *pc, const struct pacer_stats *st, int64_t capacity, struct metrics_text *t);
+/* Appends each of pcs[0..n)'s own series, labelled provider="<name>". */
+void pacer_metrics_lanes(struct pacer *const *pcs, size_t n, struct metrics_text *t);
 
 /* 1 while the fleet's queue is full (asked of Redis; when it does not
  * answer, as the queue thread last saw it). */

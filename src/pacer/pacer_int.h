@@ -48,6 +48,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "../base/breaker.h"
 #include "../base/msgstate.h"
 #include "pacer.h"
 #include "queue.h"
@@ -71,6 +72,7 @@ enum pacer_job {
     PACER_JOB_END,    /* write its end to Redis, give back its reservation if unspent */
     PACER_JOB_RETRY,  /* back to 'queued' in Redis, then on the retry list */
     PACER_JOB_RESLOT, /* missed its slot (late, or a 429 pause): a new slot, no new attempt */
+    PACER_JOB_FAILOVER, /* to the next provider of its route (fo_to), with its cause (fo_cause) */
 };
 
 struct pacer_item {
@@ -107,6 +109,8 @@ struct pacer_item {
     char provider_id[PROVIDER_ID_MAX];
     int refund;                       /* PACER_JOB_END: give back its reservation */
     int ledger_end;                   /* PACER_JOB_END: its state goes to the ledger once Redis ends it here */
+    struct pacer *fo_to;              /* PACER_JOB_FAILOVER: the next provider's pacer */
+    enum provider_cause fo_cause;     /* PROVIDER_C_COUNT: its breaker was open, no call */
 };
 
 struct pacer {
@@ -150,6 +154,9 @@ struct pacer {
     int resync;
     int64_t pause_ms;                /* a 429's pause for the queue thread to apply */
     int64_t depth;                   /* the fleet's queue at the last claim */
+    char stream[QUEUE_KEY_MAX];      /* the lane's stream (queue_lane_key) */
+    struct pacer_failover failover;  /* NULL next: no failover */
+    struct breaker breaker;          /* under mu */
     int stopping, qstop;
     struct pacer_stats stats;
 };
@@ -223,5 +230,15 @@ int pacer_reserve(struct pacer *pc, struct pacer_item *it, enum pacer_use use);
 void pacer_refund(struct pacer *pc, struct pacer_item *it);   /* gives its reservation back, once */
 void pacer_unmark(struct pacer *pc, struct pacer_item *it);   /* gives its use mark back (at stop) */
 void pacer_unarm(struct pacer *pc);                           /* at stop: what never left goes back */
+int64_t pacer_rsv_price(const struct pacer *pc, const struct pacer_item *it); /* a reservation's price here */
+
+/* pacer_failover.c: on the queue thread, but pacer_failover_to (any thread). */
+/* The next provider for it (pacer_failover's next), or NULL. */
+struct pacer *pacer_failover_to(struct pacer *pc, const struct pacer_item *it);
+/* Moves it to the next provider (a PACER_JOB_FAILOVER): gives back the
+ * reservation it holds unspent, then queue_move. */
+void pacer_fail_over(struct pacer *pc, struct pacer_item *it);
+/* The breaker's word on one call of cause c. */
+enum breaker_event pacer_breaker_event(enum provider_cause c);
 
 #endif

@@ -185,6 +185,9 @@ void pacer_jobs(struct pacer *pc)
             it->not_before_ns = 0;
             pacer_retry_list(pc, it);
             break;
+        case PACER_JOB_FAILOVER:
+            pacer_fail_over(pc, it);
+            break;
         }
     }
 }

@@ -71,11 +71,57 @@ static void pacer_metrics_queue(const struct pacer_stats *st, int capacity, stru
     metrics_put(t, "otpd_pacer_slot_wait_seconds_total %.6f\n", (double)st->slot_wait_us / 1e6);
 }
 
-void pacer_metrics(struct pacer *pc, struct metrics_text *t)
+void pacer_metrics_sum(const struct pacer *pc, const struct pacer_stats *st, int64_t capacity, struct metrics_text *t)
 {
-    struct pacer_stats st;
+    pacer_metrics_money(st, pc->site.currency[0] ? pc->site.currency : "none", t);
+    pacer_metrics_queue(st, capacity, t);
+}
 
-    pacer_stats(pc, &st);
-    pacer_metrics_money(&st, pc->site.currency[0] ? pc->site.currency : "none", t);
-    pacer_metrics_queue(&st, pc->cfg->capacity, t);
+/* Each provider's own series, labelled with its name. */
+void pacer_metrics_lanes(struct pacer *const *pcs, size_t n, struct metrics_text *t)
+{
+    struct pacer_stats st[CFG_LANES_MAX];
+    size_t i;
+    int c;
+
+    for (i = 0; i < n && i < CFG_LANES_MAX; i++)
+        pacer_stats(pcs[i], &st[i]);
+    metrics_head(t, "otpd_provider_sends_total", "counter", "Attempts on each provider, by cause (see provider.c).");
+    for (i = 0; i < n; i++)
+        for (c = 0; c < PROVIDER_C_COUNT; c++)
+            metrics_u64(t, "otpd_provider_sends_total", st[i].cause[c], "provider", pacer_lane(pcs[i]), "cause",
+                        provider_cause_row((enum provider_cause)c)->name);
+    metrics_head(t, "otpd_provider_failovers_total", "counter",
+                 "Messages moved from each provider to the next of their route, by the cause there "
+                 "(breaker_open: no call was made).");
+    for (i = 0; i < n; i++)
+        for (c = 0; c <= PROVIDER_C_COUNT; c++)
+            if (c == PROVIDER_C_COUNT || provider_cause_row((enum provider_cause)c)->failover)
+                metrics_u64(t, "otpd_provider_failovers_total", st[i].failed_over[c], "provider", pacer_lane(pcs[i]),
+                            "cause", c < PROVIDER_C_COUNT ? provider_cause_row((enum provider_cause)c)->name
+                                                          : "breaker_open");
+    metrics_head(t, "otpd_provider_breaker_state", "gauge",
+                 "Each provider's breaker: 0 closed, 1 open, 2 half open (its probe may go).");
+    for (i = 0; i < n; i++)
+        metrics_i64(t, "otpd_provider_breaker_state", st[i].breaker_state, "provider", pacer_lane(pcs[i]));
+    metrics_head(t, "otpd_provider_breaker_opened_total", "counter", "Times each provider's breaker opened.");
+    for (i = 0; i < n; i++)
+        metrics_u64(t, "otpd_provider_breaker_opened_total", st[i].breaker_opened, "provider", pacer_lane(pcs[i]));
+    metrics_head(t, "otpd_provider_queue_depth", "gauge", "Each provider's queue, fleet-wide, at the last look.");
+    for (i = 0; i < n; i++)
+        metrics_u64(t, "otpd_provider_queue_depth", st[i].depth, "provider", pacer_lane(pcs[i]));
+    metrics_head(t, "otpd_provider_queue_capacity", "gauge", "Each provider's queue capacity.");
+    for (i = 0; i < n; i++)
+        metrics_i64(t, "otpd_provider_queue_capacity", pcs[i]->cfg->capacity, "provider", pacer_lane(pcs[i]));
+    metrics_head(t, "otpd_provider_gcra_wait_seconds_total", "counter",
+                 "Each provider's GCRA lag: time from taking each send slot to the slot, summed.");
+    for (i = 0; i < n; i++)
+        metrics_put(t, "otpd_provider_gcra_wait_seconds_total{provider=\"%s\"} %.6f\n", pacer_lane(pcs[i]),
+                    (double)st[i].slot_wait_us / 1e6);
+    metrics_head(t, "otpd_provider_latency_seconds", "summary", "Each provider's call latency, calls on its wire.");
+    for (i = 0; i < n; i++) {
+        metrics_put(t, "otpd_provider_latency_seconds_sum{provider=\"%s\"} %.6f\n", pacer_lane(pcs[i]),
+                    (double)st[i].latency_us_sum / 1e6);
+        metrics_u64(t, "otpd_provider_latency_seconds_count", st[i].latency_n, "provider", pacer_lane(pcs[i]));
+    }
 }

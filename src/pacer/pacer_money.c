@@ -36,12 +36,25 @@ int pacer_priced(const struct pacer *pc, const struct pacer_item *it)
     return pc->has_money && it->e.price_minor >= 0;
 }
 
-/* Its reservation, else the list price (no caps configured), else 0. */
+/* A reservation's price on this provider: its own price for the
+ * destination when it has prices, else the issue's. */
+int64_t pacer_rsv_price(const struct pacer *pc, const struct pacer_item *it)
+{
+    int64_t p = pc->site.lane_prices ? config_price_in(pc->site.lane_prices, pc->site.n_lane_prices, it->e.to) : -1;
+
+    return p >= 0 ? p : it->e.price_minor;
+}
+
+/* What an attempt costs here: its reservation's price, else the list
+ * price (no caps configured), else 0. */
 int64_t pacer_price(const struct pacer *pc, const struct pacer_item *it)
 {
-    int64_t p = it->e.price_minor >= 0 ? it->e.price_minor
-                                       : config_price_in(pc->site.prices, pc->site.n_prices, it->e.to);
+    int64_t p = it->e.price_minor >= 0 ? pacer_rsv_price(pc, it) : -1;
 
+    if (p < 0 && pc->site.lane_prices)
+        p = config_price_in(pc->site.lane_prices, pc->site.n_lane_prices, it->e.to);
+    if (p < 0)
+        p = config_price_in(pc->site.prices, pc->site.n_prices, it->e.to);
     return p > 0 ? p : 0;
 }
 
@@ -123,7 +136,7 @@ int pacer_reserve(struct pacer *pc, struct pacer_item *it, enum pacer_use use)
     if (it->adopted && !it->held) {
         /* Taken over: what it holds is not known here (an earlier call may
          * have spent it). Past every reservation used on the wire. */
-        if (pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, 1, PACER_RESTORE, it->e.price_minor,
+        if (pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, 1, PACER_RESTORE, pacer_rsv_price(pc, it),
                               it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
             goto down;
         if (!ok)
@@ -134,7 +147,7 @@ int pacer_reserve(struct pacer *pc, struct pacer_item *it, enum pacer_use use)
         it->held = 1;
     }
     if (pc->money.reserve(pc->money.ctx, it->e.id, pc->consumer, it->held ? it->rsv_idx : it->rsv_idx + 1, use,
-                          it->e.price_minor, it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
+                          pacer_rsv_price(pc, it), it->e.cost_ms, &ok, &idx, &at_ms, why, sizeof(why), err) != OTP_OK)
         goto down;
     if (!ok)
         goto full;

@@ -308,6 +308,18 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
             goto later;
         return;
     }
+    if (!pacer_healthy(pc)) {
+        /* Its breaker is open: the next provider of its route, before
+         * anything goes on this one's wire; else it waits for the probe. */
+        if ((it->fo_to = pacer_failover_to(pc, it)) != NULL) {
+            it->fo_cause = PROVIDER_C_COUNT; /* its breaker, no call */
+            pacer_fail_over(pc, it);
+            return;
+        }
+        it->not_before_ns = clock_mono_ns() + (uint64_t)PACER_RETRY_MS * SCHED_NS_PER_MS;
+        pacer_retry_list(pc, it);
+        return;
+    }
     for (tries = 0; tries < PACER_SLOT_TRIES; tries++) {
         uint64_t sent = clock_mono_ns(), recv;
         enum otp_rc rc = queue_slot(pc->queue, &it->e, pacer_min_life(pc), pc->period_us,

@@ -108,11 +108,11 @@ static void pacer_log_failure(struct pacer *pc, const struct pacer_item *it, con
     if (ci->cls == PROVIDER_ACCEPTED)
         return;
     log_event(ci->outcome == PROVIDER_PERMANENT ? LOG_ERROR : LOG_WARN, "provider.failed",
-              LOG_FIELDS(LOG_STR("provider", pc->provider->ops->name), LOG_INT("status", r->status),
+              LOG_FIELDS(LOG_STR("provider", pacer_lane(pc)), LOG_INT("status", r->status),
                          LOG_STR("outcome", pacer_outcome_names[ci->outcome]), LOG_STR("cause", ci->name),
                          LOG_STR("reason", res->error), LOG_STR("message_id", it->e.id),
                          LOG_INT("attempt", it->attempt)),
-              "provider %s %s message %s (HTTP %ld, %s)%s", pc->provider->ops->name,
+              "provider %s %s message %s (HTTP %ld, %s)%s", pc->site.named ? pacer_lane(pc) : pc->provider->ops->name,
               ci->outcome == PROVIDER_PERMANENT ? "refused for good" : "failed", it->e.id, r->status, ci->name,
               auth ? ": check the credentials" : "");
 }
@@ -127,7 +127,7 @@ static void pacer_record_call(struct pacer *pc, const struct pacer_item *it, con
         .ts_ms = clock_wall_ms(),
         .message_id = it->e.id,
         .attempt = it->attempt,
-        .provider = pc->provider->ops->name,
+        .provider = pc->site.named ? pacer_lane(pc) : pc->provider->ops->name,
         .http_status = r->status,
         .latency_ms = r->latency_ms,
         .outcome = pacer_outcome_names[ci->outcome],
@@ -137,8 +137,13 @@ static void pacer_record_call(struct pacer *pc, const struct pacer_item *it, con
     };
 
     pacer_ledger_send(pc, &s);
-    if (r->wrote)
+    if (r->wrote) {
         metrics_observe_us(METRICS_H_PROVIDER, r->latency_us > 0 ? (uint64_t)r->latency_us : 0);
+        pthread_mutex_lock(&pc->mu);
+        pc->stats.latency_us_sum += r->latency_us > 0 ? (uint64_t)r->latency_us : 0;
+        pc->stats.latency_n++;
+        pthread_mutex_unlock(&pc->mu);
+    }
 }
 
 /* Counts the attempt: its cause, its spend when it was billed without a
@@ -170,6 +175,33 @@ static void pacer_settle(struct pacer *pc, const struct xfer_result *r, const st
     pthread_mutex_unlock(&pc->mu);
 }
 
+/* The breaker hears of one call's cause; it counts each time it opens. */
+static void pacer_health(struct pacer *pc, enum provider_cause cause)
+{
+    uint64_t now = clock_mono_ns();
+    int was_open, open;
+
+    pthread_mutex_lock(&pc->mu);
+    was_open = breaker_state(&pc->breaker, now) == BREAKER_OPEN;
+    breaker_record(&pc->breaker, pacer_breaker_event(cause), now);
+    open = breaker_state(&pc->breaker, now) == BREAKER_OPEN;
+    pc->stats.breaker_opened += open && !was_open;
+    pthread_mutex_unlock(&pc->mu);
+    if (open && !was_open)
+        log_event(LOG_ERROR, "provider.breaker_open", LOG_FIELDS(LOG_STR("provider", pacer_lane(pc))),
+                  "provider %s: breaker open after its calls failed; its messages fail over where a route "
+                  "allows, the rest wait for its probe", pacer_lane(pc));
+}
+
+/* Hands it to the queue thread to move to it->fo_to, after cause. */
+static void pacer_failover_job(struct pacer *pc, struct pacer_item *it, enum provider_cause cause)
+{
+    if (pacer_move(pc, it, MSG_QUEUED) != 0)
+        return;
+    it->fo_cause = cause;
+    pacer_job(pc, it, PACER_JOB_FAILOVER);
+}
+
 /* One call ended (the sender thread, inside xfer_poll or xfer_start). */
 void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
 {
@@ -183,7 +215,11 @@ void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
     pc->inflight--;
     pthread_mutex_unlock(&pc->mu);
     if (r->missed) {
-        /* Never written: no attempt, no cost; a new slot. */
+        /* Never written: no attempt, no cost; a new slot. (A probe it
+         * carried is free for the next call.) */
+        pthread_mutex_lock(&pc->mu);
+        breaker_record(&pc->breaker, BREAKER_NEUTRAL, clock_mono_ns());
+        pthread_mutex_unlock(&pc->mu);
         it->attempts--;
         it->missed = 1;
         PACER_COUNT(pc, slots_missed, 1);
@@ -200,8 +236,11 @@ void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
     else if (ci->cls == PROVIDER_ACCEPTED)
         pc->n429 = 0;
     pacer_log_failure(pc, it, r, ci);
+    pacer_health(pc, res->cause);
     if (ci->cls == PROVIDER_ACCEPTED)
         pacer_end(pc, it, MSG_SENT, NULL, res->provider_id[0] ? res->provider_id : NULL);
+    else if (ci->failover && (it->fo_to = pacer_failover_to(pc, it)) != NULL)
+        pacer_failover_job(pc, it, res->cause);
     else if (ci->retry)
         pacer_retry(pc, it, res->retry_after_ms, res->error);
     else
@@ -255,6 +294,17 @@ static void pacer_launch(struct pacer *pc, struct pacer_item *it)
     xfer_start(pc->xfer, &sms, &it->slot, it);
 }
 
+/* 1 when the breaker lets this call go (it may be the half-open probe). */
+static int pacer_breaker_allows(struct pacer *pc)
+{
+    int ok;
+
+    pthread_mutex_lock(&pc->mu);
+    ok = breaker_allow(&pc->breaker, clock_mono_ns());
+    pthread_mutex_unlock(&pc->mu);
+    return ok;
+}
+
 void *pacer_sender_main(void *arg)
 {
     struct pacer *pc = arg;
@@ -291,6 +341,13 @@ void *pacer_sender_main(void *arg)
             pacer_job(pc, it, PACER_JOB_RESLOT);
         } else if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pacer_min_life(pc))) {
             pacer_end(pc, it, MSG_EXPIRED, "too little life left when it would go on the wire", NULL);
+        } else if (!pacer_breaker_allows(pc)) {
+            /* Its breaker opened (or its one probe is out) after its slot
+             * was taken: a slot later, no attempt; the queue thread fails
+             * it over if a route allows. */
+            it->missed = 1;
+            PACER_COUNT(pc, slots_missed, 1);
+            pacer_job(pc, it, PACER_JOB_RESLOT);
         } else {
             pacer_launch(pc, it);
         }

@@ -19,7 +19,7 @@
 enum queue_claim_head { QC_DEPTH, QC_CURSOR, QC_COUNT, QC_HEAD };
 enum queue_claim_field {
     QC_EID, QC_ID, QC_VID, QC_TO, QC_EXPIRES, QC_SCOPE, QC_PRICE, QC_COST_MS, QC_CAPS, QC_PHONE_KEY, QC_STYLE,
-    QC_DELIVERIES,
+    QC_MOVED_R, QC_TRIED, QC_DELIVERIES,
     QUEUE_PER_ENTRY
 };
 
@@ -37,12 +37,13 @@ struct queue {
     struct store *store;
     int h_queue, h_slot;
     char consumer[QUEUE_NAME_MAX];
+    char stream[QUEUE_KEY_MAX], slot[QUEUE_KEY_MAX]; /* the lane's (queue_new) */
 };
 
 static enum otp_rc queue_on_msg(struct queue *q, const char *op, const char *id, const char *const *extra,
                                 int n_extra, int64_t *result, char *err);
 
-struct queue *queue_new(struct store *s, const char *consumer)
+struct queue *queue_new(struct store *s, const char *consumer, const char *lane)
 {
     struct queue *q = calloc(1, sizeof(*q));
 
@@ -52,7 +53,22 @@ struct queue *queue_new(struct store *s, const char *consumer)
     q->h_queue = store_script(s, pacer_queue_lua);
     q->h_slot = store_script(s, pacer_slot_lua);
     snprintf(q->consumer, sizeof(q->consumer), "%s", consumer);
+    queue_lane_key(STORE_QUEUE_KEY, lane, q->stream, sizeof(q->stream));
+    queue_lane_key(STORE_SLOT_KEY, lane, q->slot, sizeof(q->slot));
     return q;
+}
+
+void queue_lane_key(const char *base, const char *lane, char *out, size_t cap)
+{
+    if (lane == NULL || strcmp(lane, "default") == 0)
+        snprintf(out, cap, "%s", base);
+    else
+        snprintf(out, cap, "%s:%s", base, lane);
+}
+
+const char *queue_stream(const struct queue *q)
+{
+    return q->stream;
 }
 
 void queue_free(struct queue *q)
@@ -93,7 +109,7 @@ static enum otp_rc queue_run(struct queue *q, const char *op, const char *key2, 
     const char *args[5 + QUEUE_TOUCH_MAX + 8];
     int n = 0, i, nkeys = 2;
 
-    args[n++] = STORE_QUEUE_KEY;
+    args[n++] = q->stream;
     args[n++] = key2;
     if (strcmp(op, "end") == 0) /* an end also leaves its caller's share */
         args[n++] = STORE_SHARE_KEY, nkeys = 3;
@@ -145,6 +161,8 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
         snprintf(e->caps, sizeof(e->caps), "%s", queue_str(rep, b + QC_CAPS));
         snprintf(e->phone_key, sizeof(e->phone_key), "%s", queue_str(rep, b + QC_PHONE_KEY));
         snprintf(e->style, sizeof(e->style), "%s", queue_str(rep, b + QC_STYLE));
+        e->moved_r = (int)queue_int(rep, b + QC_MOVED_R);
+        snprintf(e->tried, sizeof(e->tried), "%s", queue_str(rep, b + QC_TRIED));
         e->deliveries = (int)queue_int(rep, b + QC_DELIVERIES);
         if (e->phone_key[0] == '\0') /* imported: no verification to check; any key will do */
             store_msg_key(e->id, e->phone_key, sizeof(e->phone_key));
@@ -161,7 +179,7 @@ static enum otp_rc queue_check(struct queue *q, const char *op, const struct que
                                char *err)
 {
     char msg[QUEUE_KEY_MAX], exp_s[24], life_s[24], period_s[24];
-    const char *args[14] = {STORE_SLOT_KEY, msg,    e->phone_key, STORE_QUEUE_KEY, op,
+    const char *args[14] = {q->slot, msg,    e->phone_key, q->stream, op,
                             e->vid,         e->scope, exp_s,     life_s,          period_s,
                             fail_if_sending ? "1" : "0", e->eid, q->consumer, new_attempt ? "1" : "0"};
     struct store_reply *rep = NULL;
@@ -232,7 +250,7 @@ enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err)
 {
     char pause_s[24];
     /* slot.lua names four keys; pause uses only the first. */
-    const char *args[6] = {STORE_SLOT_KEY, STORE_SLOT_KEY, STORE_SLOT_KEY, STORE_SLOT_KEY, "pause", pause_s};
+    const char *args[6] = {q->slot, q->slot, q->slot, q->slot, "pause", pause_s};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
 
@@ -281,6 +299,40 @@ enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char
 
     *owned = r == 1;
     return rc;
+}
+
+enum otp_rc queue_own(struct queue *q, const struct queue_entry *e, int *owned, char *err)
+{
+    const char *extra[1] = {e->eid};
+    int64_t r = 0;
+    enum otp_rc rc = queue_on_msg(q, "own", e->id, extra, 1, &r, err);
+
+    *owned = r == 1;
+    return rc;
+}
+
+enum otp_rc queue_move(struct queue *q, const struct queue_entry *e, const char *to_stream, const char *to_lane,
+                       int moved_r, const char *tried, const char *detail, enum queue_move_result *res, char *err)
+{
+    char msg[QUEUE_KEY_MAX], exp_s[24], price_s[24], cost_s[24], r_s[16], d[65];
+    const char *args[] = {q->stream, msg, to_stream, "move", q->consumer, e->eid, e->id, e->vid, e->to, exp_s,
+                          e->scope, price_s, cost_s, e->caps, e->phone_key, e->style, r_s, tried, d, to_lane};
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+    int64_t r;
+
+    store_msg_key(e->id, msg, sizeof(msg));
+    snprintf(exp_s, sizeof(exp_s), "%lld", (long long)e->expires_ms);
+    snprintf(price_s, sizeof(price_s), "%lld", (long long)e->price_minor);
+    snprintf(cost_s, sizeof(cost_s), "%lld", (long long)e->cost_ms);
+    snprintf(r_s, sizeof(r_s), "%d", moved_r);
+    snprintf(d, sizeof(d), "%s", detail ? detail : "");
+    if ((rc = store_eval(q->store, q->h_queue, 3, (int)(sizeof(args) / sizeof(args[0])), args, &rep, err)) != OTP_OK)
+        return rc;
+    r = queue_int(rep, 0);
+    *res = r == 1 ? QUEUE_MOVE_MOVED : r == 2 ? QUEUE_MOVE_ENDED : QUEUE_MOVE_LOST;
+    store_reply_free(rep);
+    return OTP_OK;
 }
 
 enum otp_rc queue_touch(struct queue *q, const char *const *eids, int n, int *lost, char *err)
@@ -348,7 +400,7 @@ enum otp_rc queue_states(struct queue *q, const char *const *ids, int n,
         snprintf(err, OTP_ERR_LEN, "queue: %d states asked at once", n);
         return OTP_EINVAL;
     }
-    args[k++] = STORE_QUEUE_KEY;
+    args[k++] = q->stream;
     for (i = 0; i < n; i++) {
         store_msg_key(ids[i], keys[i], sizeof(keys[i]));
         args[k++] = keys[i];

@@ -20,6 +20,7 @@
 #define QUEUE_KEY_MAX 64
 #define QUEUE_CAPS_MAX 192
 #define QUEUE_NAME_MAX 96
+#define QUEUE_TRIED_MAX 132 /* four provider names and their commas */
 
 struct queue;
 
@@ -38,6 +39,12 @@ struct queue_entry {
     int64_t cost_ms;           /* Redis time of the reservation */
     char caps[QUEUE_CAPS_MAX]; /* the cap windows it was counted in */
     char style[QUEUE_STYLE_MAX]; /* what its text says beyond the code (src/otp/sms.h); "" for the default */
+    /* Failed over from another provider: its latest reservation then (the
+     * next attempt needs a later one, at this provider's price), and the
+     * providers it went to before ("a,b"); 0 and "" for a message that
+     * came here first. */
+    int moved_r;
+    char tried[QUEUE_TRIED_MAX];
     int deliveries;            /* times the group handed it to a consumer */
 };
 
@@ -66,8 +73,15 @@ struct queue_slot {
     int attempt;     /* the attempt this slot is for (1 the first, any instance's) */
 };
 
-/* consumer names this instance in the group (copied). NULL when out of memory. */
-struct queue *queue_new(struct store *s, const char *consumer);
+/* consumer names this instance in the group (copied); lane is the
+ * provider whose stream and slot these are (queue_lane_key). NULL when out
+ * of memory. */
+struct queue *queue_new(struct store *s, const char *consumer, const char *lane);
+/* A lane's key: base itself for the lane "default" (the single provider's,
+ * as before there were lanes), else "<base>:<lane>". */
+void queue_lane_key(const char *base, const char *lane, char *out, size_t cap);
+/* The lane's stream key. */
+const char *queue_stream(const struct queue *q);
 void queue_free(struct queue *q);
 
 /* Claims up to want entries (at most 16) into out; *n is how many, *depth
@@ -116,6 +130,26 @@ enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, enum msg_sta
 /* Puts e's message back to 'queued' for a retry this instance makes;
  * *owned 0 when another instance took it over meanwhile (drop it). */
 enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char *detail, int *owned, char *err);
+
+/* Makes this instance the one that may give e's money back (the message's
+ * o, as an end does) while it owns e: before a failover gives back a
+ * reservation no call was written on. *owned 0: another instance took it. */
+enum otp_rc queue_own(struct queue *q, const struct queue_entry *e, int *owned, char *err);
+
+/* What queue_move did. */
+enum queue_move_result {
+    QUEUE_MOVE_MOVED, /* it is in to_stream, queued for to_lane */
+    QUEUE_MOVE_ENDED, /* it had ended already (a report, a cancel's end): nothing moved */
+    QUEUE_MOVE_LOST,  /* another instance owns it: nothing moved */
+};
+
+/* Fails e's message over, in one step while this instance owns e: its
+ * entry leaves this lane's stream and a copy enters to_stream, carrying
+ * moved_r (the latest reservation: the next attempt takes a later one)
+ * and tried (the providers it went to, this one included); its hash says
+ * queued, for to_lane, with detail. */
+enum otp_rc queue_move(struct queue *q, const struct queue_entry *e, const char *to_stream, const char *to_lane,
+                       int moved_r, const char *tried, const char *detail, enum queue_move_result *res, char *err);
 
 /* Keeps this instance's entries eids[0..n) from being taken over; lost[i]
  * is set to 1 for each one another instance has taken. */

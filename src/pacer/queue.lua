@@ -24,8 +24,8 @@
 --   entries after the cursor, any idle: at start, and after a claim whose
 --   reply was lost; 'takeover': entries idle >= takeover_ms of any
 --   consumer, from XAUTOCLAIM's cursor; 'new': never delivered), cursor.
---   Returns {depth, cursor, n, then 11 per entry: entry id, id, v,
---   to, e, sc, p, t, k, pk, deliveries}.
+--   Returns {depth, cursor, n, then 14 per entry: entry id, id, v,
+--   to, e, sc, p, t, k, pk, x, r, pl, deliveries}.
 -- touch: ARGV entry ids: resets their idle time while this consumer still
 --   owns them (so they are not taken over); returns the ones it lost.
 -- end: ARGV entry id, state (sent, failed, expired), detail, provider id:
@@ -42,6 +42,19 @@
 --   it; returns 1, or 0 when it lost it (another instance took it over).
 --   A final state written meanwhile (an old owner's 'sent', a delivery
 --   report) stays: the next slot ends the message.
+-- own: ARGV entry id: while this consumer owns the entry, it becomes the
+--   one that may give the message's money back (o, as an end writes it),
+--   so a failover gives back a reservation no call was written on before
+--   it moves the message; returns 1, or 0 when another consumer owns it.
+-- move: KEYS[3] another provider's stream; ARGV entry id, then the entry's
+--   id, v, to, e, sc, p, t, k, pk, x, r (the latest reservation: the next
+--   attempt takes a later one), pl (the providers it went to), detail, the
+--   provider: a failover, while this consumer owns the entry and the
+--   message has not ended: the entry leaves this stream and its copy joins
+--   the other in the same step (so it is never in two queues, nor on two
+--   providers' wires), and the hash says queued for that provider (pv).
+--   Returns 1 moved, 2 it had ended (nothing moved), 0 another consumer
+--   owns it.
 -- depth: returns the fleet's queue (stream and holds).
 -- import: ARGV id, v, to, e, a, p, t, k: a message a ledger of a version
 --   before the fleet holds as queued (its queue was the process's own):
@@ -94,7 +107,9 @@ if op == 'claim' then
       local p = redis.call('XPENDING', q, G, e[1], e[1], 1)
       out[3] = out[3] + 1
       out[#out + 1] = e[1]
-      for _, name in ipairs({'id', 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk', 'x'}) do out[#out + 1] = f[name] or '' end
+      for _, name in ipairs({'id', 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk', 'x', 'r', 'pl'}) do
+        out[#out + 1] = f[name] or ''
+      end
       out[#out + 1] = p[1] and p[1][4] or 1
     end
   end
@@ -135,6 +150,30 @@ if op == 'end' then
   if sh then redis.call('ZREM', KEYS[3], sh) end
   if s and FINAL[s] then return 0 end
   write()
+  return 1
+end
+
+if op == 'own' then
+  if owner(ARGV[3]) ~= me then return 0 end
+  redis.call('HSET', KEYS[2], 'o', me)
+  return 1
+end
+
+if op == 'move' then
+  if owner(ARGV[3]) ~= me then return 0 end
+  if FINAL[redis.call('HGET', KEYS[2], 's')] then return 2 end
+  local to = KEYS[3]
+  if redis.call('EXISTS', to) == 0 then redis.call('XGROUP', 'CREATE', to, G, '0', 'MKSTREAM') end
+  redis.call('XACK', q, G, ARGV[3])
+  redis.call('XDEL', q, ARGV[3])
+  local f = {}
+  for i, name in ipairs({'id', 'v', 'to', 'e', 'sc', 'p', 't', 'k', 'pk', 'x', 'r', 'pl'}) do
+    f[#f + 1] = name
+    f[#f + 1] = ARGV[3 + i]
+  end
+  redis.call('XADD', to, '*', unpack(f))
+  redis.call('HSET', KEYS[2], 's', 'queued', 'd', ARGV[16], 'pv', ARGV[17])
+  redis.call('PEXPIRE', KEYS[2], 86400000)
   return 1
 end
 

@@ -33,6 +33,8 @@ static const struct v2_error_row {
     {OUT_SUSPECTED_PUMPING, V2_OP_ANY, V2_RULE_ANY, {403, 60410, "Verification delivery attempt blocked", ". "}},
     {OUT_COUNTRY_BLOCKED, V2_OP_ANY, V2_RULE_ANY,
      {403, 60605, "Verification delivery attempt blocked: the country is not allowed", ". "}},
+    {OUT_NO_ROUTE, V2_OP_ANY, V2_RULE_ANY,
+     {403, 60605, "Verification delivery attempt blocked: no route serves this destination", ". "}},
     {OUT_NOT_FOUND, V2_OP_ANY, V2_RULE_ANY, {404, 20404, "The requested resource was not found", ": "}},
     {OUT_NO_ACTIVE_CODE, V2_OP_ANY, V2_RULE_ANY, {404, 20404, "The requested resource was not found", ": "}},
     {OUT_REPORT_EXPIRED, V2_OP_ANY, V2_RULE_ANY, {404, 20404, "The requested resource was not found", ": "}},

@@ -21,8 +21,8 @@ SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 # The contract's pairs (docs/openapi.yaml; docs/architecture.md, "HTTP"): what each operation
 # can answer. Written out here, not read from the code under test.
 CAN = {
-    "issue": {"accepted", "invalid_request", "number_type", "blocked", "country_blocked", "rate_limited", "locked",
-              "suspected_pumping", "queue_full", "store_unavailable", "cost_cap", "ledger_unavailable"},
+    "issue": {"accepted", "invalid_request", "number_type", "blocked", "country_blocked", "no_route", "rate_limited",
+              "locked", "suspected_pumping", "queue_full", "store_unavailable", "cost_cap", "ledger_unavailable"},
     "verify": {"verified", "invalid_request", "number_type", "blocked", "no_active_code", "invalid_code",
                "rate_limited", "locked", "store_unavailable"},
     "cancel": {"cancelled", "no_active_code", "store_unavailable"},

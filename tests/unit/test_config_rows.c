@@ -84,6 +84,14 @@ static const char *const bases[] = {
     " 'secret_env': 'T_SECRET', 'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB'}], 'otp': {},"
     " 'provider': {'type': 'webhook', 'url': 'https://sms.example/send', 'token_env': 'T_WH_TOKEN',"
     "              'signing_secret_env': 'T_WH_SIGN'}}",
+    /* Providers as a network: two, routed, with failover. */
+    "{'listen': '127.0.0.1:8080', 'redis': {'url': 'redis://127.0.0.1'}, 'ledger': {'path': 'l.db'},"
+    " 'secret_env': 'T_SECRET', 'api_keys': [{'name': 'a', 'key_env': 'T_KEY_WEB'}], 'otp': {},"
+    " 'providers': {'local': {'type': 'webhook', 'url': 'http://127.0.0.1:9/send', 'rate': 5,"
+    "                         'prices': {'*': 3}, 'breaker': {'failures': 3, 'open': '10s'}},"
+    "               'global': {'type': 'file', 'path': 'sms.jsonl'}},"
+    " 'routes': [{'match': 'IN', 'providers': ['local', 'global']}, {'match': '*', 'providers': ['global']}],"
+    " 'failover': {'max_providers': 2}}",
 };
 #define N_BASES (sizeof(bases) / sizeof(bases[0]))
 

@@ -1,0 +1,125 @@
+/*
+ * pacer_failover: a message leaves this provider for the next one of its
+ * route (docs/providers.md, "Failover"): when the provider's breaker is
+ * open before the message goes on its wire, or when an attempt ends for a
+ * cause about this provider or this destination on it (provider.c's
+ * failover column). The move is one script run (queue.lua's move) while
+ * this instance owns the message, so it is never in two queues nor on two
+ * wires; a reservation no call was written on goes back first (queue.lua's
+ * own, then refund.lua), so the next provider reserves its own price.
+ * Rare: only on failover, two or three script runs.
+ */
+#include "pacer_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../base/log.h"
+
+enum breaker_event pacer_breaker_event(enum provider_cause c)
+{
+    switch (c) {
+    case PROVIDER_C_TIMEOUT:
+    case PROVIDER_C_BROKEN:
+    case PROVIDER_C_408:
+    case PROVIDER_C_5XX:
+    case PROVIDER_C_UNSENT:
+        return BREAKER_FAILURE; /* the provider, or the way to it, is failing */
+    case PROVIDER_C_ACCEPTED:
+    case PROVIDER_C_4XX:
+    case PROVIDER_C_ROUTE:
+    case PROVIDER_C_ODD_STATUS:
+        return BREAKER_SUCCESS; /* it answered, and meant it */
+    default:
+        return BREAKER_NEUTRAL; /* a 429, or nothing of its health */
+    }
+}
+
+/* "a,b,this": the providers it went to, this one last. */
+static void pacer_tried(const struct pacer *pc, const struct pacer_item *it, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s%s%s", it->e.tried, it->e.tried[0] ? "," : "", pacer_lane(pc));
+}
+
+struct pacer *pacer_failover_to(struct pacer *pc, const struct pacer_item *it)
+{
+    char tried[QUEUE_TRIED_MAX + ROUTE_NAME_MAX];
+
+    if (pc->failover.next == NULL)
+        return NULL;
+    pacer_tried(pc, it, tried, sizeof(tried));
+    return pc->failover.next(pc->failover.ctx, it->e.to, tried);
+}
+
+/* Gives back the reservation it holds, which no call was written on,
+ * before it leaves: 1 done (or nothing to give), 0 it is another
+ * instance's now (it left), -1 Redis did not answer (it waits). */
+static int pacer_give_back(struct pacer *pc, struct pacer_item *it)
+{
+    char err[OTP_ERR_LEN] = "";
+    int owned = 0;
+
+    if (!(it->held && pacer_priced(pc, it) && it->e.price_minor > 0))
+        return 1;
+    if (queue_own(pc->queue, &it->e, &owned, err) != OTP_OK) {
+        pacer_redis(pc, OTP_ESTORE, "a failover", err);
+        return -1;
+    }
+    if (!owned) {
+        PACER_COUNT(pc, lost, 1);
+        pacer_taken_over(pc, it);
+        return 0;
+    }
+    pacer_refund(pc, it);
+    it->held = 0;
+    return 1;
+}
+
+void pacer_fail_over(struct pacer *pc, struct pacer_item *it)
+{
+    char err[OTP_ERR_LEN] = "", tried[QUEUE_TRIED_MAX + ROUTE_NAME_MAX], detail[160];
+    struct pacer *to = it->fo_to;
+    enum queue_move_result res = QUEUE_MOVE_LOST;
+    const char *cause = it->fo_cause < PROVIDER_C_COUNT ? provider_cause_row(it->fo_cause)->name : "breaker_open";
+    enum otp_rc rc;
+    int r, tries = 0;
+
+    while ((r = pacer_give_back(pc, it)) < 0)
+        if (!pacer_again(pc, &tries, "a failover", it->e.id, err)) {
+            pacer_item_free(pc, it); /* at the stop: still this instance's in the stream, for its next start */
+            return;
+        }
+    if (r == 0)
+        return;
+    pacer_tried(pc, it, tried, sizeof(tried));
+    snprintf(detail, sizeof(detail), "failed over from %s to %s: %s", pacer_lane(pc), pacer_lane(to), cause);
+    tries = 0;
+    while ((rc = queue_move(pc->queue, &it->e, pacer_stream(to), pacer_lane(to), it->rsv_idx, tried, detail, &res,
+                            err)) != OTP_OK &&
+           pacer_again(pc, &tries, "a failover", it->e.id, err))
+        ;
+    if (rc != OTP_OK) {
+        pacer_item_free(pc, it);
+        return;
+    }
+    if (res == QUEUE_MOVE_LOST) {
+        PACER_COUNT(pc, lost, 1);
+        pacer_taken_over(pc, it);
+        return;
+    }
+    if (res == QUEUE_MOVE_MOVED) {
+        log_event(LOG_WARN, "provider.failover",
+                  LOG_FIELDS(LOG_STR("message_id", it->e.id), LOG_STR("from", pacer_lane(pc)),
+                             LOG_STR("to", pacer_lane(to)), LOG_STR("cause", cause)),
+                  "message %s %s", it->e.id, detail);
+        pacer_ledger_state(pc, it->e.id, MSG_QUEUED, detail, NULL, it->attempt);
+        pthread_mutex_lock(&pc->mu);
+        pc->stats.failed_over[it->fo_cause]++;
+        if (pc->depth > 0)
+            pc->depth--;
+        pthread_mutex_unlock(&pc->mu);
+        pacer_wake(to);
+    }
+    /* Moved, or it had ended meanwhile (a report, a cancel's end): it leaves here. */
+    pacer_item_free(pc, it);
+}
