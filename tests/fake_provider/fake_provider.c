@@ -28,12 +28,38 @@
  *                    hang        bool           never answer (status 0 recorded,
  *                                               no queue entry consumed)
  *                    retry_after int >= 0|null  Retry-After on 429/503 answers
+ *                    rules       [rule,...]     per-destination answers (at
+ *                                               most 16), replace the previous
+ *                                               rules; [] clears them
  *                    -> 200 {"ok":true}; unknown field / bad value -> 400.
- *   GET  /_control   current injection settings (statuses = what is left).
- *   POST /_reset     clear the record, reset seq to 1 and all injection.
+ *   GET  /_control   current injection settings (statuses = what is left;
+ *                    rules as objects with to_prefix, status (or null),
+ *                    body (or null), hang).
+ *   POST /_reset     clear the record, reset seq to 1 and all injection
+ *                    (rules included).
  *   GET  /_requests  JSON array of records, in seq order.
  * A forced 2xx status gets the route's normal success body; any other forced
  * status gets a text/plain body "injected <status>".
+ *
+ * A rule is an object
+ *   {"to_prefix": "+44", "status": 403, "body": "...", "hang": false}
+ *     to_prefix  string, 1..16 bytes, required
+ *     status     int 200..599; required unless hang is true
+ *     body       string of at most 1024 bytes, or null (optional)
+ *     hang       bool (optional, default false)
+ * For a provider request, the destination is Kannel's "to" query argument
+ * (or "to" form field of a form POST), Twilio's form field "To", or the
+ * webhook's JSON body field "to". The first rule whose to_prefix is a
+ * byte prefix of the destination decides the answer INSTEAD of the global
+ * injection: no latency, no global hang, and no statuses entry is consumed
+ * for that request (the global retry_after still adds Retry-After to a
+ * rule's 429/503 answer). With "hang": true the request is never answered
+ * (status 0 recorded). Otherwise a 2xx status gets the route's normal
+ * success body (body ignored); another status gets body verbatim if given,
+ * as application/json when it starts with '{' and text/plain otherwise
+ * (e.g. Kannel's 403 "Not routable. Do not try again."), else the usual
+ * text/plain "injected <status>". Requests no rule matches (or with no
+ * destination) are handled by the global settings exactly as before.
  *
  * Record fields: seq (1,2,... in the order bodies were fully received, which
  * is the order the statuses queue is consumed in), t_us (CLOCK_REALTIME
@@ -75,6 +101,9 @@
 #define MAX_STATUSES 4096
 #define MAX_LATENCY_MS 600000L
 #define MAX_RETRY_AFTER 86400L
+#define MAX_RULES 16
+#define RULE_PREFIX_CAP 16
+#define RULE_BODY_CAP 1024
 #define CONN_LIMIT 4096u
 #define CONN_TIMEOUT_S 120u
 #define THREAD_STACK (1024u * 1024u)
@@ -82,6 +111,17 @@
 #define NOFILE_WANT 65536
 
 enum provider { P_NONE, P_KANNEL, P_TWILIO, P_WEBHOOK };
+
+/* One per-destination rule of /_control "rules". */
+struct rule {
+	char prefix[RULE_PREFIX_CAP];
+	size_t prefix_len;
+	int status;   /* 0 = not given (only with hang) */
+	bool hang;
+	bool has_body;
+	char body[RULE_BODY_CAP];
+	size_t body_len;
+};
 
 /* Injection settings; guarded by g.lock. */
 struct injection {
@@ -92,17 +132,22 @@ struct injection {
 	size_t queue_pos;
 	bool hang;
 	long retry_after; /* -1 = no Retry-After header */
+	struct rule rules[MAX_RULES];
+	size_t n_rules;
 };
 
 /* A parsed /_control body: which fields were given and their values. */
 struct patch {
 	bool has_latency, has_status, has_queue, has_hang, has_retry;
+	bool has_rules;
 	long latency_ms;
 	int status;
 	int queue[MAX_STATUSES];
 	size_t queue_len;
 	bool hang;
 	long retry_after;
+	struct rule rules[MAX_RULES];
+	size_t n_rules;
 };
 
 /* What to do with one provider request. */
@@ -112,6 +157,10 @@ struct decision {
 	bool hang;
 	long retry_after;
 	bool injected;
+	bool by_rule;   /* a rule decided the answer */
+	bool has_body;  /* the rule's body, copied out under the lock */
+	char body[RULE_BODY_CAP];
+	size_t body_len;
 };
 
 /* Per-request state, created by the URI logger, freed on completion. */
@@ -531,10 +580,80 @@ static json_t *build_record(struct MHD_Connection *c, const char *url,
 	return rec;
 }
 
-/* Under g.lock: pick status/latency/hang for one provider request. */
-static void take_injection(struct decision *d)
+/*
+ * The destination number of a provider request, for "rules": Kannel's "to"
+ * query argument (or form field), Twilio's form field "To", the webhook's
+ * JSON body field "to". A malloc'd copy (length in *len), or NULL if none.
+ */
+static char *destination(const json_t *rec, enum provider p,
+			 const struct request *r, size_t *len)
+{
+	const json_t *v = NULL;
+	json_t *doc = NULL;
+	const json_t *form = rec ? json_object_get(rec, "form") : NULL;
+
+	if (p == P_KANNEL) {
+		v = rec ? json_object_get(json_object_get(rec, "args"), "to")
+			: NULL;
+		if (!json_is_string(v))
+			v = json_object_get(form, "to");
+	} else if (p == P_TWILIO) {
+		v = json_object_get(form, "To");
+	} else if (p == P_WEBHOOK && r->body != NULL) {
+		doc = json_loadb(r->body, r->body_len, 0, NULL);
+		v = json_object_get(doc, "to");
+	}
+	char *out = NULL;
+	if (json_is_string(v)) {
+		*len = json_string_length(v);
+		out = malloc(*len + 1);
+		if (out != NULL) {
+			memcpy(out, json_string_value(v), *len);
+			out[*len] = '\0';
+		}
+	}
+	json_decref(doc);
+	return out;
+}
+
+/* Under g.lock: the first rule whose prefix starts dest, or NULL. */
+static const struct rule *match_rule(const char *dest, size_t len)
+{
+	if (dest == NULL)
+		return NULL;
+	for (size_t i = 0; i < g.inj.n_rules; i++) {
+		const struct rule *ru = &g.inj.rules[i];
+		if (ru->prefix_len <= len &&
+		    memcmp(ru->prefix, dest, ru->prefix_len) == 0)
+			return ru;
+	}
+	return NULL;
+}
+
+/*
+ * Under g.lock: pick status/latency/hang for one provider request. A rule
+ * matching dest decides instead of the global settings, which are then left
+ * untouched (no queue entry consumed, no latency, no global hang).
+ */
+static void take_injection(struct decision *d, const char *dest,
+			   size_t dest_len)
 {
 	struct injection *inj = &g.inj;
+	const struct rule *ru = match_rule(dest, dest_len);
+	if (ru != NULL) {
+		d->by_rule = true;
+		d->latency_ms = 0;
+		d->retry_after = inj->retry_after;
+		d->hang = ru->hang;
+		if (d->hang)
+			return;
+		d->status = ru->status;
+		d->injected = true;
+		d->has_body = ru->has_body;
+		d->body_len = ru->body_len;
+		memcpy(d->body, ru->body, ru->body_len);
+		return;
+	}
 	d->latency_ms = inj->latency_ms;
 	d->retry_after = inj->retry_after;
 	d->hang = inj->hang;
@@ -586,12 +705,13 @@ static void store_record(json_t *rec)
  * record's status and store it. Takes ownership of rec. Returns seq.
  */
 static int64_t commit_record(json_t *rec, enum provider p, bool injectable,
+			     const char *dest, size_t dest_len,
 			     struct decision *d)
 {
 	pthread_mutex_lock(&g.lock);
 	int64_t seq = g.next_seq++;
 	if (injectable)
-		take_injection(d);
+		take_injection(d, dest, dest_len);
 	if (!d->hang && d->status == 0)
 		d->status = p == P_KANNEL ? 202 : p == P_TWILIO ? 201 : 200;
 	if (rec != NULL) {
@@ -624,6 +744,7 @@ static void reset_injection_locked(void)
 	g.inj.queue_pos = 0;
 	g.inj.hang = false;
 	g.inj.retry_after = -1;
+	g.inj.n_rules = 0;
 }
 
 /* ---------- provider answers ---------- */
@@ -667,7 +788,10 @@ static enum MHD_Result handle_provider(struct MHD_Connection *c,
 		why = "no provider route\n";
 	}
 	json_t *rec = build_record(c, url, method, r, p);
-	int64_t seq = commit_record(rec, p, why == NULL, &d);
+	size_t dest_len = 0;
+	char *dest = why == NULL ? destination(rec, p, r, &dest_len) : NULL;
+	int64_t seq = commit_record(rec, p, why == NULL, dest, dest_len, &d);
+	free(dest);
 
 	if (d.latency_ms > 0 && !wait_ms(d.latency_ms))
 		return MHD_NO;
@@ -679,6 +803,18 @@ static enum MHD_Result handle_provider(struct MHD_Connection *c,
 		return send_text(c, d.status, why, -1);
 	if (d.status >= 200 && d.status < 300)
 		return send_success(c, p, d.status, seq);
+	if (d.has_body) {
+		char *copy = malloc(d.body_len + 1);
+		if (copy == NULL)
+			return MHD_NO;
+		memcpy(copy, d.body, d.body_len);
+		copy[d.body_len] = '\0';
+		return send_buf(c, d.status,
+				d.body_len > 0 && d.body[0] == '{'
+					? "application/json"
+					: "text/plain",
+				copy, d.body_len, d.retry_after);
+	}
 	char text[32];
 	snprintf(text, sizeof text, "injected %d\n", d.status);
 	return send_text(c, d.status, text, d.retry_after);
@@ -689,6 +825,57 @@ static enum MHD_Result handle_provider(struct MHD_Connection *c,
 static bool valid_status(json_int_t v, bool zero_ok)
 {
 	return (zero_ok && v == 0) || (v >= 200 && v <= 599);
+}
+
+/* Parse one entry of "rules" into ru; returns an error message or NULL. */
+static const char *parse_rule(json_t *obj, struct rule *ru)
+{
+	if (!json_is_object(obj))
+		return "rules entries must be objects";
+	bool has_prefix = false;
+	bool has_status = false;
+	const char *key;
+	json_t *val;
+	json_object_foreach(obj, key, val) {
+		if (strcmp(key, "to_prefix") == 0) {
+			if (!json_is_string(val) ||
+			    json_string_length(val) < 1 ||
+			    json_string_length(val) > RULE_PREFIX_CAP)
+				return "rules to_prefix must be a string of "
+				       "1..16 bytes";
+			ru->prefix_len = json_string_length(val);
+			memcpy(ru->prefix, json_string_value(val),
+			       ru->prefix_len);
+			has_prefix = true;
+		} else if (strcmp(key, "status") == 0) {
+			if (!json_is_integer(val) ||
+			    !valid_status(json_integer_value(val), false))
+				return "rules status must be 200..599";
+			ru->status = (int)json_integer_value(val);
+			has_status = true;
+		} else if (strcmp(key, "body") == 0) {
+			if (json_is_null(val))
+				continue;
+			if (!json_is_string(val) ||
+			    json_string_length(val) > RULE_BODY_CAP)
+				return "rules body must be a string of at most "
+				       "1024 bytes or null";
+			ru->body_len = json_string_length(val);
+			memcpy(ru->body, json_string_value(val), ru->body_len);
+			ru->has_body = true;
+		} else if (strcmp(key, "hang") == 0) {
+			if (!json_is_boolean(val))
+				return "rules hang must be a boolean";
+			ru->hang = json_is_true(val);
+		} else {
+			return "rules entries: unknown field";
+		}
+	}
+	if (!has_prefix)
+		return "rules entries need to_prefix";
+	if (!has_status && !ru->hang)
+		return "rules entries need status unless hang is true";
+	return NULL;
 }
 
 /* Parse one /_control field into pt; returns an error message or NULL. */
@@ -735,6 +922,18 @@ static const char *parse_field(const char *key, json_t *val, struct patch *pt)
 			return "retry_after must be an integer 0..86400 or null";
 		}
 		pt->has_retry = true;
+	} else if (strcmp(key, "rules") == 0) {
+		if (!json_is_array(val) || json_array_size(val) > MAX_RULES)
+			return "rules must be an array of at most 16";
+		size_t i;
+		json_t *v;
+		json_array_foreach(val, i, v) {
+			const char *err = parse_rule(v, &pt->rules[i]);
+			if (err != NULL)
+				return err;
+		}
+		pt->has_rules = true;
+		pt->n_rules = json_array_size(val);
 	} else {
 		return "unknown field";
 	}
@@ -757,6 +956,11 @@ static void apply_patch_locked(const struct patch *pt)
 		g.inj.hang = pt->hang;
 	if (pt->has_retry)
 		g.inj.retry_after = pt->retry_after;
+	if (pt->has_rules) {
+		memcpy(g.inj.rules, pt->rules,
+		       pt->n_rules * sizeof pt->rules[0]);
+		g.inj.n_rules = pt->n_rules;
+	}
 }
 
 static enum MHD_Result control_set(struct MHD_Connection *c,
@@ -800,19 +1004,34 @@ static enum MHD_Result control_set(struct MHD_Connection *c,
 	return ret;
 }
 
+static json_t *rule_to_json(const struct rule *ru)
+{
+	return json_pack("{s:o,s:o,s:o,s:b}", "to_prefix",
+			 jstr(ru->prefix, ru->prefix_len), "status",
+			 ru->status ? json_integer(ru->status) : json_null(),
+			 "body",
+			 ru->has_body ? jstr(ru->body, ru->body_len)
+				      : json_null(),
+			 "hang", ru->hang ? 1 : 0);
+}
+
 static enum MHD_Result control_get(struct MHD_Connection *c)
 {
 	json_t *queue = json_array();
+	json_t *rules = json_array();
 	pthread_mutex_lock(&g.lock);
 	for (size_t i = g.inj.queue_pos; queue && i < g.inj.queue_len; i++)
 		json_array_append_new(queue, json_integer(g.inj.queue[i]));
-	json_t *j = json_pack("{s:I,s:i,s:o,s:b,s:o}", "latency_ms",
+	for (size_t i = 0; rules && i < g.inj.n_rules; i++)
+		json_array_append_new(rules, rule_to_json(&g.inj.rules[i]));
+	json_t *j = json_pack("{s:I,s:i,s:o,s:b,s:o,s:o}", "latency_ms",
 			      (json_int_t)g.inj.latency_ms, "status",
 			      g.inj.status, "statuses", queue, "hang",
 			      g.inj.hang ? 1 : 0, "retry_after",
 			      g.inj.retry_after < 0
 				      ? json_null()
-				      : json_integer(g.inj.retry_after));
+				      : json_integer(g.inj.retry_after),
+			      "rules", rules);
 	pthread_mutex_unlock(&g.lock);
 	return send_json(c, 200, j, -1);
 }
