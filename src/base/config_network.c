@@ -303,6 +303,13 @@ void cfg_network(struct cfg_ctx *x, struct config *c, json_t *root)
                     cfg_error(x, p, "names %s twice", rt->providers[j]);
         }
     }
+    for (i = 1; i < n->n_lanes; i++)
+        if (n->lanes[i].provider.callback_url[0] != '\0') {
+            char p[128];
+            snprintf(p, sizeof(p), "providers.%s.callback_url", n->lanes[i].name);
+            cfg_error(x, p, "delivery reports are the first provider's only (%s): leave it out here",
+                      n->lanes[0].name);
+        }
     for (i = 0; i < n->n_lanes; i++) {
         const struct lane_conf *l = &n->lanes[i];
         size_t k2;

@@ -301,15 +301,33 @@ enum MHD_Result http_cancel(struct http *h, struct MHD_Connection *con, struct h
                      NULL);
 }
 
-/* GET /v1/otp/{id}: the caller's message's state, from any instance. */
+/* "alpha:timeout,beta:accepted" as [{"provider": "alpha", "cause": "timeout"}, ...]. */
+static json_t *http_attempts(const char *text)
+{
+    json_t *out = json_array();
+    char buf[PACER_ATTEMPTS_MAX], *save = NULL, *a;
+
+    snprintf(buf, sizeof(buf), "%s", text);
+    for (a = strtok_r(buf, ",", &save); a != NULL && out != NULL; a = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(a, ':');
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        json_array_append_new(out, json_pack("{s:s, s:s}", "provider", a, "cause", colon + 1));
+    }
+    return out;
+}
+
+/* GET /v1/otp/{id}: the caller's message's state, its provider and its attempts, from any instance. */
 enum MHD_Result http_status(struct http *h, struct MHD_Connection *con, struct http_req *rq)
 {
     const char *id = rq->url + strlen("/v1/otp/");
-    char state[PACER_STATE_MAX];
+    struct pacer_view v;
     enum otp_rc rc = OTP_ENOTFOUND;
+    json_t *body;
 
     if (strlen(id) == CODE_ID_LEN && strspn(id, "0123456789abcdef") == CODE_ID_LEN)
-        rc = otp_status(h->otp, rq->caller, id, state);
+        rc = otp_status(h->otp, rq->caller, id, &v);
     if (rc == OTP_ESTORE) {
         /* Every 503 says when to come back (docs/architecture.md, "HTTP"). */
         struct otp_answer a = {.outcome = OUT_STORE_UNAVAILABLE, .rc = OTP_ESTORE, .retry_after_s = 1};
@@ -317,7 +335,10 @@ enum MHD_Result http_status(struct http *h, struct MHD_Connection *con, struct h
     }
     if (rc != OTP_OK)
         return http_problem(h, con, OUT_NOT_FOUND, "no such message for this API key", NULL, NULL);
-    return http_json(con, 200, json_pack("{s:s, s:s}", "id", id, "status", state), NULL);
+    body = json_pack("{s:s, s:s, s:o}", "id", id, "status", v.state, "attempts", http_attempts(v.attempts));
+    if (body != NULL && v.provider[0] != '\0')
+        json_object_set_new(body, "provider", json_string(v.provider));
+    return http_json(con, 200, body, NULL);
 }
 
 /* A delivery report, read into in: answers by report.c's table of

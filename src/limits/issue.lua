@@ -294,7 +294,8 @@ if op == 'c' or op == 'C' then
     -- The entry carries them from here; the hash keeps what changes
     -- (state, attempts, money) and who may read it, for a day.
     redis.call('HDEL', msg_key, 'v', 'to', 'e', 'sc', 'pk', 'x')
-    redis.call('HSET', msg_key, 's', 'queued')
+    -- pv: the provider it is queued on (the stream's name; otp:q is the single provider's, default)
+    redis.call('HSET', msg_key, 's', 'queued', 'pv', string.match(queue_key, '^otp:q:(.+)$') or 'default')
   elseif not s then
     return 0 -- dropped, or abandoned: never visible
   end

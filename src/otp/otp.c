@@ -583,10 +583,10 @@ void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out)
     otp_count(o, OTP_OP_CANCEL, out);
 }
 
-enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state)
+enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, struct pacer_view *out)
 {
     char err[OTP_ERR_LEN] = "";
-    enum otp_rc rc = pacer_status(lanes_pacer(o->d.lanes, 0), api_key, id, state, err);
+    enum otp_rc rc = pacer_status(lanes_pacer(o->d.lanes, 0), api_key, id, out, err);
 
     if (rc == OTP_ESTORE)
         log_msg(LOG_WARN, "status of message %s: %s", id, err);

@@ -153,10 +153,10 @@ void otp_verify(struct otp *o, const struct otp_req *rq, const char *guess, stru
  * one Redis call. */
 void otp_cancel(struct otp *o, const struct otp_req *rq, struct otp_answer *out);
 
-/* The state of message id (state: PACER_STATE_MAX bytes) if api_key
- * issued it, from Redis (any instance's message): OTP_OK, OTP_ENOTFOUND,
- * or OTP_ESTORE. */
-enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, char *state);
+/* The state, provider and attempts of message id if api_key issued it,
+ * from Redis (any instance's message): OTP_OK, OTP_ENOTFOUND, or
+ * OTP_ESTORE. */
+enum otp_rc otp_status(struct otp *o, const char *api_key, const char *id, struct pacer_view *out);
 
 /* Authenticates and applies one delivery report (see report.h); blocks
  * for one ledger commit when it may move a message. */

@@ -246,18 +246,21 @@ enum otp_rc pacer_import(struct pacer *pc, const struct ledger_message *m, int *
     return queue_import(pc->queue, &e, m->api_key, added, err);
 }
 
-enum otp_rc pacer_status(struct pacer *pc, const char *api_key, const char *id, char *state, char *err)
+enum otp_rc pacer_status(struct pacer *pc, const char *api_key, const char *id, struct pacer_view *out, char *err)
 {
     char key[QUEUE_NAME_MAX];
     enum msg_state st = MSG_NONE;
-    enum otp_rc rc = queue_get(pc->queue, id, key, sizeof(key), &st, err);
+    struct queue_view v;
+    enum otp_rc rc = queue_get(pc->queue, id, key, sizeof(key), &st, &v, err);
 
-    state[0] = '\0';
+    memset(out, 0, sizeof(*out));
     if (rc != OTP_OK)
         return rc;
     if (st == MSG_NONE || strcmp(key, api_key) != 0)
         return OTP_ENOTFOUND;
-    snprintf(state, PACER_STATE_MAX, "%s", msg_state_name(st));
+    snprintf(out->state, sizeof(out->state), "%s", msg_state_name(st));
+    snprintf(out->provider, sizeof(out->provider), "%s", v.provider);
+    snprintf(out->attempts, sizeof(out->attempts), "%s", v.attempts);
     return OTP_OK;
 }
 

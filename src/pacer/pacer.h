@@ -182,7 +182,13 @@ void pacer_wake(struct pacer *pc);
  * API key that issued it: OTP_OK, OTP_ENOTFOUND (unknown, or another
  * key's), OTP_ESTORE with detail in err. */
 #define PACER_STATE_MAX 16
-enum otp_rc pacer_status(struct pacer *pc, const char *api_key, const char *id, char *state, char *err);
+#define PACER_ATTEMPTS_MAX 481
+struct pacer_view {
+    char state[PACER_STATE_MAX];
+    char provider[32];                 /* the provider that has it or sent it; "" when Redis does not say */
+    char attempts[PACER_ATTEMPTS_MAX]; /* its attempts, "alpha:timeout,beta:accepted" (provider:cause) */
+};
+enum otp_rc pacer_status(struct pacer *pc, const char *api_key, const char *id, struct pacer_view *out, char *err);
 
 /* What the fleet's record says of messages ids[0..n) (n at most 64), any
  * instance's, in one Redis call: put(ctx, i, state, detail) for each, state

@@ -94,8 +94,8 @@ void pacer_fail_over(struct pacer *pc, struct pacer_item *it)
     pacer_tried(pc, it, tried, sizeof(tried));
     snprintf(detail, sizeof(detail), "failed over from %s to %s: %s", pacer_lane(pc), pacer_lane(to), cause);
     tries = 0;
-    while ((rc = queue_move(pc->queue, &it->e, pacer_stream(to), pacer_lane(to), it->rsv_idx, tried, detail, &res,
-                            err)) != OTP_OK &&
+    while ((rc = queue_move(pc->queue, &it->e, pacer_stream(to), pacer_lane(to), it->rsv_idx, tried, detail,
+                            it->attempt_rec, &res, err)) != OTP_OK &&
            pacer_again(pc, &tries, "a failover", it->e.id, err))
         ;
     if (rc != OTP_OK) {

@@ -109,6 +109,7 @@ struct pacer_item {
     char provider_id[PROVIDER_ID_MAX];
     int refund;                       /* PACER_JOB_END: give back its reservation */
     int ledger_end;                   /* PACER_JOB_END: its state goes to the ledger once Redis ends it here */
+    char attempt_rec[64];             /* its last attempt, "<provider>:<cause>", until Redis has it; "" none */
     struct pacer *fo_to;              /* PACER_JOB_FAILOVER: the next provider's pacer */
     enum provider_cause fo_cause;     /* PROVIDER_C_COUNT: its breaker was open, no call */
 };

@@ -93,7 +93,8 @@ static void pacer_end_now(struct pacer *pc, struct pacer_item *it)
     pthread_mutex_unlock(&pc->mu);
     /* A sent one is still written when lost, so the new owner does not send it again. */
     if (!lost || it->state == MSG_SENT)
-        while ((rc = queue_end(pc->queue, &it->e, it->state, it->detail, it->provider_id, &res, err)) != OTP_OK &&
+        while ((rc = queue_end(pc->queue, &it->e, it->state, it->detail, it->provider_id, it->attempt_rec, &res,
+                               err)) != OTP_OK &&
                pacer_again(pc, &tries, "the end", it->e.id, err))
             ;
     if (rc != OTP_OK) {
@@ -143,9 +144,10 @@ static void pacer_requeue(struct pacer *pc, struct pacer_item *it)
     int owned = 1, tries = 0;
     enum otp_rc rc;
 
-    while ((rc = queue_retry(pc->queue, &it->e, it->detail, &owned, err)) != OTP_OK &&
+    while ((rc = queue_retry(pc->queue, &it->e, it->detail, it->attempt_rec, &owned, err)) != OTP_OK &&
            pacer_again(pc, &tries, "a retry", it->e.id, err))
         ;
+    it->attempt_rec[0] = '\0';
     if (rc != OTP_OK) {
         pacer_item_free(pc, it); /* lost at the stop: the next start takes it back */
         return;

@@ -227,6 +227,7 @@ void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
         return;
     }
     pacer_sending(pc, it);
+    snprintf(it->attempt_rec, sizeof(it->attempt_rec), "%s:%s", pacer_lane(pc), ci->name);
     pacer_record_call(pc, it, r, ci, price);
     pacer_settle(pc, r, ci, price);
     if (ci->cls != PROVIDER_UNREACHED)

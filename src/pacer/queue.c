@@ -277,25 +277,26 @@ static enum otp_rc queue_on_msg(struct queue *q, const char *op, const char *id,
 }
 
 enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, enum msg_state state, const char *detail,
-                      const char *provider_id, enum queue_end_result *res, char *err)
+                      const char *provider_id, const char *attempt, enum queue_end_result *res, char *err)
 {
     char d[65];
-    const char *extra[4] = {e->eid, msg_state_name(state), d, provider_id ? provider_id : ""};
+    const char *extra[5] = {e->eid, msg_state_name(state), d, provider_id ? provider_id : "", attempt ? attempt : ""};
     int64_t r = -1;
     enum otp_rc rc;
 
     /* A day in Redis per message: the detail is cut short there (the ledger keeps it whole). */
     snprintf(d, sizeof(d), "%s", detail ? detail : "");
-    rc = queue_on_msg(q, "end", e->id, extra, 4, &r, err);
+    rc = queue_on_msg(q, "end", e->id, extra, 5, &r, err);
     *res = r == 1 ? QUEUE_END_MOVED : r == 0 ? QUEUE_END_ALREADY : QUEUE_END_LOST;
     return rc;
 }
 
-enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char *detail, int *owned, char *err)
+enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char *detail, const char *attempt,
+                        int *owned, char *err)
 {
-    const char *extra[2] = {e->eid, detail ? detail : ""};
+    const char *extra[3] = {e->eid, detail ? detail : "", attempt ? attempt : ""};
     int64_t r = 0;
-    enum otp_rc rc = queue_on_msg(q, "retry", e->id, extra, 2, &r, err);
+    enum otp_rc rc = queue_on_msg(q, "retry", e->id, extra, 3, &r, err);
 
     *owned = r == 1;
     return rc;
@@ -312,11 +313,13 @@ enum otp_rc queue_own(struct queue *q, const struct queue_entry *e, int *owned, 
 }
 
 enum otp_rc queue_move(struct queue *q, const struct queue_entry *e, const char *to_stream, const char *to_lane,
-                       int moved_r, const char *tried, const char *detail, enum queue_move_result *res, char *err)
+                       int moved_r, const char *tried, const char *detail, const char *attempt,
+                       enum queue_move_result *res, char *err)
 {
     char msg[QUEUE_KEY_MAX], exp_s[24], price_s[24], cost_s[24], r_s[16], d[65];
     const char *args[] = {q->stream, msg, to_stream, "move", q->consumer, e->eid, e->id, e->vid, e->to, exp_s,
-                          e->scope, price_s, cost_s, e->caps, e->phone_key, e->style, r_s, tried, d, to_lane};
+                          e->scope, price_s, cost_s, e->caps, e->phone_key, e->style, r_s, tried, d, to_lane,
+                          attempt ? attempt : ""};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
     int64_t r;
@@ -359,7 +362,7 @@ enum otp_rc queue_touch(struct queue *q, const char *const *eids, int n, int *lo
 }
 
 enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key_cap, enum msg_state *state,
-                      char *err)
+                      struct queue_view *view, char *err)
 {
     char msg[QUEUE_KEY_MAX];
     struct store_reply *rep = NULL;
@@ -371,6 +374,8 @@ enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key
         return rc;
     snprintf(api_key, key_cap, "%s", queue_str(rep, 0));
     rc = queue_state(rep, 1, state, err);
+    snprintf(view->provider, sizeof(view->provider), "%s", queue_str(rep, 2));
+    snprintf(view->attempts, sizeof(view->attempts), "%s", queue_str(rep, 3));
     store_reply_free(rep);
     return rc;
 }

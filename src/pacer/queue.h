@@ -120,16 +120,21 @@ enum queue_end_result {
     QUEUE_END_LOST,    /* another instance owns it or ended it: nothing changed but a 'sent' */
 };
 
+/* The ops that close an attempt (end, retry, move) take attempt: that
+ * attempt as "<provider>:<cause>" for the message's history, or NULL when
+ * none was made. */
+
 /* Ends e's message as state (sent, failed, expired) and takes its entry
  * out of the stream, while this instance owns the entry; *res says what
  * happened. A message another instance took over is that instance's to
  * end: only a 'sent' is written then, so it is not sent again. */
 enum otp_rc queue_end(struct queue *q, const struct queue_entry *e, enum msg_state state, const char *detail,
-                      const char *provider_id, enum queue_end_result *res, char *err);
+                      const char *provider_id, const char *attempt, enum queue_end_result *res, char *err);
 
 /* Puts e's message back to 'queued' for a retry this instance makes;
  * *owned 0 when another instance took it over meanwhile (drop it). */
-enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char *detail, int *owned, char *err);
+enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char *detail, const char *attempt,
+                        int *owned, char *err);
 
 /* Makes this instance the one that may give e's money back (the message's
  * o, as an end does) while it owns e: before a failover gives back a
@@ -149,17 +154,26 @@ enum queue_move_result {
  * and tried (the providers it went to, this one included); its hash says
  * queued, for to_lane, with detail. */
 enum otp_rc queue_move(struct queue *q, const struct queue_entry *e, const char *to_stream, const char *to_lane,
-                       int moved_r, const char *tried, const char *detail, enum queue_move_result *res, char *err);
+                       int moved_r, const char *tried, const char *detail, const char *attempt,
+                       enum queue_move_result *res, char *err);
 
 /* Keeps this instance's entries eids[0..n) from being taken over; lost[i]
  * is set to 1 for each one another instance has taken. */
 enum otp_rc queue_touch(struct queue *q, const char *const *eids, int n, int *lost, char *err);
 
-/* A message's issuing API key ("" when unknown) and state (MSG_NONE when
- * unknown, or held: not visible yet). OTP_ESTORE for a state word the
- * table does not have. */
+/* What a message's status shows beyond its state: the provider that has
+ * it or sent it, and its attempts ("alpha:timeout,beta:accepted"). */
+#define QUEUE_ATTEMPTS_MAX 481
+struct queue_view {
+    char provider[32];
+    char attempts[QUEUE_ATTEMPTS_MAX];
+};
+
+/* A message's issuing API key ("" when unknown), state (MSG_NONE when
+ * unknown, or held: not visible yet) and view. OTP_ESTORE for a state word
+ * the table does not have. */
 enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key_cap, enum msg_state *state,
-                      char *err);
+                      struct queue_view *view, char *err);
 
 /* A delivery report: moves a message that is queued, sending or sent to
  * state (delivered or failed); *moved 0 when it did not (ended, or

@@ -61,7 +61,10 @@
 --   added to the stream once, unless Redis knows the message already.
 --   It names no verification field (sc ''), so slot.lua does not check
 --   its verification. Returns 1 when added.
--- get: returns {api key, state} ("" when unknown).
+-- get: returns {api key, state, pv, ah} ("" when unknown): pv the provider
+--   that has it or sent it, ah its attempts ("alpha:timeout,beta:accepted").
+-- end, retry and move take one more ARGV, last: the attempt just made, as
+--   "<provider>:<cause>" ('' for none), appended to ah (at most 480 bytes).
 -- states: KEYS[2..] message hashes: returns {s, d} of each ('' when unknown),
 --   for the ledger's sweep of messages another instance ended.
 -- report: ARGV state (delivered, failed): a delivery report moves a message
@@ -128,10 +131,19 @@ if op == 'touch' then
   return lost
 end
 
+-- Appends attempt a ("<provider>:<cause>") to the message's history.
+local function attempt(a)
+  if not a or a == '' then return end
+  local ah = redis.call('HGET', KEYS[2], 'ah')
+  if ah and #ah + #a > 480 then return end
+  redis.call('HSET', KEYS[2], 'ah', ah and (ah .. ',' .. a) or a)
+end
+
 if op == 'end' then
   local function write()
     redis.call('HSET', KEYS[2], 's', ARGV[4], 'd', ARGV[5])
     if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'pid', ARGV[6]) end
+    attempt(ARGV[7])
   end
   local m = redis.call('HMGET', KEYS[2], 's', 'o')
   local s, own = m[1], owner(ARGV[3])
@@ -173,6 +185,7 @@ if op == 'move' then
   end
   redis.call('XADD', to, '*', unpack(f))
   redis.call('HSET', KEYS[2], 's', 'queued', 'd', ARGV[16], 'pv', ARGV[17])
+  attempt(ARGV[18])
   redis.call('PEXPIRE', KEYS[2], 86400000)
   return 1
 end
@@ -180,6 +193,7 @@ end
 if op == 'retry' then
   if owner(ARGV[3]) ~= me then return 0 end
   if not FINAL[redis.call('HGET', KEYS[2], 's')] then redis.call('HSET', KEYS[2], 's', 'queued', 'd', ARGV[4]) end
+  attempt(ARGV[5])
   return 1
 end
 
@@ -199,9 +213,9 @@ if op == 'depth' then
 end
 
 if op == 'get' then
-  local m = redis.call('HMGET', KEYS[2], 'a', 's')
-  if m[2] == 'held' then return {'', ''} end
-  return {m[1] or '', m[2] or ''}
+  local m = redis.call('HMGET', KEYS[2], 'a', 's', 'pv', 'ah')
+  if m[2] == 'held' then return {'', '', '', ''} end
+  return {m[1] or '', m[2] or '', m[3] or '', m[4] or ''}
 end
 
 if op == 'report' then
