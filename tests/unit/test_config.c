@@ -1251,6 +1251,10 @@ static void test_member_errors(void **state)
          "providers.a", "twilio needs auth_token_env", 1},
         {P_PROVIDER, "'provider': {'type': 'file', 'path': 'x'}, 'routes': [{'match': '*', 'providers': ['a']}]",
          "routes", "needs providers", 1},
+        {P_PROVIDER,
+         "'providers': {'a': {'type': 'file', 'path': 'x'}, 'b': {'type': 'webhook', 'url': 'http://w/',"
+         " 'callback_url': 'http://otpd/'}}, 'routes': [{'match': '*', 'providers': ['a', 'b']}]",
+         "providers.b.callback_url", "delivery reports are the first provider's only (a)", 1},
         {P_PROVIDER, "'providers': {'a': {'type': 'file', 'path': 'x', 'prices': {'+91': 2}}}", "providers.a.prices",
          "needs a \"*\" price", 1},
         /* provider */
