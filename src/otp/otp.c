@@ -31,7 +31,7 @@ struct otp *otp_new(const struct otp_deps *d)
         return NULL;
     o->d = *d;
     if ((o->idem = idem_new(d->store, d->keys)) == NULL ||
-        (o->report = report_new(d->cfg.provider, d->keys, d->ledger, lanes_pacer(d->lanes, 0))) == NULL) {
+        (o->report = report_new(d->cfg.provider, d->keys, d->ledger, d->lanes)) == NULL) {
         idem_free(o->idem);
         free(o);
         return NULL;

@@ -25,7 +25,7 @@ struct report {
     const struct provider_conf *provider; /* the start-up config's */
     const struct code_keys *keys;
     struct ledger *ledger;
-    struct pacer *pacer;
+    struct lanes *lanes;
     pthread_mutex_t mu;                /* guards the counters */
     uint64_t recorded[2];              /* reports that moved a message: failed, delivered */
     uint64_t ignored[2];               /* final reports that changed nothing: failed, delivered */
@@ -61,7 +61,7 @@ const struct report_row *report_row(enum report_verdict v)
     return &report_rows[v < REPORT_VERDICTS ? v : REPORT_UNKNOWN];
 }
 
-struct report *report_new(const struct provider_conf *c, const struct code_keys *k, struct ledger *l, struct pacer *p)
+struct report *report_new(const struct provider_conf *c, const struct code_keys *k, struct ledger *l, struct lanes *p)
 {
     struct report *r = calloc(1, sizeof(*r));
 
@@ -70,7 +70,7 @@ struct report *report_new(const struct provider_conf *c, const struct code_keys 
     r->provider = c;
     r->keys = k;
     r->ledger = l;
-    r->pacer = p;
+    r->lanes = p;
     pthread_mutex_init(&r->mu, NULL);
     return r;
 }
@@ -343,7 +343,7 @@ static enum report_verdict report_decide(struct report *r, const struct report_i
     /* The message's state lives in Redis, for any instance's message: only
      * from the states before an end (delivered, failed and expired are
      * final), so a late or replayed report changes nothing. */
-    if (pacer_report(r->pacer, in->id, to, &moved, err) != OTP_OK) {
+    if (lanes_report(r->lanes, in->id, to, &moved, err) != OTP_OK) {
         log_msg(LOG_ERROR, "cannot record a delivery report for %s: %s", in->id, err);
         return REPORT_UNRECORDED;
     }

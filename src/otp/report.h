@@ -21,6 +21,7 @@
 #include "../base/conf.h"
 #include "../base/rc.h"
 #include "../ledger/ledger.h"
+#include "../pacer/lanes.h"
 #include "../pacer/pacer.h"
 #include "code.h"
 
@@ -64,7 +65,7 @@ struct report_in {
 
 /* All borrowed; c is the start-up config's provider section (type,
  * callback URL, auth token, callback_ttl). NULL when out of memory. */
-struct report *report_new(const struct provider_conf *c, const struct code_keys *k, struct ledger *l, struct pacer *p);
+struct report *report_new(const struct provider_conf *c, const struct code_keys *k, struct ledger *l, struct lanes *p);
 void report_free(struct report *r);
 
 /* Writes the query of message id's report URL, "id=..&exp=..&tag=.." (for

@@ -244,6 +244,17 @@ void lanes_stats(struct lanes *ls, struct pacer_stats *out)
     }
 }
 
+enum otp_rc lanes_report(struct lanes *ls, const char *id, enum msg_state to, int *moved, char *err)
+{
+    char provider[ROUTE_NAME_MAX];
+    enum otp_rc rc = pacer_report(ls->pacers[0], id, to, moved, provider, sizeof(provider), err);
+    int k;
+
+    if (rc == OTP_OK && *moved && (k = lanes_index(ls, provider[0] ? provider : ls->conf->lanes[0].name)) >= 0)
+        pacer_count_report(ls->pacers[k], to);
+    return rc;
+}
+
 int lanes_full(struct lanes *ls)
 {
     size_t i;

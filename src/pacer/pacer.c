@@ -271,15 +271,27 @@ enum otp_rc pacer_states(struct pacer *pc, const char *const *ids, int n,
     return queue_states(pc->queue, ids, n, put, ctx, err);
 }
 
-enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int *moved, char *err)
+enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int *moved, char *provider,
+                         size_t provider_cap, char *err)
 {
     *moved = 0;
+    provider[0] = '\0';
     if (to != MSG_DELIVERED && to != MSG_FAILED) {
         snprintf(err, OTP_ERR_LEN, "pacer: a delivery report ends a message delivered or failed, not %s",
                  msg_state_name(to));
         return OTP_EINVAL;
     }
-    return queue_report(pc->queue, id, to, moved, err);
+    return queue_report(pc->queue, id, to, moved, provider, provider_cap, err);
+}
+
+void pacer_count_report(struct pacer *pc, enum msg_state to)
+{
+    pthread_mutex_lock(&pc->mu);
+    if (to == MSG_DELIVERED)
+        pc->stats.reports_delivered++;
+    else
+        pc->stats.reports_failed++;
+    pthread_mutex_unlock(&pc->mu);
 }
 
 int pacer_cancel(struct pacer *pc, const char *vid)
@@ -318,6 +330,7 @@ void pacer_stats_add(struct pacer_stats *sum, const struct pacer_stats *st)
     PACER_ADD(reservations); PACER_ADD(reserve_refused); PACER_ADD(ledger_failures); PACER_ADD(spend_unknown_minor);
     PACER_ADD(spend_accepted_minor); PACER_ADD(settled_accepted_minor); PACER_ADD(settled_unknown_minor);
     PACER_ADD(settled_unbilled_minor); PACER_ADD(breaker_opened); PACER_ADD(latency_us_sum); PACER_ADD(latency_n);
+    PACER_ADD(reports_delivered); PACER_ADD(reports_failed);
 #undef PACER_ADD
     for (i = 0; i < PROVIDER_C_COUNT; i++)
         sum->cause[i] += st->cause[i];

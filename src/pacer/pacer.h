@@ -99,6 +99,7 @@ struct pacer_stats {
     uint64_t breaker_opened;         /* times this provider's breaker opened */
     int breaker_state;               /* enum breaker_state, at the look */
     uint64_t latency_us_sum, latency_n; /* calls that reached the wire */
+    uint64_t reports_delivered, reports_failed; /* delivery reports that moved one of its messages */
 };
 
 /* What the pacer takes from outside its own section (struct pacer_conf),
@@ -201,8 +202,12 @@ enum otp_rc pacer_states(struct pacer *pc, const char *const *ids, int n,
 
 /* A delivery report moving message id to state to (MSG_DELIVERED or
  * MSG_FAILED; else OTP_EINVAL): *moved 1 when it changed its state in
- * Redis (queued, sending or sent to to), for any instance's message. */
-enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int *moved, char *err);
+ * Redis (queued, sending or sent to to), for any instance's message; then
+ * provider names the provider that had it ("" when Redis does not say). */
+enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int *moved, char *provider,
+                         size_t provider_cap, char *err);
+/* Counts a report that moved one of this provider's messages to state to (delivered or failed). Any thread. */
+void pacer_count_report(struct pacer *pc, enum msg_state to);
 
 
 /* Stops this instance's messages of verification vid that have not gone

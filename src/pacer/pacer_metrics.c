@@ -118,6 +118,15 @@ void pacer_metrics_lanes(struct pacer *const *pcs, size_t n, struct metrics_text
     for (i = 0; i < n; i++)
         metrics_put(t, "otpd_provider_gcra_wait_seconds_total{provider=\"%s\"} %.6f\n", pacer_lane(pcs[i]),
                     (double)st[i].slot_wait_us / 1e6);
+    metrics_head(t, "otpd_provider_reports_total", "counter",
+                 "Delivery reports that moved one of each provider's messages, by state (any instance's "
+                 "messages, counted where the report arrived).");
+    for (i = 0; i < n; i++) {
+        metrics_u64(t, "otpd_provider_reports_total", st[i].reports_delivered, "provider", pacer_lane(pcs[i]), "state",
+                    "delivered");
+        metrics_u64(t, "otpd_provider_reports_total", st[i].reports_failed, "provider", pacer_lane(pcs[i]), "state",
+                    "failed");
+    }
     metrics_head(t, "otpd_provider_latency_seconds", "summary", "Each provider's call latency, calls on its wire.");
     for (i = 0; i < n; i++) {
         metrics_put(t, "otpd_provider_latency_seconds_sum{provider=\"%s\"} %.6f\n", pacer_lane(pcs[i]),

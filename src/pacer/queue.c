@@ -380,14 +380,21 @@ enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key
     return rc;
 }
 
-enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int *moved, char *err)
+enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int *moved, char *provider,
+                         size_t provider_cap, char *err)
 {
     const char *extra[1] = {msg_state_name(state)};
-    int64_t r = 0;
-    enum otp_rc rc = queue_on_msg(q, "report", id, extra, 1, &r, err);
+    char msg[QUEUE_KEY_MAX];
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
 
-    *moved = r == 1;
-    return rc;
+    store_msg_key(id, msg, sizeof(msg));
+    if ((rc = queue_run(q, "report", msg, extra, 1, &rep, err)) != OTP_OK)
+        return rc;
+    *moved = queue_int(rep, 0) == 1;
+    snprintf(provider, provider_cap, "%s", queue_str(rep, 1));
+    store_reply_free(rep);
+    return OTP_OK;
 }
 
 enum otp_rc queue_states(struct queue *q, const char *const *ids, int n,

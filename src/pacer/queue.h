@@ -178,7 +178,8 @@ enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key
 /* A delivery report: moves a message that is queued, sending or sent to
  * state (delivered or failed); *moved 0 when it did not (ended, or
  * unknown). */
-enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int *moved, char *err);
+enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int *moved, char *provider,
+                         size_t provider_cap, char *err);
 
 /* The states and details of messages ids[0..n) (n at most QUEUE_STATES_MAX)
  * in one script run: put(ctx, i, state, detail) for each, MSG_NONE and ""

@@ -68,8 +68,8 @@
 -- states: KEYS[2..] message hashes: returns {s, d} of each ('' when unknown),
 --   for the ledger's sweep of messages another instance ended.
 -- report: ARGV state (delivered, failed): a delivery report moves a message
---   that is queued (a retry), sending or sent; returns 1, or 0 when it did
---   not move.
+--   that is queued (a retry), sending or sent; returns {1, pv} (the provider
+--   that had it), or {0, ''} when it did not move.
 local q, G = KEYS[1], 'senders'
 local op, me = ARGV[1], ARGV[2]
 local FINAL = {sent = true, delivered = true, failed = true, expired = true}
@@ -222,9 +222,9 @@ if op == 'report' then
   local s = redis.call('HGET', KEYS[2], 's')
   -- 'queued' too: a retry may wait after a call whose verdict was lost
   -- (a timeout) but which the provider took; the report ends it unsent again.
-  if s ~= 'queued' and s ~= 'sending' and s ~= 'sent' then return 0 end
+  if s ~= 'queued' and s ~= 'sending' and s ~= 'sent' then return {0, ''} end
   redis.call('HSET', KEYS[2], 's', ARGV[3])
-  return 1
+  return {1, redis.call('HGET', KEYS[2], 'pv') or ''}
 end
 
 if op == 'states' then

@@ -30,7 +30,8 @@ class IssueVerifyTest(OtpdTest):
         # 'sent' is written once the provider has answered: wait for it.
         st, _, p = wait_until(lambda: (lambda r: r if r[2].get("status") not in ("queued", "sending") else None)(
             self.otpd.call("GET", "/v1/otp/" + body["id"])), what="the status past sending")
-        self.assertEqual((st, p), (200, {"id": body["id"], "status": "sent"}))
+        self.assertEqual((st, p), (200, {"id": body["id"], "status": "sent", "provider": "default",
+                                         "attempts": [{"provider": "default", "cause": "accepted"}]}))
 
         # The ledger: every decision, the message, the send and the verification
         # (written after the answers: wait for the last of each).

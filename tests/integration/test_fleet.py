@@ -184,8 +184,10 @@ class FleetStatusTest(FleetTest):
         self.assertEqual(b.call("GET", "/v1/otp/" + mid, auth=OTHER_KEY)[0], 404)
         st, _, p = wait_until(lambda: (lambda r: r if r[0] == 200 and r[2].get("status") == "sent" else None)(
             b.call("GET", "/v1/otp/" + mid)), 10, what="B to report the message sent")
-        self.assertEqual(p, {"id": mid, "status": "sent"})
-        self.assertEqual(a.call("GET", "/v1/otp/" + mid)[2], {"id": mid, "status": "sent"})
+        sent = {"id": mid, "status": "sent", "provider": "default",
+                "attempts": [{"provider": "default", "cause": "accepted"}]}
+        self.assertEqual(p, sent)
+        self.assertEqual(a.call("GET", "/v1/otp/" + mid)[2], sent)
         msgs = [m for m in self.fake.messages() if m["id"] == mid]
         self.assertEqual(len(msgs), 1)
         st, _, p = b.verify(phone, code_of(msgs[0]["text"]))
@@ -256,7 +258,8 @@ class FleetDeliveryReportTest(FleetTest):
         for o in (a, b):
             st, _, p = wait_until(lambda: (lambda r: r if r[2].get("status") == "delivered" else None)(
                 o.call("GET", "/v1/otp/" + mid)), 5, what="the report applied, seen on port %d" % o.port)
-            self.assertEqual(p, {"id": mid, "status": "delivered"})
+            self.assertEqual(p, {"id": mid, "status": "delivered", "provider": "default",
+                                 "attempts": [{"provider": "default", "cause": "accepted"}]})
 
 
 class FleetRestartTest(FleetTest):
