@@ -1,10 +1,13 @@
 /*
- * otpctl stats --db FILE... [--since T] [--until T] [--format table|json]:
- * a fleet's figures for a period (src/ledger/summary.c sums the files):
- * requests, refusals by rule and by decision, provider calls, spend (in
- * the config's currency's minor units: the ledger does not name it) and
- * conversion (verified ÷ verifications started). Needs no config and no
- * secret; opens every file read-only.
+ * otpctl stats --db FILE... [--since T] [--until T] [--format table|json]
+ * [--by provider,region]: a fleet's figures for a period
+ * (src/ledger/summary.c sums the files): requests, refusals by rule and by
+ * decision, provider calls, spend (in the config's currency's minor units:
+ * the ledger does not name it) and conversion (verified ÷ verifications
+ * started). With --by, the provider calls alone, a row per provider and/or
+ * destination region: attempts, sent, failed, spend, delivered, verified
+ * and their shares of sent. Needs no config and no secret; opens every
+ * file read-only.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,7 +23,7 @@
 
 struct stats_opts {
     struct flag_list db;
-    const char *since, *until, *format;
+    const char *since, *until, *format, *by;
 };
 
 #define S(field) offsetof(struct stats_opts, field)
@@ -30,12 +33,15 @@ static const struct flag stats_flags[] = {
     {"since", 0, FLAG_STR, 0, S(since), "T", "from T on (inclusive)", 0, 0},
     {"until", 0, FLAG_STR, 0, S(until), "T", "before T (exclusive)", 0, 0},
     {"format", 0, FLAG_STR, 0, S(format), "F", "table (default) or json", 0, 0},
+    {"by", 0, FLAG_STR, 0, S(by), "KEYS", "provider calls by provider, region or provider,region", 0, 0},
 };
 
 static const struct flag_cmd stats_cmd = {
     .name = "otpctl stats",
     .flags = FLAGS_OF(stats_flags),
-    .notes = "  T: RFC 3339 (2024-05-01T12:00:00Z) or Unix milliseconds\n",
+    .notes = "  T: RFC 3339 (2024-05-01T12:00:00Z) or Unix milliseconds\n"
+             "  KEYS: provider (the provider's name), region (the destination's, \"none\" when unknown)\n"
+             "    or both, comma-separated\n",
 };
 
 void otpctl_stats_synopsis(FILE *f)
@@ -122,6 +128,220 @@ static void stats_table(const struct summary *s)
         printf("%-24s -\n", "conversion");
 }
 
+/* ---- --by: provider calls by provider and region ---- */
+
+/* An unknown region in the table. */
+#define STATS_NO_REGION "none"
+
+/* The keys --by may name. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} stats_keys[] = {{"provider", SUMMARY_BY_PROVIDER}, {"region", SUMMARY_BY_REGION}};
+
+/* The grouping keys names: provider, region or both, comma-separated, each
+ * once; 0 when it names anything else. */
+static unsigned stats_keys_parse(const char *keys)
+{
+    unsigned by = 0, bit;
+    size_t n, i;
+
+    for (;;) {
+        n = strcspn(keys, ",");
+        for (bit = 0, i = 0; i < sizeof(stats_keys) / sizeof(stats_keys[0]); i++)
+            if (strlen(stats_keys[i].name) == n && strncmp(keys, stats_keys[i].name, n) == 0)
+                bit = stats_keys[i].bit;
+        if (bit == 0 || (by & bit) != 0)
+            return 0;
+        by |= bit;
+        if (keys[n] == '\0')
+            return by;
+        keys += n + 1;
+    }
+}
+
+/* A text from a ledger as printed: printable ASCII as it is, any other byte
+ * as \xHH (a provider's name comes from the config, but a file may hold
+ * anything). Caller frees; NULL when out of memory. */
+static char *stats_text(const char *s)
+{
+    size_t n = strlen(s), i, o = 0;
+    char *out = malloc(4 * n + 1);
+
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f)
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, 5, "\\x%02X", c);
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* part ÷ whole as JSON, null when whole is 0. */
+static json_t *stats_share(int64_t part, int64_t whole)
+{
+    return whole > 0 ? json_real((double)part / (double)whole) : json_null();
+}
+
+/* A group's key column as JSON: its text, or null for an unknown region. */
+static json_t *stats_key_json(const char *key)
+{
+    char *t;
+    json_t *j;
+
+    if (key[0] == '\0')
+        return json_null();
+    if ((t = stats_text(key)) == NULL)
+        return NULL;
+    j = json_string(t);
+    free(t);
+    return j;
+}
+
+/* One group as JSON: its keys, figures and shares of sent; NULL when out
+ * of memory. */
+static json_t *stats_group_json(const struct summary_group *x)
+{
+    json_t *o = json_object();
+
+    if (o == NULL ||
+        (x->provider != NULL && json_object_set_new(o, "provider", stats_key_json(x->provider)) != 0) ||
+        (x->region != NULL && json_object_set_new(o, "region", stats_key_json(x->region)) != 0) ||
+        json_object_update_new(
+            o, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "attempts", (json_int_t)x->attempts,
+                         "sent", (json_int_t)x->sent, "failed", (json_int_t)x->failed, "spend_minor",
+                         (json_int_t)x->spend_minor, "delivered", (json_int_t)x->delivered, "verified",
+                         (json_int_t)x->verified, "delivered_per_sent", stats_share(x->delivered, x->sent),
+                         "verified_per_sent", stats_share(x->verified, x->sent))) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* {"by": [keys], "groups": [group, ...]}; NULL when out of memory. */
+static json_t *stats_groups_json(const struct summary_groups *g)
+{
+    json_t *by = json_array(), *groups = json_array();
+    size_t i;
+
+    for (i = 0; i < sizeof(stats_keys) / sizeof(stats_keys[0]); i++)
+        if ((g->by & stats_keys[i].bit) && json_array_append_new(by, json_string(stats_keys[i].name)) != 0)
+            goto fail;
+    for (i = 0; i < g->n; i++)
+        if (json_array_append_new(groups, stats_group_json(&g->v[i])) != 0)
+            goto fail;
+    return json_pack("{s:o, s:o}", "by", by, "groups", groups);
+fail:
+    json_decref(by);
+    json_decref(groups);
+    return NULL;
+}
+
+/* The width of a key column (provider's, else region's): its head's, or
+ * its widest text's. */
+static int stats_key_width(const struct summary_groups *g, int provider, const char *head)
+{
+    size_t w = strlen(head), i, n;
+
+    for (i = 0; i < g->n; i++) {
+        const char *key = provider ? g->v[i].provider : g->v[i].region;
+        char *t = key[0] ? stats_text(key) : NULL;
+        n = key[0] ? (t ? strlen(t) : 1) : strlen(STATS_NO_REGION);
+        free(t);
+        if (n > w)
+            w = n;
+    }
+    return (int)w;
+}
+
+/* A key cell and the column's gap; an unknown region as STATS_NO_REGION. */
+static void stats_key_cell(const char *key, int width)
+{
+    char *t = key[0] ? stats_text(key) : NULL;
+
+    printf("%-*s  ", width, key[0] ? (t ? t : "?") : STATS_NO_REGION);
+    free(t);
+}
+
+/* part ÷ whole as a percentage cell, "-" when whole is 0. */
+static void stats_share_cell(int64_t part, int64_t whole, int width)
+{
+    if (whole > 0)
+        printf("  %*.1f%%", width - 1, 100.0 * (double)part / (double)whole);
+    else
+        printf("  %*s", width, "-");
+}
+
+/* A row per group under a head: keys left-aligned, figures right. */
+static void stats_groups_table(const struct summary_groups *g)
+{
+    int wp = g->by & SUMMARY_BY_PROVIDER ? stats_key_width(g, 1, "PROVIDER") : 0;
+    int wr = g->by & SUMMARY_BY_REGION ? stats_key_width(g, 0, "REGION") : 0;
+    size_t i;
+
+    if (wp)
+        printf("%-*s  ", wp, "PROVIDER");
+    if (wr)
+        printf("%-*s  ", wr, "REGION");
+    printf("%8s  %8s  %8s  %12s  %9s  %8s  %14s  %13s\n", "ATTEMPTS", "SENT", "FAILED", "SPEND", "DELIVERED",
+           "VERIFIED", "DELIVERED/SENT", "VERIFIED/SENT");
+    for (i = 0; i < g->n; i++) {
+        const struct summary_group *x = &g->v[i];
+        if (wp)
+            stats_key_cell(x->provider, wp);
+        if (wr)
+            stats_key_cell(x->region, wr);
+        printf("%8lld  %8lld  %8lld  %12lld  %9lld  %8lld", (long long)x->attempts, (long long)x->sent,
+               (long long)x->failed, (long long)x->spend_minor, (long long)x->delivered,
+               (long long)x->verified);
+        stats_share_cell(x->delivered, x->sent, 14);
+        stats_share_cell(x->verified, x->sent, 13);
+        putchar('\n');
+    }
+}
+
+/* The provider calls of every ledger, grouped by, printed as asked. */
+static int stats_groups_run(const struct stats_opts *o, unsigned by, int64_t since_ms, int64_t until_ms)
+{
+    struct summary_groups g;
+    char err[OTP_ERR_LEN];
+    enum otp_rc rc = OTP_OK;
+    int i, ex = EX_OK;
+
+    memset(&g, 0, sizeof(g));
+    g.by = by;
+    for (i = 0; i < o->db.n && rc == OTP_OK; i++)
+        rc = summary_groups_add(&g, o->db.v[i], since_ms, until_ms, err);
+    if (rc == OTP_OK)
+        rc = summary_groups_end(&g, err);
+    if (rc != OTP_OK) {
+        fprintf(stderr, "otpctl stats: %s\n", err);
+        ex = rc == OTP_ENOTFOUND || rc == OTP_EINVAL ? EX_NOINPUT : rc == OTP_ENOMEM ? EX_OSERR : EX_IOERR;
+        goto out;
+    }
+    if (o->format != NULL && strcmp(o->format, "json") == 0) {
+        json_t *j = stats_groups_json(&g);
+        if (j == NULL || otpctl_print_json(j, JSON_COMPACT | JSON_PRESERVE_ORDER, stdout) != 0)
+            ex = EX_OSERR;
+        json_decref(j);
+    } else {
+        printf("ledgers: %d\n", o->db.n);
+        stats_groups_table(&g);
+    }
+    if (fflush(stdout) != 0 && ex == EX_OK)
+        ex = EX_IOERR;
+out:
+    summary_groups_free(&g);
+    return ex;
+}
+
+/* ---- the period's figures ---- */
+
 /* The period's figures from every ledger, printed as asked. */
 static int stats_run(const struct stats_opts *o, int64_t since_ms, int64_t until_ms)
 {
@@ -161,6 +381,7 @@ int otpctl_stats(int argc, char **argv)
 {
     struct stats_opts o;
     int64_t since_ms = INT64_MIN, until_ms = INT64_MAX;
+    unsigned by = 0;
     int ex;
 
     memset(&o, 0, sizeof(o));
@@ -168,6 +389,10 @@ int otpctl_stats(int argc, char **argv)
         goto out;
     if (o.format != NULL && strcmp(o.format, "json") != 0 && strcmp(o.format, "table") != 0) {
         ex = flags_usage_error(&stats_cmd, "--format must be table or json, not %s", o.format);
+        goto out;
+    }
+    if (o.by != NULL && (by = stats_keys_parse(o.by)) == 0) {
+        ex = flags_usage_error(&stats_cmd, "--by must be provider, region or provider,region, not %s", o.by);
         goto out;
     }
     if ((o.since && timestamp_parse(o.since, &since_ms) != OTP_OK) ||
@@ -182,7 +407,7 @@ int otpctl_stats(int argc, char **argv)
         ex = EX_DATAERR;
         goto out;
     }
-    ex = stats_run(&o, since_ms, until_ms);
+    ex = by ? stats_groups_run(&o, by, since_ms, until_ms) : stats_run(&o, since_ms, until_ms);
 out:
     flags_free(&stats_cmd, &o);
     return ex;

@@ -76,6 +76,8 @@
 #include "../../src/store/store.h"
 #include "../../src/v2/v2.h"
 
+/* How often (ticks, seconds) the queues of providers no longer configured are looked at. */
+#define OTPD_ADOPT_TICKS 10
 /* How long SIGTERM waits for provider calls in flight. */
 #define OTPD_DRAIN_MS 5000
 
@@ -107,6 +109,7 @@ struct otpd {
     struct http *http;
     struct sweep sweep; /* the tick's */
     int tick_down;      /* the tick could not reach Redis at its last try: said once, until it can again */
+    unsigned ticks;
 };
 
 static void otpd_free(struct otpd *d)
@@ -258,10 +261,10 @@ static void otpd_tick_say(struct otpd *d, const char *what, const char *err)
  * before it ends within pacer.timeout). */
 static void otpd_tick(struct otpd *d)
 {
-    static const char *const what[] = {"lapsed holds", "admin rows", "the fleet's ends"};
-    char err[3][OTP_ERR_LEN] = {"", "", ""};
+    static const char *const what[] = {"lapsed holds", "admin rows", "the fleet's ends", "removed providers' queues"};
+    char err[4][OTP_ERR_LEN] = {"", "", "", ""};
     size_t dropped = 0;
-    int failed[3], i;
+    int failed[4], i;
 
     limits_flush(d->limits);
     limits_penalties_flush(d->limits);
@@ -269,9 +272,11 @@ static void otpd_tick(struct otpd *d)
     failed[1] = otpd_admin_tick(d, err[1]) != OTP_OK;
     failed[2] = sweep_run(&d->sweep, d->ledger, clock_wall_ms(), d->cfg->pacer.timeout_ms, otpd_fleet_states,
                           lanes_pacer(d->lanes, 0), err[2]) < 0;
-    for (i = 0; i < 3 && !failed[i]; i++)
+    /* Every OTPD_ADOPT_TICKS: a silent instance's messages on a removed provider's queue. */
+    failed[3] = ++d->ticks % OTPD_ADOPT_TICKS == 0 && lanes_adopt(d->lanes, err[3]) != OTP_OK;
+    for (i = 0; i < 4 && !failed[i]; i++)
         ;
-    otpd_tick_say(d, i < 3 ? what[i] : NULL, i < 3 ? err[i] : "");
+    otpd_tick_say(d, i < 4 ? what[i] : NULL, i < 4 ? err[i] : "");
 }
 
 /* Builds and starts everything; returns 0, or logs and returns -1. */

@@ -20,6 +20,10 @@
 static const char *const lane_keys[] = {"rate", "capacity", "max_inflight", "timeout", "retry", "prices",
                                         "breaker", NULL};
 
+/* A breaker's defaults: five failed calls in a row open it for 30 s. */
+#define LANE_BREAKER_FAILURES 5
+#define LANE_BREAKER_OPEN_MS 30000
+
 static const struct cfg_row *provider_row(void)
 {
     size_t i;
@@ -63,8 +67,8 @@ static void lane_pacing(struct cfg_ctx *x, json_t *o, const char *path, struct l
         if (cfg_dur(x, retry, p, "base", 0, &v))
             l->pacer.retry_base_ms = v;
     }
-    l->breaker_failures = 5;
-    l->breaker_open_ms = 30000;
+    l->breaker_failures = LANE_BREAKER_FAILURES;
+    l->breaker_open_ms = LANE_BREAKER_OPEN_MS;
     if (breaker != NULL && !json_is_object(breaker)) {
         cfg_error(x, cfg_path(p, sizeof(p), path, "breaker"), "must be an object");
     } else if (breaker != NULL) {
@@ -242,6 +246,16 @@ static const char *lane_names(const struct network_conf *n, char *out, size_t ca
     return out;
 }
 
+/* The one route of a network of one provider: "*" to it. */
+static void route_everything(struct network_conf *n)
+{
+    n->n_routes = 1;
+    snprintf(n->routes[0].match, sizeof(n->routes[0].match), "*");
+    n->routes[0].kind = ROUTE_ANY;
+    snprintf(n->routes[0].providers[0], ROUTE_NAME_MAX, "%s", n->lanes[0].name);
+    n->routes[0].n_providers = 1;
+}
+
 /* After every row: provider or providers (one of them), the single
  * provider as the lane "default", each route's providers known and no
  * provider twice in one route, and prices that can price what the caps
@@ -269,13 +283,9 @@ void cfg_network(struct cfg_ctx *x, struct config *c, json_t *root)
         snprintf(n->lanes[0].name, sizeof(n->lanes[0].name), "%s", CFG_LANE_DEFAULT);
         n->lanes[0].provider = c->provider; /* borrowed: c->provider owns its secrets */
         n->lanes[0].pacer = c->pacer;
-        n->lanes[0].breaker_failures = 5;
-        n->lanes[0].breaker_open_ms = 30000;
-        n->n_routes = 1;
-        snprintf(n->routes[0].match, sizeof(n->routes[0].match), "*");
-        n->routes[0].kind = ROUTE_ANY;
-        snprintf(n->routes[0].providers[0], ROUTE_NAME_MAX, "%s", CFG_LANE_DEFAULT);
-        n->routes[0].n_providers = 1;
+        n->lanes[0].breaker_failures = LANE_BREAKER_FAILURES;
+        n->lanes[0].breaker_open_ms = LANE_BREAKER_OPEN_MS;
+        route_everything(n);
         return;
     }
     if (n->n_lanes == 0)
@@ -285,11 +295,7 @@ void cfg_network(struct cfg_ctx *x, struct config *c, json_t *root)
             cfg_error(x, "routes", "is required with more than one provider");
             return;
         }
-        n->n_routes = 1;
-        snprintf(n->routes[0].match, sizeof(n->routes[0].match), "*");
-        n->routes[0].kind = ROUTE_ANY;
-        snprintf(n->routes[0].providers[0], ROUTE_NAME_MAX, "%s", n->lanes[0].name);
-        n->routes[0].n_providers = 1;
+        route_everything(n);
     }
     for (i = 0; i < n->n_routes; i++) {
         const struct route *rt = &n->routes[i];

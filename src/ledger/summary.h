@@ -52,4 +52,54 @@ struct summary {
 enum otp_rc summary_add(struct summary *s, const char *path, int64_t since_ms, int64_t until_ms, char *err);
 void summary_free(struct summary *s);
 
+/*
+ * Groups: `otpctl stats --by`. Every provider call in the range, grouped
+ * by the provider's name (sends.provider) and/or the region of the
+ * message's phone (libphonenumber's, through phone_parse; "" when the
+ * message is in none of the ledgers read or its country is unknown).
+ *
+ * A message is joined to its accepted call (outcome 'sent'; the last one,
+ * by time, should it have two) across every ledger read: the instance that
+ * accepted a message holds its messages row, the one that sent it its
+ * sends row. delivered counts the messages delivered (their row, or a
+ * delivery report's event in any ledger) by that call's group; verified
+ * the verifications verified (their row, or a verify request that
+ * verified, in any ledger) by the group of the last accepted call of any
+ * of their messages. Both count the accepted calls in the range only, so
+ * they are shares of sent. Held in a private SQLite file in temp storage
+ * until summary_groups_free, like the verifications of struct summary.
+ */
+#define SUMMARY_BY_PROVIDER 1u
+#define SUMMARY_BY_REGION 2u
+
+struct summary_join;
+
+/* One group and its figures. */
+struct summary_group {
+    char *provider;                 /* NULL unless grouped by provider */
+    char *region;                   /* NULL unless grouped by region; "" when unknown */
+    int64_t attempts, sent, failed; /* provider calls; sent: accepted; failed: transient or permanent */
+    int64_t spend_minor;            /* sum of the calls' cost_minor */
+    int64_t delivered, verified;    /* messages and verifications, by their accepted call */
+};
+
+struct summary_groups {
+    unsigned by;             /* SUMMARY_BY_PROVIDER, SUMMARY_BY_REGION or both; set by the caller */
+    struct summary_group *v; /* by summary_groups_end: sorted by provider, then region */
+    size_t n;
+    struct summary_join *join; /* the rows read so far (summary.c) */
+};
+
+/* Reads the rows of the ledger at path that the groups need (calls in
+ * [since_ms, until_ms), the messages, deliveries and verifications they
+ * may join) into g (zeroed by the caller at first, but for by). Errors as
+ * summary_add's. */
+enum otp_rc summary_groups_add(struct summary_groups *g, const char *path, int64_t since_ms, int64_t until_ms,
+                               char *err);
+
+/* Makes g->v from every ledger added. OTP_OK, or OTP_ENOMEM / OTP_EIO with
+ * err saying why. */
+enum otp_rc summary_groups_end(struct summary_groups *g, char *err);
+void summary_groups_free(struct summary_groups *g);
+
 #endif

@@ -12,8 +12,10 @@
 #include <string.h>
 
 #include "../base/clock.h"
+#include "../base/log.h"
 #include "../base/phone.h"
 #include "../provider/provider.h"
+#include "queue.h"
 
 struct lanes {
     const struct network_conf *conf;
@@ -193,10 +195,70 @@ void lanes_set_routes(struct lanes *ls, const struct network_conf *n)
     pthread_mutex_unlock(&ls->mu);
 }
 
+/* Moves what stream (no provider of this config reads it) holds to the
+ * first provider of each message's route; *moved, *left counted. */
+static enum otp_rc lanes_adopt_stream(struct lanes *ls, const char *stream, int *moved, int *left, char *err)
+{
+    char cursor[QUEUE_EID_MAX] = "0-0";
+    struct queue_entry es[QUEUE_PEEK_MAX];
+    struct pacer *p0 = ls->pacers[0];
+    enum otp_rc rc;
+    int n, i, result;
+
+    do {
+        if ((rc = queue_peek(pacer_queue(p0), stream, cursor, es, &n, err)) != OTP_OK)
+            return rc;
+        for (i = 0; i < n; i++) {
+            struct lanes_pick pk;
+            if (lanes_pick(ls, es[i].to, &pk) != 0) {
+                pk.pacer = ls->pacers[0]; /* no route covers it any more: the first provider ends or sends it */
+                pk.lane = &ls->conf->lanes[0];
+            }
+            if ((rc = queue_adopt(pacer_queue(p0), stream, &es[i], pacer_stream(pk.pacer), pk.lane->name,
+                                  pk.lane->pacer.takeover_ms, &result, err)) != OTP_OK)
+                return rc;
+            *moved += result == 1;
+            *left += result == 3;
+            if (result == 1)
+                pacer_wake(pk.pacer);
+        }
+    } while (n == QUEUE_PEEK_MAX);
+    return OTP_OK;
+}
+
+enum otp_rc lanes_adopt(struct lanes *ls, char *err)
+{
+    char orphans[QUEUE_LANES_MAX][QUEUE_KEY_MAX];
+    const char *mine[CFG_LANES_MAX];
+    enum otp_rc rc;
+    size_t i;
+    int n = 0, k;
+
+    for (i = 0; i < ls->n; i++)
+        mine[i] = pacer_stream(ls->pacers[i]);
+    if ((rc = queue_orphans(pacer_queue(ls->pacers[0]), mine, (int)ls->n, orphans, QUEUE_LANES_MAX, &n, err)) !=
+        OTP_OK)
+        return rc;
+    for (k = 0; k < n && rc == OTP_OK; k++) {
+        int moved = 0, left = 0;
+        rc = lanes_adopt_stream(ls, orphans[k], &moved, &left, err);
+        if (moved > 0 || left > 0)
+            log_event(left > 0 ? LOG_WARN : LOG_INFO, "lanes.adopted",
+                      LOG_FIELDS(LOG_STR("stream", orphans[k]), LOG_INT("moved", moved), LOG_INT("left", left)),
+                      "%s: no provider of this config reads it; %d messages moved to their routes' providers%s",
+                      orphans[k], moved, left > 0 ? ", some held by a live instance: moved once it is silent" : "");
+    }
+    return rc;
+}
+
 enum otp_rc lanes_start(struct lanes *ls, const struct pacer_render *render, char *err)
 {
     size_t i;
     enum otp_rc rc = OTP_OK;
+
+    if (lanes_adopt(ls, err) != OTP_OK)
+        log_msg(LOG_ERROR, "lanes: the streams of providers no longer configured were not checked (%s): the next "
+                "start or tick tries again", err);
 
     for (i = 0; i < ls->n && rc == OTP_OK; i++)
         rc = pacer_start(ls->pacers[i], render, err);

@@ -44,6 +44,12 @@ int lanes_pick(struct lanes *ls, const char *e164, struct lanes_pick *out);
 /* SIGHUP: the routes of n (copied; its providers must be the lanes'). Any thread. */
 void lanes_set_routes(struct lanes *ls, const struct network_conf *n);
 
+/* Registers every provider's stream in otp:lanes, then moves the messages
+ * of streams no provider of this config reads (a provider removed, or
+ * otp:q after the single provider became a network) to the first
+ * provider of their routes: at start (lanes_start) and on the tick. */
+enum otp_rc lanes_adopt(struct lanes *ls, char *err);
+
 enum otp_rc lanes_start(struct lanes *ls, const struct pacer_render *render, char *err);
 void lanes_stop(struct lanes *ls, int64_t grace_ms);
 void lanes_set_code_ttl(struct lanes *ls, int64_t otp_ttl_ms);

@@ -80,6 +80,11 @@ const char *pacer_stream(const struct pacer *pc)
     return pc->stream;
 }
 
+struct queue *pacer_queue(struct pacer *pc)
+{
+    return pc->queue;
+}
+
 int pacer_healthy(struct pacer *pc)
 {
     int ok;
@@ -131,6 +136,8 @@ struct pacer_item *pacer_item_new(struct pacer *pc, const struct queue_entry *e,
 
     if (it == NULL)
         return NULL; /* it stays claimed in the stream: this instance's next start, or a takeover */
+    if (e->moved_r < 0)
+        adopted = 1; /* failed over holding no reservation it knew of: restored as a takeover is */
     it->e = *e;
     it->adopted = adopted;
     it->state = MSG_QUEUED;

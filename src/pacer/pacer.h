@@ -33,6 +33,7 @@
 #define PACER_TEXT_MAX (CFG_TEXT_MAX + 1)
 
 struct pacer;
+struct queue;
 
 /* What a reserve hook does besides making sure of the reservation. */
 enum pacer_use {
@@ -173,6 +174,7 @@ void pacer_set_failover(struct pacer *pc, const struct pacer_failover *f);
  * through (closed, or ready for its probe). Any thread. */
 const char *pacer_lane(const struct pacer *pc);
 const char *pacer_stream(const struct pacer *pc);
+struct queue *pacer_queue(struct pacer *pc); /* its queue.c handle (lanes.c's adoption) */
 int pacer_healthy(struct pacer *pc);
 
 /* A new message may be in the queue: claim now rather than at the next poll. */

@@ -67,6 +67,9 @@
 /* A slotted message's reservation is marked used this long before its
  * slot (plus the time calls take to be ready), then it goes to the sender. */
 #define PACER_MARK_LEAD_NS (20 * SCHED_NS_PER_MS)
+/* A call armed now is on the wire at most its timeout after its slot,
+ * which is this close: the bound a failover elsewhere waits for. */
+#define PACER_WIRE_MARGIN_MS 1000
 
 enum pacer_job {
     PACER_JOB_END,    /* write its end to Redis, give back its reservation if unspent */
@@ -109,6 +112,7 @@ struct pacer_item {
     char provider_id[PROVIDER_ID_MAX];
     int refund;                       /* PACER_JOB_END: give back its reservation */
     int ledger_end;                   /* PACER_JOB_END: its state goes to the ledger once Redis ends it here */
+    int probe;                        /* its call is its provider's half-open probe; the sender only */
     char attempt_rec[64];             /* its last attempt, "<provider>:<cause>", until Redis has it; "" none */
     struct pacer *fo_to;              /* PACER_JOB_FAILOVER: the next provider's pacer */
     enum provider_cause fo_cause;     /* PROVIDER_C_COUNT: its breaker was open, no call */

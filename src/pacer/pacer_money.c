@@ -37,11 +37,17 @@ int pacer_priced(const struct pacer *pc, const struct pacer_item *it)
 }
 
 /* A reservation's price on this provider: its own price for the
- * destination when it has prices, else the issue's. */
+ * destination when it has prices; else, for a named provider, cost.prices
+ * (a message failed over from a provider with other prices must not keep
+ * that one's); else (the single provider) the issue's. */
 int64_t pacer_rsv_price(const struct pacer *pc, const struct pacer_item *it)
 {
-    int64_t p = pc->site.lane_prices ? config_price_in(pc->site.lane_prices, pc->site.n_lane_prices, it->e.to) : -1;
+    int64_t p = -1;
 
+    if (pc->site.lane_prices)
+        p = config_price_in(pc->site.lane_prices, pc->site.n_lane_prices, it->e.to);
+    else if (pc->site.named)
+        p = config_price_in(pc->site.prices, pc->site.n_prices, it->e.to);
     return p >= 0 ? p : it->e.price_minor;
 }
 

@@ -210,10 +210,12 @@ static int pacer_verdict(struct pacer *pc, struct pacer_item *it, enum queue_ver
     switch (v) {
     case QUEUE_DONE:
         /* Sent elsewhere (a takeover raced a slow owner): its entry
-         * leaves; the reservation the call used stays counted. */
+         * leaves; the reservation the call used stays counted, and one
+         * this instance took since (a retry's, a restore's) goes back:
+         * refund.lua keeps any another instance marked used. */
         if (pacer_move(pc, it, MSG_SENT) != 0)
             return 0;
-        it->refund = 0;
+        it->refund = it->held && pacer_priced(pc, it) && it->e.price_minor > 0;
         pacer_job(pc, it, PACER_JOB_END);
         return 0;
     case QUEUE_ENDED:
@@ -303,21 +305,30 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
 
     if (!pacer_may_go(pc, it))
         return;
+    if (!pacer_healthy(pc)) {
+        /* Its breaker is open: the next provider of its route, before
+         * anything goes on this one's wire, once slot.lua's checks pass (a
+         * period of 0 takes no slot: sent or ended elsewhere, its
+         * verification gone, on_restart_sending); else it waits for the probe. */
+        if ((it->fo_to = pacer_failover_to(pc, it)) == NULL) {
+            it->not_before_ns = clock_mono_ns() + (uint64_t)PACER_RETRY_MS * SCHED_NS_PER_MS;
+            pacer_retry_list(pc, it);
+            return;
+        }
+        if (queue_slot(pc->queue, &it->e, pacer_min_life(pc), 0,
+                       it->adopted && pc->cfg->on_restart_sending == CFG_SENDING_FAIL, &qs, err) != OTP_OK) {
+            pacer_redis(pc, OTP_ESTORE, "checking a message before its failover", err);
+            goto later;
+        }
+        if (pacer_verdict(pc, it, qs.verdict)) {
+            it->fo_cause = PROVIDER_C_COUNT; /* its breaker, no call */
+            pacer_fail_over(pc, it);
+        }
+        return;
+    }
     if (pacer_priced(pc, it) && (r = pacer_reserve(pc, it, PACER_RESERVE)) <= 0) {
         if (r < 0)
             goto later;
-        return;
-    }
-    if (!pacer_healthy(pc)) {
-        /* Its breaker is open: the next provider of its route, before
-         * anything goes on this one's wire; else it waits for the probe. */
-        if ((it->fo_to = pacer_failover_to(pc, it)) != NULL) {
-            it->fo_cause = PROVIDER_C_COUNT; /* its breaker, no call */
-            pacer_fail_over(pc, it);
-            return;
-        }
-        it->not_before_ns = clock_mono_ns() + (uint64_t)PACER_RETRY_MS * SCHED_NS_PER_MS;
-        pacer_retry_list(pc, it);
         return;
     }
     for (tries = 0; tries < PACER_SLOT_TRIES; tries++) {
@@ -393,7 +404,8 @@ static int pacer_arm_one(struct pacer *pc, struct pacer_item *it)
     int r;
 
     if (queue_arm(pc->queue, &it->e, pacer_min_life(pc),
-                  it->adopted && pc->cfg->on_restart_sending == CFG_SENDING_FAIL, !it->missed, &qs, err) != OTP_OK)
+                  it->adopted && pc->cfg->on_restart_sending == CFG_SENDING_FAIL, !it->missed,
+                  pc->cfg->timeout_ms + PACER_WIRE_MARGIN_MS, &qs, err) != OTP_OK)
         r = -1;
     else if (!pacer_verdict(pc, it, qs.verdict))
         r = 0;

@@ -175,15 +175,21 @@ static void pacer_settle(struct pacer *pc, const struct xfer_result *r, const st
     pthread_mutex_unlock(&pc->mu);
 }
 
-/* The breaker hears of one call's cause; it counts each time it opens. */
-static void pacer_health(struct pacer *pc, enum provider_cause cause)
+/* The breaker hears of one call's cause (PROVIDER_C_COUNT: it never left);
+ * a call that says nothing of the provider's health is heard only when it
+ * was the probe (it frees the probe for the next). Counts each opening. */
+static void pacer_health(struct pacer *pc, struct pacer_item *it, enum provider_cause cause)
 {
+    enum breaker_event ev = cause < PROVIDER_C_COUNT ? pacer_breaker_event(cause) : BREAKER_NEUTRAL;
     uint64_t now = clock_mono_ns();
     int was_open, open;
 
+    if (ev == BREAKER_NEUTRAL && !it->probe)
+        return;
+    it->probe = 0;
     pthread_mutex_lock(&pc->mu);
     was_open = breaker_state(&pc->breaker, now) == BREAKER_OPEN;
-    breaker_record(&pc->breaker, pacer_breaker_event(cause), now);
+    breaker_record(&pc->breaker, ev, now);
     open = breaker_state(&pc->breaker, now) == BREAKER_OPEN;
     pc->stats.breaker_opened += open && !was_open;
     pthread_mutex_unlock(&pc->mu);
@@ -217,9 +223,7 @@ void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
     if (r->missed) {
         /* Never written: no attempt, no cost; a new slot. (A probe it
          * carried is free for the next call.) */
-        pthread_mutex_lock(&pc->mu);
-        breaker_record(&pc->breaker, BREAKER_NEUTRAL, clock_mono_ns());
-        pthread_mutex_unlock(&pc->mu);
+        pacer_health(pc, it, PROVIDER_C_COUNT);
         it->attempts--;
         it->missed = 1;
         PACER_COUNT(pc, slots_missed, 1);
@@ -237,7 +241,7 @@ void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r)
     else if (ci->cls == PROVIDER_ACCEPTED)
         pc->n429 = 0;
     pacer_log_failure(pc, it, r, ci);
-    pacer_health(pc, res->cause);
+    pacer_health(pc, it, res->cause);
     if (ci->cls == PROVIDER_ACCEPTED)
         pacer_end(pc, it, MSG_SENT, NULL, res->provider_id[0] ? res->provider_id : NULL);
     else if (ci->failover && (it->fo_to = pacer_failover_to(pc, it)) != NULL)
@@ -295,13 +299,15 @@ static void pacer_launch(struct pacer *pc, struct pacer_item *it)
     xfer_start(pc->xfer, &sms, &it->slot, it);
 }
 
-/* 1 when the breaker lets this call go (it may be the half-open probe). */
-static int pacer_breaker_allows(struct pacer *pc)
+/* 1 when the breaker lets its call go; it->probe says it is the half-open probe. */
+static int pacer_breaker_allows(struct pacer *pc, struct pacer_item *it)
 {
+    uint64_t now = clock_mono_ns();
     int ok;
 
     pthread_mutex_lock(&pc->mu);
-    ok = breaker_allow(&pc->breaker, clock_mono_ns());
+    it->probe = breaker_state(&pc->breaker, now) != BREAKER_CLOSED;
+    ok = breaker_allow(&pc->breaker, now);
     pthread_mutex_unlock(&pc->mu);
     return ok;
 }
@@ -342,7 +348,7 @@ void *pacer_sender_main(void *arg)
             pacer_job(pc, it, PACER_JOB_RESLOT);
         } else if (sched_too_late(it->e.expires_ms, clock_wall_ms(), pacer_min_life(pc))) {
             pacer_end(pc, it, MSG_EXPIRED, "too little life left when it would go on the wire", NULL);
-        } else if (!pacer_breaker_allows(pc)) {
+        } else if (!pacer_breaker_allows(pc, it)) {
             /* Its breaker opened (or its one probe is out) after its slot
              * was taken: a slot later, no attempt; the queue thread fails
              * it over if a route allows. */

@@ -175,13 +175,13 @@ enum otp_rc queue_claim(struct queue *q, enum queue_mode mode, int want, int64_t
 
 /* Runs slot.lua's op (take or arm) for e. */
 static enum otp_rc queue_check(struct queue *q, const char *op, const struct queue_entry *e, int64_t min_life_ms,
-                               int64_t period_us, int fail_if_sending, int new_attempt, struct queue_slot *out,
-                               char *err)
+                               int64_t period_us, int fail_if_sending, int new_attempt, int64_t wire_ms,
+                               struct queue_slot *out, char *err)
 {
-    char msg[QUEUE_KEY_MAX], exp_s[24], life_s[24], period_s[24];
-    const char *args[14] = {q->slot, msg,    e->phone_key, q->stream, op,
+    char msg[QUEUE_KEY_MAX], exp_s[24], life_s[24], period_s[24], wire_s[24];
+    const char *args[15] = {q->slot, msg,    e->phone_key, q->stream, op,
                             e->vid,         e->scope, exp_s,     life_s,          period_s,
-                            fail_if_sending ? "1" : "0", e->eid, q->consumer, new_attempt ? "1" : "0"};
+                            fail_if_sending ? "1" : "0", e->eid, q->consumer, new_attempt ? "1" : "0", wire_s};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
     size_t v;
@@ -190,7 +190,8 @@ static enum otp_rc queue_check(struct queue *q, const char *op, const struct que
     snprintf(exp_s, sizeof(exp_s), "%lld", (long long)e->expires_ms);
     snprintf(life_s, sizeof(life_s), "%lld", (long long)min_life_ms);
     snprintf(period_s, sizeof(period_s), "%lld", (long long)period_us);
-    if ((rc = store_eval(q->store, q->h_slot, 4, 14, args, &rep, err)) != OTP_OK)
+    snprintf(wire_s, sizeof(wire_s), "%lld", (long long)wire_ms);
+    if ((rc = store_eval(q->store, q->h_slot, 4, 15, args, &rep, err)) != OTP_OK)
         return rc;
     for (v = 0; v < QUEUE_VERDICTS; v++)
         if (strcmp(queue_str(rep, QS_VERDICT), queue_verdicts[v]) == 0)
@@ -237,13 +238,13 @@ enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err)
 enum otp_rc queue_slot(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int64_t period_us,
                        int fail_if_sending, struct queue_slot *out, char *err)
 {
-    return queue_check(q, "take", e, min_life_ms, period_us, fail_if_sending, 0, out, err);
+    return queue_check(q, "take", e, min_life_ms, period_us, fail_if_sending, 0, 0, out, err);
 }
 
 enum otp_rc queue_arm(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int fail_if_sending,
-                      int new_attempt, struct queue_slot *out, char *err)
+                      int new_attempt, int64_t wire_ms, struct queue_slot *out, char *err)
 {
-    return queue_check(q, "arm", e, min_life_ms, 0, fail_if_sending, new_attempt, out, err);
+    return queue_check(q, "arm", e, min_life_ms, 0, fail_if_sending, new_attempt, wire_ms, out, err);
 }
 
 enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err)
@@ -302,24 +303,31 @@ enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char
     return rc;
 }
 
-enum otp_rc queue_own(struct queue *q, const struct queue_entry *e, int *owned, char *err)
+enum otp_rc queue_own(struct queue *q, const struct queue_entry *e, int *owned, int64_t *wait_ms, char *err)
 {
     const char *extra[1] = {e->eid};
-    int64_t r = 0;
-    enum otp_rc rc = queue_on_msg(q, "own", e->id, extra, 1, &r, err);
+    char msg[QUEUE_KEY_MAX];
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
 
-    *owned = r == 1;
-    return rc;
+    store_msg_key(e->id, msg, sizeof(msg));
+    if ((rc = queue_run(q, "own", msg, extra, 1, &rep, err)) != OTP_OK)
+        return rc;
+    *owned = queue_int(rep, 0) != 0;
+    *wait_ms = queue_int(rep, 0) == 3 ? queue_int(rep, 1) : 0;
+    store_reply_free(rep);
+    return OTP_OK;
 }
 
 enum otp_rc queue_move(struct queue *q, const struct queue_entry *e, const char *to_stream, const char *to_lane,
-                       int moved_r, const char *tried, const char *detail, const char *attempt,
-                       enum queue_move_result *res, char *err)
+                       int64_t to_capacity, int moved_r, const char *tried, const char *detail, const char *attempt,
+                       enum queue_move_result *res, int64_t *wait_ms, char *err)
 {
-    char msg[QUEUE_KEY_MAX], exp_s[24], price_s[24], cost_s[24], r_s[16], d[65];
-    const char *args[] = {q->stream, msg, to_stream, "move", q->consumer, e->eid, e->id, e->vid, e->to, exp_s,
+    char msg[QUEUE_KEY_MAX], exp_s[24], price_s[24], cost_s[24], r_s[16], d[65], cap_s[24];
+    const char *args[] = {q->stream, msg, to_stream, STORE_SHARE_KEY, "move", q->consumer, e->eid, e->id, e->vid,
+                          e->to, exp_s,
                           e->scope, price_s, cost_s, e->caps, e->phone_key, e->style, r_s, tried, d, to_lane,
-                          attempt ? attempt : ""};
+                          attempt ? attempt : "", cap_s};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
     int64_t r;
@@ -329,11 +337,84 @@ enum otp_rc queue_move(struct queue *q, const struct queue_entry *e, const char 
     snprintf(price_s, sizeof(price_s), "%lld", (long long)e->price_minor);
     snprintf(cost_s, sizeof(cost_s), "%lld", (long long)e->cost_ms);
     snprintf(r_s, sizeof(r_s), "%d", moved_r);
+    snprintf(cap_s, sizeof(cap_s), "%lld", (long long)to_capacity);
     snprintf(d, sizeof(d), "%s", detail ? detail : "");
-    if ((rc = store_eval(q->store, q->h_queue, 3, (int)(sizeof(args) / sizeof(args[0])), args, &rep, err)) != OTP_OK)
+    if ((rc = store_eval(q->store, q->h_queue, 4, (int)(sizeof(args) / sizeof(args[0])), args, &rep, err)) != OTP_OK)
         return rc;
     r = queue_int(rep, 0);
-    *res = r == 1 ? QUEUE_MOVE_MOVED : r == 2 ? QUEUE_MOVE_ENDED : QUEUE_MOVE_LOST;
+    *res = r == 1   ? QUEUE_MOVE_MOVED
+           : r == 2 ? QUEUE_MOVE_ENDED
+           : r == 3 ? QUEUE_MOVE_WAIT
+           : r == 4 ? QUEUE_MOVE_FULL
+                    : QUEUE_MOVE_LOST;
+    *wait_ms = r == 3 ? queue_int(rep, 1) : 0;
+    store_reply_free(rep);
+    return OTP_OK;
+}
+
+enum otp_rc queue_orphans(struct queue *q, const char *const *streams, int n, char (*out)[QUEUE_KEY_MAX], int cap,
+                          int *n_out, char *err)
+{
+    const char *args[4 + QUEUE_LANES_MAX];
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+    int i, k = 0;
+    size_t j;
+
+    *n_out = 0;
+    if (n > QUEUE_LANES_MAX)
+        n = QUEUE_LANES_MAX;
+    args[k++] = QUEUE_LANES_KEY;
+    args[k++] = QUEUE_LANES_KEY; /* queue.lua names a second key; lanes reads none */
+    args[k++] = "lanes";
+    args[k++] = q->consumer;
+    for (i = 0; i < n; i++)
+        args[k++] = streams[i];
+    if ((rc = store_eval(q->store, q->h_queue, 2, k, args, &rep, err)) != OTP_OK)
+        return rc;
+    for (j = 0; j < rep->n && *n_out < cap; j++)
+        if (rep->strs[j] != NULL)
+            snprintf(out[(*n_out)++], QUEUE_KEY_MAX, "%s", rep->strs[j]);
+    store_reply_free(rep);
+    return OTP_OK;
+}
+
+enum otp_rc queue_peek(const struct queue *q, const char *stream, char *cursor, struct queue_entry *out, int *n,
+                       char *err)
+{
+    const char *args[5] = {stream, stream, "peek", q->consumer, cursor};
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+    size_t j;
+
+    *n = 0;
+    if ((rc = store_eval(q->store, q->h_queue, 2, 5, args, &rep, err)) != OTP_OK)
+        return rc;
+    for (j = 0; j + 2 < rep->n && *n < QUEUE_PEEK_MAX; j += 3) {
+        struct queue_entry *e = &out[(*n)++];
+        memset(e, 0, sizeof(*e));
+        snprintf(e->eid, sizeof(e->eid), "%s", queue_str(rep, j));
+        snprintf(e->id, sizeof(e->id), "%s", queue_str(rep, j + 1));
+        snprintf(e->to, sizeof(e->to), "%s", queue_str(rep, j + 2));
+        snprintf(cursor, QUEUE_EID_MAX, "%s", e->eid);
+    }
+    store_reply_free(rep);
+    return OTP_OK;
+}
+
+enum otp_rc queue_adopt(const struct queue *q, const char *stream, const struct queue_entry *e, const char *to_stream,
+                        const char *to_lane, int64_t takeover_ms, int *result, char *err)
+{
+    char msg[QUEUE_KEY_MAX], takeover_s[24];
+    const char *args[9] = {stream, msg, to_stream, STORE_SHARE_KEY, "adopt", q->consumer, e->eid, takeover_s, to_lane};
+    struct store_reply *rep = NULL;
+    enum otp_rc rc;
+
+    store_msg_key(e->id, msg, sizeof(msg));
+    snprintf(takeover_s, sizeof(takeover_s), "%lld", (long long)takeover_ms);
+    if ((rc = store_eval(q->store, q->h_queue, 4, 9, args, &rep, err)) != OTP_OK)
+        return rc;
+    *result = (int)queue_int(rep, 0);
     store_reply_free(rep);
     return OTP_OK;
 }

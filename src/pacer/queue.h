@@ -40,9 +40,9 @@ struct queue_entry {
     char caps[QUEUE_CAPS_MAX]; /* the cap windows it was counted in */
     char style[QUEUE_STYLE_MAX]; /* what its text says beyond the code (src/otp/sms.h); "" for the default */
     /* Failed over from another provider: its latest reservation then (the
-     * next attempt needs a later one, at this provider's price), and the
-     * providers it went to before ("a,b"); 0 and "" for a message that
-     * came here first. */
+     * next attempt needs a later one, at this provider's price; -1: none
+     * known, restored as a takeover), and the providers it went to before
+     * ("a,b"); 0 and "" for a message that came here first. */
     int moved_r;
     char tried[QUEUE_TRIED_MAX];
     int deliveries;            /* times the group handed it to a consumer */
@@ -106,9 +106,10 @@ enum otp_rc queue_depth(struct queue *q, int64_t *depth, char *err);
 /* Checks e as queue_slot does, again, just before its slot; when it may
  * go, it is 'sending' from here and out->attempt is its attempt number
  * (counted on when new_attempt, else the same one again: its last slot
- * was missed before any byte left). */
+ * was missed before any byte left). wire_ms: how long its call may be on
+ * the wire from now (Redis keeps until when, for a failover elsewhere). */
 enum otp_rc queue_arm(struct queue *q, const struct queue_entry *e, int64_t min_life_ms, int fail_if_sending,
-                      int new_attempt, struct queue_slot *out, char *err);
+                      int new_attempt, int64_t wire_ms, struct queue_slot *out, char *err);
 
 /* A provider 429: no slot before pause_us from now, for the whole fleet. */
 enum otp_rc queue_pause(struct queue *q, int64_t pause_us, char *err);
@@ -138,14 +139,18 @@ enum otp_rc queue_retry(struct queue *q, const struct queue_entry *e, const char
 
 /* Makes this instance the one that may give e's money back (the message's
  * o, as an end does) while it owns e: before a failover gives back a
- * reservation no call was written on. *owned 0: another instance took it. */
-enum otp_rc queue_own(struct queue *q, const struct queue_entry *e, int *owned, char *err);
+ * reservation no call was written on. *owned 0: another instance took it;
+ * *wait_ms above 0: nothing done, another instance's call of it may be on
+ * a wire that long. */
+enum otp_rc queue_own(struct queue *q, const struct queue_entry *e, int *owned, int64_t *wait_ms, char *err);
 
 /* What queue_move did. */
 enum queue_move_result {
     QUEUE_MOVE_MOVED, /* it is in to_stream, queued for to_lane */
-    QUEUE_MOVE_ENDED, /* it had ended already (a report, a cancel's end): nothing moved */
+    QUEUE_MOVE_ENDED, /* it had ended already (a report, an old owner's 'sent'): its entry left, nothing moved */
     QUEUE_MOVE_LOST,  /* another instance owns it: nothing moved */
+    QUEUE_MOVE_WAIT,  /* another instance's call of it may still be on a wire: nothing moved */
+    QUEUE_MOVE_FULL,  /* the other provider's queue holds its capacity: nothing moved */
 };
 
 /* Fails e's message over, in one step while this instance owns e: its
@@ -154,8 +159,27 @@ enum queue_move_result {
  * and tried (the providers it went to, this one included); its hash says
  * queued, for to_lane, with detail. */
 enum otp_rc queue_move(struct queue *q, const struct queue_entry *e, const char *to_stream, const char *to_lane,
-                       int moved_r, const char *tried, const char *detail, const char *attempt,
-                       enum queue_move_result *res, char *err);
+                       int64_t to_capacity, int moved_r, const char *tried, const char *detail, const char *attempt,
+                       enum queue_move_result *res, int64_t *wait_ms, char *err);
+
+/* Streams no provider of this config reads (a provider removed; otp:q
+ * after the single provider became a network): every stream in
+ * otp:lanes but streams[0..n), which join it, and otp:q when it exists
+ * and is not among them; at most cap into out. */
+#define QUEUE_LANES_KEY "otp:lanes"
+#define QUEUE_LANES_MAX 16
+#define QUEUE_PEEK_MAX 32
+enum otp_rc queue_orphans(struct queue *q, const char *const *streams, int n, char (*out)[QUEUE_KEY_MAX], int cap,
+                          int *n_out, char *err);
+/* Up to QUEUE_PEEK_MAX entries of stream after cursor (QUEUE_EID_MAX
+ * bytes, "0-0" first; moved on), their eid, id and to only. */
+enum otp_rc queue_peek(const struct queue *q, const char *stream, char *cursor, struct queue_entry *out, int *n,
+                       char *err);
+/* Moves entry e of stream (no provider reads it) to to_stream, for
+ * to_lane, unless a live instance holds it (see queue.lua's adopt):
+ * *result 1 moved, 2 it had ended (its entry left), 3 not now, 0 gone. */
+enum otp_rc queue_adopt(const struct queue *q, const char *stream, const struct queue_entry *e, const char *to_stream,
+                        const char *to_lane, int64_t takeover_ms, int *result, char *err);
 
 /* Keeps this instance's entries eids[0..n) from being taken over; lost[i]
  * is set to 1 for each one another instance has taken. */

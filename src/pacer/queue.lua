@@ -46,15 +46,19 @@
 --   one that may give the message's money back (o, as an end writes it),
 --   so a failover gives back a reservation no call was written on before
 --   it moves the message; returns 1, or 0 when another consumer owns it.
--- move: KEYS[3] another provider's stream; ARGV entry id, then the entry's
+-- move: KEYS[3] another provider's stream, KEYS[4] the callers' shares;
+--   ARGV entry id, then the entry's
 --   id, v, to, e, sc, p, t, k, pk, x, r (the latest reservation: the next
 --   attempt takes a later one), pl (the providers it went to), detail, the
 --   provider: a failover, while this consumer owns the entry and the
 --   message has not ended: the entry leaves this stream and its copy joins
 --   the other in the same step (so it is never in two queues, nor on two
 --   providers' wires), and the hash says queued for that provider (pv).
---   Returns 1 moved, 2 it had ended (nothing moved), 0 another consumer
---   owns it.
+--   Returns 1 moved, 2 it had ended (its entry leaves, as an end's; nothing
+--   moved), 0 another consumer owns it, {3, ms}: another consumer armed it
+--   and its call may be on a wire for ms more (own answers the same): a
+--   code is never on two providers' wires at once; 4: the other provider's
+--   queue holds its capacity (ARGV after the attempt) already.
 -- depth: returns the fleet's queue (stream and holds).
 -- import: ARGV id, v, to, e, a, p, t, k: a message a ledger of a version
 --   before the fleet holds as queued (its queue was the process's own):
@@ -165,16 +169,41 @@ if op == 'end' then
   return 1
 end
 
+-- The ms until another consumer's call of this message can no longer be
+-- on a wire (0: none can): it armed it ('sending', ao) until w.
+local function wire_wait()
+  local m = redis.call('HMGET', KEYS[2], 's', 'ao', 'w')
+  if m[1] ~= 'sending' or not m[2] or m[2] == me then return 0 end
+  local t = redis.call('TIME')
+  local left = tonumber(m[3] or '0') - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  return left > 0 and left or 0
+end
+
 if op == 'own' then
   if owner(ARGV[3]) ~= me then return 0 end
+  local wait = wire_wait()
+  if wait > 0 then return {3, wait} end
   redis.call('HSET', KEYS[2], 'o', me)
   return 1
 end
 
 if op == 'move' then
   if owner(ARGV[3]) ~= me then return 0 end
-  if FINAL[redis.call('HGET', KEYS[2], 's')] then return 2 end
+  if FINAL[redis.call('HGET', KEYS[2], 's')] then
+    -- Ended meanwhile (a delivery report, an old owner's 'sent'): its entry
+    -- leaves as an end's does, and this consumer is the one that may give
+    -- back what it holds unspent.
+    redis.call('XACK', q, G, ARGV[3])
+    redis.call('XDEL', q, ARGV[3])
+    local sh = redis.call('HGET', KEYS[2], 'sh')
+    if sh then redis.call('ZREM', KEYS[4], sh) end
+    redis.call('HSET', KEYS[2], 'o', me)
+    return 2
+  end
+  local wait = wire_wait()
+  if wait > 0 then return {3, wait} end
   local to = KEYS[3]
+  if redis.call('XLEN', to) >= tonumber(ARGV[19]) then return 4 end
   if redis.call('EXISTS', to) == 0 then redis.call('XGROUP', 'CREATE', to, G, '0', 'MKSTREAM') end
   redis.call('XACK', q, G, ARGV[3])
   redis.call('XDEL', q, ARGV[3])
@@ -188,6 +217,42 @@ if op == 'move' then
   attempt(ARGV[18])
   redis.call('PEXPIRE', KEYS[2], 86400000)
   return 1
+end
+
+-- lanes: KEYS[1] the set of every provider's stream (otp:lanes); ARGV the
+--   streams of this instance's providers: they join the set; returns the
+--   set's others, and otp:q when it is not among them and exists (a single
+--   provider's before the network): streams no provider of this config
+--   reads, whose messages are adopted.
+if op == 'lanes' then
+  local mine = {}
+  for i = 3, #ARGV do
+    mine[ARGV[i]] = true
+    redis.call('SADD', q, ARGV[i])
+  end
+  local out = {}
+  for _, s in ipairs(redis.call('SMEMBERS', q)) do
+    if not mine[s] and redis.call('EXISTS', s) == 1 then out[#out + 1] = s end
+  end
+  if not mine['otp:q'] and redis.call('SISMEMBER', q, 'otp:q') == 0 and redis.call('EXISTS', 'otp:q') == 1 then
+    out[#out + 1] = 'otp:q'
+  end
+  return out
+end
+
+-- peek: ARGV cursor (an entry id, '0-0' first): up to 32 entries after it,
+--   {eid, id, to} each.
+if op == 'peek' then
+  local out = {}
+  local from = ARGV[3] == '0-0' and '-' or '(' .. ARGV[3]
+  for _, e in ipairs(redis.call('XRANGE', q, from, '+', 'COUNT', 32)) do
+    local f = {}
+    for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
+    out[#out + 1] = e[1]
+    out[#out + 1] = f['id'] or ''
+    out[#out + 1] = f['to'] or ''
+  end
+  return out
 end
 
 if op == 'retry' then
@@ -205,6 +270,42 @@ if op == 'import' then
   redis.call('PEXPIRE', KEYS[2], 86400000)
   redis.call('XADD', q, '*', 'id', ARGV[3], 'v', ARGV[4], 'to', ARGV[5], 'e', ARGV[6], 'sc', '',
              'p', ARGV[8], 't', ARGV[9], 'k', ARGV[10], 'pk', '')
+  return 1
+end
+
+-- adopt: KEYS[3] a stream this config's provider reads, KEYS[4] the
+--   shares; ARGV entry id, takeover_ms, that provider: an entry of a stream
+--   no provider reads any more (a provider removed) moves there, as a
+--   failover does, when no consumer holds it or its holder has been silent
+--   for takeover_ms (and no call of it can be on a wire); its reservation
+--   is restored there as a takeover's is (r -1). Returns 1 moved, 2 ended
+--   (its entry left), 3 not now, 0 gone.
+if op == 'adopt' then
+  local e = redis.call('XRANGE', q, ARGV[3], ARGV[3])
+  if not e[1] then return 0 end
+  group()
+  local p = redis.call('XPENDING', q, G, ARGV[3], ARGV[3], 1)
+  if p[1] and p[1][2] ~= me and tonumber(p[1][3]) < tonumber(ARGV[4]) then return 3 end
+  if wire_wait() > 0 then return 3 end
+  redis.call('XACK', q, G, ARGV[3])
+  redis.call('XDEL', q, ARGV[3])
+  if FINAL[redis.call('HGET', KEYS[2], 's')] then
+    local sh = redis.call('HGET', KEYS[2], 'sh')
+    if sh then redis.call('ZREM', KEYS[4], sh) end
+    return 2
+  end
+  local to = KEYS[3]
+  if redis.call('EXISTS', to) == 0 then redis.call('XGROUP', 'CREATE', to, G, '0', 'MKSTREAM') end
+  local f = e[1][2]
+  for i = 1, #f, 2 do
+    if f[i] == 'r' then f[i + 1] = '-1' end
+  end
+  local has_r = false
+  for i = 1, #f, 2 do has_r = has_r or f[i] == 'r' end
+  if not has_r then f[#f + 1] = 'r'; f[#f + 1] = '-1' end
+  redis.call('XADD', to, '*', unpack(f))
+  redis.call('HSET', KEYS[2], 's', 'queued', 'pv', ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], 86400000)
   return 1
 end
 

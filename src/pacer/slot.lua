@@ -18,8 +18,10 @@
 --   verification has ended (verified, cancelled or replaced: {'gone'}), one
 --   with less than min_life_ms of its code's life left ({'expired'}). Else
 --   {'ok', slot_us, now_us, 0}.
--- arm: the same ARGV as take, and a new attempt ('1') or the same one
---   again ('0': its last slot was missed before any byte left): the same
+-- arm: the same ARGV as take, a new attempt ('1') or the same one again
+--   ('0': its last slot was missed before any byte left), and how long its
+--   call may be on the wire from now (ms: w in the hash, with ao the
+--   consumer that armed it): the same
 --   checks, again, just before the message's slot (a cancel or an end
 --   meanwhile, on any instance); then it is 'sending' from here:
 --   {'ok', '0', now_us, attempt}.
@@ -61,7 +63,11 @@ end
 if expires_ms - math.floor(now_us / 1000) < min_life_ms then return {'expired', '0', fmt(now_us), 0} end
 
 if op == 'arm' then
-  redis.call('HSET', KEYS[2], 's', 'sending')
+  -- w: until when a call of this arm may be on the wire (ARGV[11], the
+  -- provider's timeout and a margin); ao: who armed it. A failover by
+  -- another instance waits for w (queue.lua's own and move).
+  redis.call('HSET', KEYS[2], 's', 'sending', 'ao', ARGV[9],
+             'w', fmt(math.floor(now_us / 1000) + (tonumber(ARGV[11]) or 0)))
   -- ARGV[10] '0': the same attempt again (its last slot was missed: no call left)
   local n = ARGV[10] == '0' and tonumber(redis.call('HGET', KEYS[2], 'n') or '0') or
             redis.call('HINCRBY', KEYS[2], 'n', 1)

@@ -277,7 +277,8 @@ class MoveScriptTest(unittest.TestCase):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def move(self, consumer):
-        return self.redis.cmd("EVAL", self.queue, 3, "otp:q:alpha", "otp:msg:m1", "otp:q:beta", "move", consumer,
+        return self.redis.cmd("EVAL", self.queue, 4, "otp:q:alpha", "otp:msg:m1", "otp:q:beta", "otp:share", "move",
+                              consumer,
                               self.eid, "m1", "v" * 32, "+919700000001", "9999999999999", "", "7", "0", "", "", "",
                               "1", "alpha", "failed over from alpha to beta: timeout", "beta")
 
@@ -302,12 +303,17 @@ class MoveScriptTest(unittest.TestCase):
         self.assertEqual((self.msg()["s"], self.msg()["pv"]), ("queued", "beta"))
         self.assertEqual(self.move("otpd0"), 0)  # its entry is gone from alpha: never moved twice
 
-    def test_an_ended_message_never_moves(self):
-        self.redis.cmd("HSET", "otp:msg:m1", "s", "delivered")  # a report won the race
-        self.assertEqual(self.move("otpd0"), 2)
+    def test_an_ended_message_never_moves_and_its_entry_leaves(self):
+        self.redis.cmd("HSET", "otp:msg:m1", "s", "delivered", "sh", "member")  # a report won the race
+        self.redis.cmd("ZADD", "otp:share", 0, "member")
+        self.assertEqual(self.move("otpd1"), 0)  # not the owner's: nothing at all
         self.assertEqual(self.redis.cmd("XLEN", "otp:q:alpha"), 1)
+        self.assertEqual(self.move("otpd0"), 2)
+        self.assertEqual(self.redis.cmd("XLEN", "otp:q:alpha"), 0)  # it leaves, as an end's entry does
+        self.assertEqual(self.redis.cmd("XPENDING", "otp:q:alpha", "senders")[0], 0)
+        self.assertEqual(self.redis.cmd("ZCARD", "otp:share"), 0)
         self.assertEqual(self.redis.cmd("EXISTS", "otp:q:beta"), 0)
-        self.assertEqual(self.msg()["s"], "delivered")
+        self.assertEqual((self.msg()["s"], self.msg()["o"]), ("delivered", "otpd0"))
 
     def test_own_makes_the_owner_the_one_that_may_refund(self):
         self.assertEqual(self.redis.cmd("EVAL", self.queue, 2, "otp:q:alpha", "otp:msg:m1", "own", "otpd0",

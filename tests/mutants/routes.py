@@ -89,8 +89,8 @@ MUTANTS = [
          why="an instance that lost the message (a takeover) still moves it: it can be on two wires at once"),
     dict(name="routes-move-of-an-ended-message",
          file="src/pacer/queue.lua",
-         old="  if FINAL[redis.call('HGET', KEYS[2], 's')] then return 2 end\n  local to = KEYS[3]",
-         new="  local to = KEYS[3]",
+         old="  if FINAL[redis.call('HGET', KEYS[2], 's')] then\n",
+         new="  if false then\n",
          test="test_routes.MoveScriptTest",
          why="a message a delivery report (or an end) finished is queued again on the next provider and sent twice"),
     dict(name="routes-lane-capacity-ignored",
@@ -99,4 +99,11 @@ MUTANTS = [
          new="limits_argv_int(a, base + MA_CAPACITY, q->capacity);",
          test="test_routes.CapacityTest",
          why="a provider's capacity is not its own: pacer.capacity bounds every provider's queue"),
+    dict(name="routes-move-of-an-ended-message-keeps-its-entry",
+         file="src/pacer/queue.lua",
+         old="    redis.call('XACK', q, G, ARGV[3])\n    redis.call('XDEL', q, ARGV[3])\n    local sh = redis.call('HGET', KEYS[2], 'sh')",
+         new="    local sh = redis.call('HGET', KEYS[2], 'sh')",
+         test="test_routes.MoveScriptTest",
+         why="a move that finds its message ended leaves the entry pending: it holds its provider's capacity and "
+             "its caller's share until a takeover claims it back and reserves for it again"),
 ]
