@@ -139,8 +139,8 @@ static const struct {
     unsigned bit;
 } stats_keys[] = {{"provider", SUMMARY_BY_PROVIDER}, {"region", SUMMARY_BY_REGION}};
 
-/* The grouping keys names: provider, region or both, comma-separated, each
- * once; 0 when it names anything else. */
+/* The grouping that keys names (provider, region or both, comma-separated,
+ * each once); 0 when it names anything else. */
 static unsigned stats_keys_parse(const char *keys)
 {
     unsigned by = 0, bit;
@@ -187,7 +187,7 @@ static json_t *stats_share(int64_t part, int64_t whole)
     return whole > 0 ? json_real((double)part / (double)whole) : json_null();
 }
 
-/* A group's key column as JSON: its text, or null for an unknown region. */
+/* A group's key as JSON: its text, or null when empty (an unknown region). */
 static json_t *stats_key_json(const char *key)
 {
     char *t;
