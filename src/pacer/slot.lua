@@ -63,11 +63,15 @@ end
 if expires_ms - math.floor(now_us / 1000) < min_life_ms then return {'expired', '0', fmt(now_us), 0} end
 
 if op == 'arm' then
-  -- w: until when a call of this arm may be on the wire (ARGV[11], the
-  -- provider's timeout and a margin); ao: who armed it. A failover by
-  -- another instance waits for w (queue.lua's own and move).
-  redis.call('HSET', KEYS[2], 's', 'sending', 'ao', ARGV[9],
-             'w', fmt(math.floor(now_us / 1000) + (tonumber(ARGV[11]) or 0)))
+  -- w: until when a call of this message may be on a wire (ARGV[11], the
+  -- provider's timeout and a margin, from now; never earlier than another
+  -- consumer's call armed before: a takeover's arm keeps the old owner's
+  -- bound); ao: who armed it, unless that older call ends later. A
+  -- failover by another consumer waits for w (queue.lua's own and move).
+  local m = redis.call('HMGET', KEYS[2], 'ao', 'w')
+  local w_old, w_new = tonumber(m[2] or '0') or 0, math.floor(now_us / 1000) + (tonumber(ARGV[11]) or 0)
+  if m[1] == ARGV[9] or w_old <= math.floor(now_us / 1000) then redis.call('HSET', KEYS[2], 'ao', ARGV[9]) end
+  redis.call('HSET', KEYS[2], 's', 'sending', 'w', fmt(math.max(w_old, w_new)))
   -- ARGV[10] '0': the same attempt again (its last slot was missed: no call left)
   local n = ARGV[10] == '0' and tonumber(redis.call('HGET', KEYS[2], 'n') or '0') or
             redis.call('HINCRBY', KEYS[2], 'n', 1)

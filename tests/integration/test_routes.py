@@ -131,8 +131,9 @@ class NoRouteTest(RoutesTest):
     def test_a_destination_no_route_covers_is_refused_before_anything_is_taken(self):
         st, _, body = self.fleet[0].issue(US_NUMBER % 102)
         self.assertEqual((st, body.get("error")), (403, "no_route"), body)
-        # No cost, no verification, no message (the providers' queues are there from the start).
-        self.assertEqual([k for k in self.redis.cmd("KEYS", "otp:*") if not k.startswith("otp:q:")], [])
+        # No cost, no verification, no message (the providers' queues and their registry are there from the start).
+        self.assertEqual([k for k in self.redis.cmd("KEYS", "otp:*") if not k.startswith("otp:q:") and k != "otp:lanes"],
+                         [])
         wait_until(lambda: [r["decision"] for r in self.fleet[0].rows("SELECT decision FROM requests")] == ["no_route"],
                    5, what="the refusal's ledger row")
         self.assertEqual(self.metric(self.metrics(), "otpd_requests_total", op="issue", decision="no_route"), 1)
@@ -233,6 +234,26 @@ class CapacityTest(RoutesTest):
         self.fakes[0].control(hang=False)
 
 
+class DoneRefundTest(RoutesTest):
+    """A message a delivery report ended while its call hung: the call times out, its retry reserves again, then
+    slot.lua says it was sent: that reservation, which no call used, goes back (it once stayed in the caps)."""
+    pacer = dict(RoutesTest.pacer, timeout="400ms", retry={"max": 1, "base": "100ms"})
+
+    def network(self):
+        return {"providers": {"alpha": webhook(self.fakes[0], ALPHA_PRICE)},
+                "routes": [{"match": "*", "providers": ["alpha"]}]}
+
+    def test_a_retry_of_a_message_sent_elsewhere_gives_its_reservation_back(self):
+        self.fakes[0].control(hang=True)
+        mid = self.issue_ok(IN_MOBILE % 80)
+        wait_until(lambda: len(self.got(0)) == 1, 10, what="its call open at alpha")
+        self.redis.cmd("HSET", "otp:msg:" + mid, "s", "delivered")  # what queue.lua's report writes
+        wait_until(lambda: self.redis.cmd("XLEN", "otp:q:alpha") == 0, 10, what="its entry gone")
+        self.assertEqual(len(self.got(0)), 1)  # never sent again
+        self.assert_money_exact()
+        self.assertEqual(self.reserved(), ALPHA_PRICE)  # the timed-out call may be billed; nothing more
+
+
 class MaxProvidersTest(RoutesTest):
     """Three providers on the route, failover.max_providers 2: alpha and beta refuse (403: their accounts), so
     the message ends failed and gamma never sees it."""
@@ -276,11 +297,12 @@ class MoveScriptTest(unittest.TestCase):
         self.redis.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def move(self, consumer):
+    def move(self, consumer, capacity=100):
         return self.redis.cmd("EVAL", self.queue, 4, "otp:q:alpha", "otp:msg:m1", "otp:q:beta", "otp:share", "move",
                               consumer,
                               self.eid, "m1", "v" * 32, "+919700000001", "9999999999999", "", "7", "0", "", "", "",
-                              "1", "alpha", "failed over from alpha to beta: timeout", "beta")
+                              "1", "alpha", "failed over from alpha to beta: timeout", "beta", "alpha:timeout",
+                              capacity)
 
     def msg(self):
         flat = self.redis.cmd("HGETALL", "otp:msg:m1") or []
@@ -314,6 +336,23 @@ class MoveScriptTest(unittest.TestCase):
         self.assertEqual(self.redis.cmd("ZCARD", "otp:share"), 0)
         self.assertEqual(self.redis.cmd("EXISTS", "otp:q:beta"), 0)
         self.assertEqual((self.msg()["s"], self.msg()["o"]), ("delivered", "otpd0"))
+
+    def test_never_past_the_next_providers_capacity(self):
+        self.redis.cmd("XGROUP", "CREATE", "otp:q:beta", "senders", "0", "MKSTREAM")
+        self.redis.cmd("XADD", "otp:q:beta", "*", "id", "m0")
+        self.assertEqual(self.move("otpd0", capacity=1), 4)  # beta holds its capacity: nothing moves
+        self.assertEqual((self.redis.cmd("XLEN", "otp:q:alpha"), self.redis.cmd("XLEN", "otp:q:beta")), (1, 1))
+        self.assertEqual(self.move("otpd0", capacity=2), 1)
+
+    def test_a_call_armed_by_another_is_waited_for(self):
+        now_ms = int(self.redis.cmd("TIME")[0]) * 1000
+        self.redis.cmd("HSET", "otp:msg:m1", "ao", "otpd1", "w", now_ms + 60000)  # otpd1's call may be out
+        r = self.move("otpd0")
+        self.assertEqual(r[0], 3)
+        self.assertGreater(r[1], 50000)
+        self.assertEqual(self.redis.cmd("XLEN", "otp:q:alpha"), 1)
+        self.redis.cmd("HSET", "otp:msg:m1", "w", now_ms - 1)  # its bound has passed
+        self.assertEqual(self.move("otpd0"), 1)
 
     def test_own_makes_the_owner_the_one_that_may_refund(self):
         self.assertEqual(self.redis.cmd("EVAL", self.queue, 2, "otp:q:alpha", "otp:msg:m1", "own", "otpd0",
