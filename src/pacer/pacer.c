@@ -75,6 +75,11 @@ const char *pacer_lane(const struct pacer *pc)
     return pc->site.lane ? pc->site.lane : "default";
 }
 
+const char *pacer_provider_name(const struct pacer *pc)
+{
+    return pc->site.named ? pacer_lane(pc) : pc->provider->ops->name;
+}
+
 const char *pacer_stream(const struct pacer *pc)
 {
     return pc->stream;

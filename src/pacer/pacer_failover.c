@@ -84,6 +84,7 @@ static int pacer_give_back(struct pacer *pc, struct pacer_item *it, int64_t *wai
  * it was sending): it waits here, queued, until that call is over. */
 static void pacer_wire_wait(struct pacer *pc, struct pacer_item *it, int64_t wait_ms)
 {
+    it->fo_pending = 1; /* its next turn is this failover again, not a call here */
     it->not_before_ns = clock_mono_ns() + (uint64_t)wait_ms * SCHED_NS_PER_MS;
     pacer_retry_list(pc, it);
 }
@@ -118,6 +119,7 @@ void pacer_fail_over(struct pacer *pc, struct pacer_item *it)
     }
     if (r == 0)
         return;
+    it->fo_pending = 0;
     pacer_tried(pc, it, tried, sizeof(tried));
     snprintf(detail, sizeof(detail), "failed over from %s to %s: %s", pacer_lane(pc), pacer_lane(to), cause);
     tries = 0;

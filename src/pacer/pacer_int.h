@@ -116,6 +116,7 @@ struct pacer_item {
     char attempt_rec[64];             /* its last attempt, "<provider>:<cause>", until Redis has it; "" none */
     struct pacer *fo_to;              /* PACER_JOB_FAILOVER: the next provider's pacer */
     enum provider_cause fo_cause;     /* PROVIDER_C_COUNT: its breaker was open, no call */
+    int fo_pending;                   /* its failover waits (another's call on a wire, a full queue) */
 };
 
 struct pacer {
@@ -175,6 +176,9 @@ struct pacer {
     } while (0)
 
 /* pacer.c: the object, items and their records. */
+/* Its provider as the ledger and the logs name it: the configured name, or
+ * the single provider's adapter ("webhook"), as before there were several. */
+const char *pacer_provider_name(const struct pacer *pc);
 void pacer_kick(struct pacer *pc);                 /* wakes the queue thread; any thread */
 int64_t pacer_min_life(const struct pacer *pc);    /* the least life a message must have left to go on the wire */
 int pacer_stopping(struct pacer *pc);              /* 1 once pacer_stop began */

@@ -305,6 +305,15 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
 
     if (!pacer_may_go(pc, it))
         return;
+    if (it->fo_pending) {
+        /* A failover that waited: it again, to the route's next healthy
+         * provider; with none left, it goes on here. */
+        it->fo_pending = 0;
+        if ((it->fo_to = pacer_failover_to(pc, it)) != NULL) {
+            pacer_fail_over(pc, it);
+            return;
+        }
+    }
     if (!pacer_healthy(pc)) {
         /* Its breaker is open: the next provider of its route, before
          * anything goes on this one's wire, once slot.lua's checks pass (a

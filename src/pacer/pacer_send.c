@@ -108,11 +108,11 @@ static void pacer_log_failure(struct pacer *pc, const struct pacer_item *it, con
     if (ci->cls == PROVIDER_ACCEPTED)
         return;
     log_event(ci->outcome == PROVIDER_PERMANENT ? LOG_ERROR : LOG_WARN, "provider.failed",
-              LOG_FIELDS(LOG_STR("provider", pacer_lane(pc)), LOG_INT("status", r->status),
+              LOG_FIELDS(LOG_STR("provider", pacer_provider_name(pc)), LOG_INT("status", r->status),
                          LOG_STR("outcome", pacer_outcome_names[ci->outcome]), LOG_STR("cause", ci->name),
                          LOG_STR("reason", res->error), LOG_STR("message_id", it->e.id),
                          LOG_INT("attempt", it->attempt)),
-              "provider %s %s message %s (HTTP %ld, %s)%s", pc->site.named ? pacer_lane(pc) : pc->provider->ops->name,
+              "provider %s %s message %s (HTTP %ld, %s)%s", pacer_provider_name(pc),
               ci->outcome == PROVIDER_PERMANENT ? "refused for good" : "failed", it->e.id, r->status, ci->name,
               auth ? ": check the credentials" : "");
 }
@@ -127,7 +127,7 @@ static void pacer_record_call(struct pacer *pc, const struct pacer_item *it, con
         .ts_ms = clock_wall_ms(),
         .message_id = it->e.id,
         .attempt = it->attempt,
-        .provider = pc->site.named ? pacer_lane(pc) : pc->provider->ops->name,
+        .provider = pacer_provider_name(pc),
         .http_status = r->status,
         .latency_ms = r->latency_ms,
         .outcome = pacer_outcome_names[ci->outcome],

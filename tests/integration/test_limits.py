@@ -1118,6 +1118,10 @@ class KeysTest(LimitsTest):
                 # it holds only messages not yet ended (pacer.capacity).
                 self.assertLessEqual(self.redis.cmd("XLEN", k), 1000)
                 continue
+            if k == "otp:lanes":
+                # The providers' streams any instance ran (a handful of names): read to adopt a removed one's.
+                self.assertLessEqual(self.redis.cmd("SCARD", k), 8)
+                continue
             ttl = self.redis.cmd("PTTL", k)
             self.assertNotEqual(ttl, -1, "key %s has no expiry" % k)  # -2: expired since KEYS
         return keys
