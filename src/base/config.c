@@ -108,6 +108,17 @@ static void cfg_free_secret(char *s)
     }
 }
 
+/* A provider's secrets. */
+static void cfg_free_provider(struct provider_conf *p)
+{
+    cfg_free_secret(p->user);
+    cfg_free_secret(p->pass);
+    cfg_free_secret(p->key_sid);
+    cfg_free_secret(p->key_secret);
+    cfg_free_secret(p->token);
+    cfg_free_secret(p->signing_secret);
+}
+
 void config_free(struct config *c)
 {
     size_t i;
@@ -123,23 +134,11 @@ void config_free(struct config *c)
     free(c->keys.api_keys);
     cfg_free_secret((char *)c->secret);
     cfg_free_secret(c->redis.password);
-    cfg_free_secret(c->provider.user);
-    cfg_free_secret(c->provider.pass);
-    cfg_free_secret(c->provider.key_sid);
-    cfg_free_secret(c->provider.key_secret);
-    cfg_free_secret(c->provider.token);
-    cfg_free_secret(c->provider.signing_secret);
+    cfg_free_provider(&c->provider);
     for (i = 0; i < c->network.n_lanes; i++) {
-        struct lane_conf *l = &c->network.lanes[i];
-        free(l->prices);
-        if (!c->network.named)
-            continue; /* the single provider's secrets are c->provider's */
-        cfg_free_secret(l->provider.user);
-        cfg_free_secret(l->provider.pass);
-        cfg_free_secret(l->provider.key_sid);
-        cfg_free_secret(l->provider.key_secret);
-        cfg_free_secret(l->provider.token);
-        cfg_free_secret(l->provider.signing_secret);
+        free(c->network.lanes[i].prices);
+        if (c->network.named) /* else the single provider's secrets are c->provider's */
+            cfg_free_provider(&c->network.lanes[i].provider);
     }
     free(c->limits.rules);
     free(c->limits.prices);
