@@ -209,6 +209,8 @@ struct network_conf {
     struct route routes[ROUTES_MAX];
     size_t n_routes;          /* at least 1; the single provider's is "*" */
     int max_providers;        /* failover.max_providers: providers one message may go to */
+    double report_min_life;   /* failover.report_min_life: the part of a code's life that must be left for a
+                               * failed delivery report to send it again on the next provider */
     int named;                /* 1: from providers (the file names them); 0: the single provider section */
 };
 

@@ -206,6 +206,9 @@ const struct cfg_row cfg_rows[] = {
     CFG_SECTION("failover", 0, NULL, .doc = "when a message moves to the next provider of its route (docs/providers.md)"),
     CFG_INT("failover.max_providers", CFG_RELOAD, network.max_providers, 1, ROUTE_PROVIDERS_MAX, "2",
      .doc = "providers one message may go to, its first included"),
+    CFG_RATIO("failover.report_min_life", CFG_RELOAD, network.report_min_life, "0.5",
+     .doc = "a delivery report that says failed sends the code again on the route's next provider while at least "
+     "this part of its life (otp.ttl) is left"),
     CFG_SECTION("provider", 0, cfg_provider, .what = "required unless providers is given"),
     CFG_ENUM("provider.type", CFG_REQUIRED, provider.type, cfg_provider_names, NULL,
      .doc = "the SMS provider's adapter"),

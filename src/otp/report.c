@@ -321,6 +321,7 @@ static enum report_verdict report_decide(struct report *r, const struct report_i
     char err[OTP_ERR_LEN] = "", detail[32];
     const char *what = in->detail;
     int moved = 0, ignored = 0, outcome = in->outcome;
+    const char *again = NULL;
     enum msg_state to;
 
     if (in->via == REPORT_TWILIO && !report_twilio_ok(r, in))
@@ -343,15 +344,23 @@ static enum report_verdict report_decide(struct report *r, const struct report_i
     /* The message's state lives in Redis, for any instance's message: only
      * from the states before an end (delivered, failed and expired are
      * final), so a late or replayed report changes nothing. */
-    if (lanes_report(r->lanes, in->id, to, &moved, err) != OTP_OK) {
+    if (lanes_report(r->lanes, in->id, to, &moved, &again, err) != OTP_OK) {
         log_msg(LOG_ERROR, "cannot record a delivery report for %s: %s", in->id, err);
         return REPORT_UNRECORDED;
+    }
+    if (again != NULL) {
+        /* Not failed: queued again on the next provider. Its row here stays
+         * 'sent' (its first delivery); the attempt's rows are the sending
+         * instance's (sends: provider, outcome, cost). */
+        log_event(LOG_WARN, "report.failover",
+                  LOG_FIELDS(LOG_STR("message_id", in->id), LOG_STR("to", again), LOG_STR("report", what)),
+                  "message %s: its delivery failed (%s); sent again on %s with the same code", in->id, what, again);
     }
     /* This instance's ledger records what it saw: the message's row if it
      * accepted or sent it (from any state the table moves to to), else the
      * report's event alone. */
-    if (moved && ledger_message_report(r->ledger, in->id, to, msg_from(to, MSG_ALL), what, now_ms, &ignored) !=
-                     OTP_OK)
+    if (moved && again == NULL &&
+        ledger_message_report(r->ledger, in->id, to, msg_from(to, MSG_ALL), what, now_ms, &ignored) != OTP_OK)
         log_msg(LOG_ERROR, "ledger: cannot record the delivery report for %s", in->id);
     pthread_mutex_lock(&r->mu);
     if (moved)

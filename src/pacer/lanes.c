@@ -6,6 +6,7 @@
  */
 #include "lanes.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ struct lanes {
     struct route routes[ROUTES_MAX];
     size_t n_routes;
     int max_providers;
+    double report_min_life; /* failover.report_min_life */
+    int64_t otp_ttl_ms;     /* otp.ttl */
 };
 
 static int lanes_index(const struct lanes *ls, const char *name)
@@ -106,6 +109,7 @@ struct lanes *lanes_new(const struct network_conf *n, const struct pacer_site *s
         return NULL;
     }
     ls->conf = n;
+    ls->otp_ttl_ms = site->otp_ttl_ms;
     pthread_mutex_init(&ls->mu, NULL);
     lanes_set_routes(ls, n);
     fo = (struct pacer_failover){lanes_next, ls};
@@ -116,7 +120,10 @@ struct lanes *lanes_new(const struct network_conf *n, const struct pacer_site *s
         ps.named = n->named;
         ps.lane_prices = lc->prices;
         ps.n_lane_prices = lc->n_prices;
-        ps.breaker_failures = lc->breaker_failures;
+        /* A breaker stops a provider's queue so its messages go to the next
+         * one; a network of one has no next: it retries with backoff, as
+         * the single provider always did. */
+        ps.breaker_failures = n->n_lanes > 1 ? lc->breaker_failures : INT_MAX;
         ps.breaker_open_ms = lc->breaker_open_ms;
         if ((ls->providers[i] = provider_new(&lc->provider, err)) == NULL ||
             (ls->pacers[i] = pacer_new(&lc->pacer, &ps, s, ls->providers[i], l, money, err)) == NULL) {
@@ -192,6 +199,7 @@ void lanes_set_routes(struct lanes *ls, const struct network_conf *n)
     memcpy(ls->routes, n->routes, n->n_routes * sizeof(n->routes[0]));
     ls->n_routes = n->n_routes;
     ls->max_providers = n->max_providers > 0 ? n->max_providers : 1;
+    ls->report_min_life = n->report_min_life;
     pthread_mutex_unlock(&ls->mu);
 }
 
@@ -280,6 +288,9 @@ void lanes_set_code_ttl(struct lanes *ls, int64_t otp_ttl_ms)
 {
     size_t i;
 
+    pthread_mutex_lock(&ls->mu);
+    ls->otp_ttl_ms = otp_ttl_ms;
+    pthread_mutex_unlock(&ls->mu);
     for (i = 0; i < ls->n; i++)
         pacer_set_code_ttl(ls->pacers[i], otp_ttl_ms);
 }
@@ -306,15 +317,59 @@ void lanes_stats(struct lanes *ls, struct pacer_stats *out)
     }
 }
 
-enum otp_rc lanes_report(struct lanes *ls, const char *id, enum msg_state to, int *moved, char *err)
+/* A failed report of a sent message (out: moved 2): queued again on the
+ * route's next provider, with the same code; 1 done (*next names it), 0
+ * none left (or it changed meanwhile), -1 Redis failed. */
+static int lanes_report_again(struct lanes *ls, const char *id, const struct queue_report_out *out,
+                              const char **next, char *err)
 {
-    char provider[ROUTE_NAME_MAX];
-    enum otp_rc rc = pacer_report(ls->pacers[0], id, to, moved, provider, sizeof(provider), err);
-    int k;
+    char tried[QUEUE_TRIED_MAX + ROUTE_NAME_MAX], attempt[64], detail[96];
+    const char *from = out->provider[0] ? out->provider : ls->conf->lanes[0].name;
+    struct pacer *to;
+    int queued = 0;
 
-    if (rc == OTP_OK && *moved && (k = lanes_index(ls, provider[0] ? provider : ls->conf->lanes[0].name)) >= 0)
+    snprintf(tried, sizeof(tried), "%s%s%s", out->tried, out->tried[0] ? "," : "", from);
+    if ((to = lanes_next(ls, out->to, tried)) == NULL)
+        return 0;
+    snprintf(attempt, sizeof(attempt), "%s:undelivered", from);
+    snprintf(detail, sizeof(detail), "report failed at %s: again on %s", from, pacer_lane(to));
+    if (queue_again(pacer_queue(to), id, pacer_lane(to), attempt, detail, &queued, err) != OTP_OK)
+        return -1;
+    if (queued) {
+        *next = pacer_lane(to);
+        pacer_wake(to);
+    }
+    return queued;
+}
+
+enum otp_rc lanes_report(struct lanes *ls, const char *id, enum msg_state to, int *moved, const char **again,
+                         char *err)
+{
+    struct queue_report_out out;
+    int64_t min_life_ms;
+    enum otp_rc rc;
+    int k, r;
+
+    *again = NULL;
+    pthread_mutex_lock(&ls->mu);
+    min_life_ms = ls->n > 1 ? (int64_t)(ls->report_min_life * (double)ls->otp_ttl_ms) : -1;
+    pthread_mutex_unlock(&ls->mu);
+    if ((rc = pacer_report(ls->pacers[0], id, to, min_life_ms, &out, err)) != OTP_OK)
+        return rc;
+    if (out.moved == 2) {
+        /* Its delivery failed with life left: the next provider, else failed as reported. */
+        if ((r = lanes_report_again(ls, id, &out, again, err)) < 0)
+            return OTP_ESTORE;
+        if (r == 0 && (rc = pacer_report(ls->pacers[0], id, to, -1, &out, err)) != OTP_OK)
+            return rc;
+    }
+    *moved = *again != NULL || out.moved == 1;
+    if (*moved && (k = lanes_index(ls, out.provider[0] ? out.provider : ls->conf->lanes[0].name)) >= 0) {
         pacer_count_report(ls->pacers[k], to);
-    return rc;
+        if (*again != NULL)
+            pacer_count_report_again(ls->pacers[k]);
+    }
+    return OTP_OK;
 }
 
 int lanes_full(struct lanes *ls)

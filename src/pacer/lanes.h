@@ -59,8 +59,12 @@ int lanes_cancel(struct lanes *ls, const char *vid);
 void lanes_stats(struct lanes *ls, struct pacer_stats *out);
 /* 1 when every lane's queue is full. */
 int lanes_full(struct lanes *ls);
-/* A delivery report (pacer_report), counted for the provider that had the message. */
-enum otp_rc lanes_report(struct lanes *ls, const char *id, enum msg_state to, int *moved, char *err);
+/* A delivery report (pacer_report), counted for the provider that had the
+ * message. One that says failed while failover.report_min_life of the
+ * code's life is left sends it again on the route's next provider, with
+ * the same code: *again names it (else NULL); *moved 1 either way. */
+enum otp_rc lanes_report(struct lanes *ls, const char *id, enum msg_state to, int *moved, const char **again,
+                         char *err);
 
 /* The pacers' metrics: the money and queue summed, then each provider's own. */
 void lanes_metrics(struct lanes *ls, struct metrics_text *t);

@@ -283,17 +283,21 @@ enum otp_rc pacer_states(struct pacer *pc, const char *const *ids, int n,
     return queue_states(pc->queue, ids, n, put, ctx, err);
 }
 
-enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int *moved, char *provider,
-                         size_t provider_cap, char *err)
+enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int64_t min_life_ms,
+                         struct queue_report_out *out, char *err)
 {
-    *moved = 0;
-    provider[0] = '\0';
+    memset(out, 0, sizeof(*out));
     if (to != MSG_DELIVERED && to != MSG_FAILED) {
         snprintf(err, OTP_ERR_LEN, "pacer: a delivery report ends a message delivered or failed, not %s",
                  msg_state_name(to));
         return OTP_EINVAL;
     }
-    return queue_report(pc->queue, id, to, moved, provider, provider_cap, err);
+    return queue_report(pc->queue, id, to, min_life_ms, out, err);
+}
+
+void pacer_count_report_again(struct pacer *pc)
+{
+    PACER_COUNT(pc, failed_over[PACER_FO_REPORT], 1);
 }
 
 void pacer_count_report(struct pacer *pc, enum msg_state to)
@@ -346,7 +350,7 @@ void pacer_stats_add(struct pacer_stats *sum, const struct pacer_stats *st)
 #undef PACER_ADD
     for (i = 0; i < PROVIDER_C_COUNT; i++)
         sum->cause[i] += st->cause[i];
-    for (i = 0; i <= PROVIDER_C_COUNT; i++)
+    for (i = 0; i < PACER_FO_N; i++)
         sum->failed_over[i] += st->failed_over[i];
 }
 

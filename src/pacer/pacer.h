@@ -34,6 +34,7 @@
 
 struct pacer;
 struct queue;
+struct queue_report_out;
 
 /* What a reserve hook does besides making sure of the reservation. */
 enum pacer_use {
@@ -95,8 +96,13 @@ struct pacer_stats {
     uint64_t settled_unknown_minor;  /* may have been billed: timeout, reset, 408, 5xx */
     uint64_t settled_unbilled_minor; /* written, then answered 429 or 4xx: not billed */
     uint64_t cause[PROVIDER_C_COUNT]; /* attempts by cause */
-    /* Messages moved to another provider, by the cause here; the last: its breaker was open (no call). */
-    uint64_t failed_over[PROVIDER_C_COUNT + 1];
+    /* Messages moved to another provider, by the cause here, and the two
+     * moves no cause names: its breaker was open (no call), a delivery
+     * report said it failed (sent again on the next). */
+#define PACER_FO_BREAKER PROVIDER_C_COUNT
+#define PACER_FO_REPORT (PROVIDER_C_COUNT + 1)
+#define PACER_FO_N (PROVIDER_C_COUNT + 2)
+    uint64_t failed_over[PACER_FO_N];
     uint64_t breaker_opened;         /* times this provider's breaker opened */
     int breaker_state;               /* enum breaker_state, at the look */
     uint64_t latency_us_sum, latency_n; /* calls that reached the wire */
@@ -203,13 +209,15 @@ enum otp_rc pacer_states(struct pacer *pc, const char *const *ids, int n,
                          char *err);
 
 /* A delivery report moving message id to state to (MSG_DELIVERED or
- * MSG_FAILED; else OTP_EINVAL): *moved 1 when it changed its state in
- * Redis (queued, sending or sent to to), for any instance's message; then
- * provider names the provider that had it ("" when Redis does not say). */
-enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int *moved, char *provider,
-                         size_t provider_cap, char *err);
-/* Counts a report that moved one of this provider's messages to state to (delivered or failed). Any thread. */
+ * MSG_FAILED; else OTP_EINVAL), for any instance's message: queue_report's
+ * out (moved 1 when it changed its state in Redis: queued, sending or sent
+ * to to; provider the one that had it). */
+enum otp_rc pacer_report(struct pacer *pc, const char *id, enum msg_state to, int64_t min_life_ms,
+                         struct queue_report_out *out, char *err);
+/* Counts a report that moved one of this provider's messages to state to
+ * (delivered or failed), and a failed one that sent it again elsewhere. Any thread. */
 void pacer_count_report(struct pacer *pc, enum msg_state to);
+void pacer_count_report_again(struct pacer *pc);
 
 
 /* Stops this instance's messages of verification vid that have not gone

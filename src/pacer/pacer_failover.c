@@ -139,7 +139,7 @@ void pacer_fail_over(struct pacer *pc, struct pacer_item *it)
         /* The next provider's queue is full: behind an open breaker it
          * waits here; after a failed attempt it ends (as it would with no
          * provider left), so no queue ever passes its capacity. */
-        if (it->fo_cause == PROVIDER_C_COUNT) {
+        if (it->fo_cause == PACER_FO_BREAKER) {
             pacer_wire_wait(pc, it, PACER_RETRY_MS);
             return;
         }

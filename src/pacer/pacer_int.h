@@ -115,7 +115,7 @@ struct pacer_item {
     int probe;                        /* its call is its provider's half-open probe; the sender only */
     char attempt_rec[64];             /* its last attempt, "<provider>:<cause>", until Redis has it; "" none */
     struct pacer *fo_to;              /* PACER_JOB_FAILOVER: the next provider's pacer */
-    enum provider_cause fo_cause;     /* PROVIDER_C_COUNT: its breaker was open, no call */
+    int fo_cause;                     /* a provider_cause, or PACER_FO_BREAKER: its breaker was open, no call */
     int fo_pending;                   /* its failover waits (another's call on a wire, a full queue) */
 };
 

@@ -93,13 +93,14 @@ void pacer_metrics_lanes(struct pacer *const *pcs, size_t n, struct metrics_text
                         provider_cause_row((enum provider_cause)c)->name);
     metrics_head(t, "otpd_provider_failovers_total", "counter",
                  "Messages moved from each provider to the next of their route, by the cause there "
-                 "(breaker_open: no call was made).");
+                 "(breaker_open: no call was made; report: a delivery report said it failed).");
     for (i = 0; i < n; i++)
-        for (c = 0; c <= PROVIDER_C_COUNT; c++)
-            if (c == PROVIDER_C_COUNT || provider_cause_row((enum provider_cause)c)->failover)
+        for (c = 0; c < PACER_FO_N; c++)
+            if (c >= PROVIDER_C_COUNT || provider_cause_row((enum provider_cause)c)->failover)
                 metrics_u64(t, "otpd_provider_failovers_total", st[i].failed_over[c], "provider", pacer_lane(pcs[i]),
-                            "cause", c < PROVIDER_C_COUNT ? provider_cause_row((enum provider_cause)c)->name
-                                                          : "breaker_open");
+                            "cause", c == PACER_FO_BREAKER ? "breaker_open"
+                                     : c == PACER_FO_REPORT ? "report"
+                                                            : provider_cause_row((enum provider_cause)c)->name);
     metrics_head(t, "otpd_provider_breaker_state", "gauge",
                  "Each provider's breaker: 0 closed, 1 open, 2 half open (its probe may go).");
     for (i = 0; i < n; i++)

@@ -330,7 +330,7 @@ static void pacer_prepare(struct pacer *pc, struct pacer_item *it)
             goto later;
         }
         if (pacer_verdict(pc, it, qs.verdict)) {
-            it->fo_cause = PROVIDER_C_COUNT; /* its breaker, no call */
+            it->fo_cause = PACER_FO_BREAKER; /* no call */
             pacer_fail_over(pc, it);
         }
         return;

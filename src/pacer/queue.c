@@ -461,21 +461,39 @@ enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key
     return rc;
 }
 
-enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int *moved, char *provider,
-                         size_t provider_cap, char *err)
+enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int64_t min_life_ms,
+                         struct queue_report_out *out, char *err)
 {
-    const char *extra[1] = {msg_state_name(state)};
-    char msg[QUEUE_KEY_MAX];
+    char msg[QUEUE_KEY_MAX], life_s[24];
+    const char *extra[2] = {msg_state_name(state), life_s};
     struct store_reply *rep = NULL;
     enum otp_rc rc;
 
+    memset(out, 0, sizeof(*out));
     store_msg_key(id, msg, sizeof(msg));
-    if ((rc = queue_run(q, "report", msg, extra, 1, &rep, err)) != OTP_OK)
+    snprintf(life_s, sizeof(life_s), "%lld", (long long)min_life_ms);
+    if ((rc = queue_run(q, "report", msg, extra, min_life_ms >= 0 ? 2 : 1, &rep, err)) != OTP_OK)
         return rc;
-    *moved = queue_int(rep, 0) == 1;
-    snprintf(provider, provider_cap, "%s", queue_str(rep, 1));
+    out->moved = (int)queue_int(rep, 0);
+    snprintf(out->provider, sizeof(out->provider), "%s", queue_str(rep, 1));
+    snprintf(out->to, sizeof(out->to), "%s", queue_str(rep, 2));
+    snprintf(out->tried, sizeof(out->tried), "%s", queue_str(rep, 3));
     store_reply_free(rep);
     return OTP_OK;
+}
+
+enum otp_rc queue_again(struct queue *q, const char *id, const char *lane, const char *attempt, const char *detail,
+                        int *queued, char *err)
+{
+    char d[65];
+    const char *extra[3] = {lane, attempt, d};
+    int64_t r = 0;
+    enum otp_rc rc;
+
+    snprintf(d, sizeof(d), "%s", detail);
+    rc = queue_on_msg(q, "again", id, extra, 3, &r, err);
+    *queued = r == 1;
+    return rc;
 }
 
 enum otp_rc queue_states(struct queue *q, const char *const *ids, int n,

@@ -202,8 +202,22 @@ enum otp_rc queue_get(struct queue *q, const char *id, char *api_key, size_t key
 /* A delivery report: moves a message that is queued, sending or sent to
  * state (delivered or failed); *moved 0 when it did not (ended, or
  * unknown). */
-enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int *moved, char *provider,
-                         size_t provider_cap, char *err);
+struct queue_report_out {
+    int moved;                      /* 1 it moved to state; 0 not (ended, unknown); 2 see below */
+    char provider[32];              /* the provider that had it ("" when Redis does not say) */
+    char to[20], tried[QUEUE_TRIED_MAX]; /* moved 2: its phone and the providers it went to before */
+};
+/* With min_life_ms >= 0, a 'failed' report of a sent message with that
+ * much of its code's life left changes nothing and says moved 2: the
+ * caller queues it again on the next provider (queue_again), or reports
+ * it again with min_life_ms -1. */
+enum otp_rc queue_report(struct queue *q, const char *id, enum msg_state state, int64_t min_life_ms,
+                         struct queue_report_out *out, char *err);
+/* Queues sent message id again on q's stream, for lane, its delivery
+ * having failed (attempt: "<provider>:<cause>"): *queued 0 when it is no
+ * longer a sent message (a later report, a second failover). */
+enum otp_rc queue_again(struct queue *q, const char *id, const char *lane, const char *attempt, const char *detail,
+                        int *queued, char *err);
 
 /* The states and details of messages ids[0..n) (n at most QUEUE_STATES_MAX)
  * in one script run: put(ctx, i, state, detail) for each, MSG_NONE and ""

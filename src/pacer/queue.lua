@@ -143,6 +143,15 @@ local function attempt(a)
   redis.call('HSET', KEYS[2], 'ah', ah and (ah .. ',' .. a) or a)
 end
 
+-- The entry a sent message kept (end), as a table of its fields.
+local function kept_entry()
+  local en = redis.call('HGET', KEYS[2], 'en')
+  if not en then return nil end
+  local flat, f = cjson.decode(en), {}
+  for i = 1, #flat, 2 do f[flat[i]] = flat[i + 1] end
+  return f, flat
+end
+
 if op == 'end' then
   local function write()
     redis.call('HSET', KEYS[2], 's', ARGV[4], 'd', ARGV[5])
@@ -158,8 +167,12 @@ if op == 'end' then
   end
   redis.call('HSET', KEYS[2], 'o', me)
   redis.call('PEXPIRE', KEYS[2], 86400000)
+  -- A sent message keeps its entry (en) in its hash: a failed delivery
+  -- report may queue it again on the next provider of its route (again).
+  local en = ARGV[4] == 'sent' and redis.call('XRANGE', q, ARGV[3], ARGV[3])[1]
   redis.call('XACK', q, G, ARGV[3])
   redis.call('XDEL', q, ARGV[3])
+  if en and not (s and FINAL[s]) then redis.call('HSET', KEYS[2], 'en', cjson.encode(en[2])) end
   -- Also when it had ended already (an abandon after its commit): ZREM of
   -- a member gone is nothing, so the share is given back exactly once.
   local sh = KEYS[3] and redis.call('HGET', KEYS[2], 'sh')
@@ -309,6 +322,36 @@ if op == 'adopt' then
   return 1
 end
 
+-- again: KEYS[1] the next provider's stream; ARGV the provider, the failed
+--   attempt ("<provider>:<cause>"), the detail: a sent message whose
+--   delivery failed, queued again there with the same entry (its code is
+--   the same), its latest reservation spent (r: the next attempt reserves
+--   at that provider's price) and the provider added to pl. Returns 1, or 0
+--   when it is no longer a sent message that kept its entry.
+if op == 'again' then
+  local m = redis.call('HMGET', KEYS[2], 's', 'pv', 'r')
+  local f, flat = kept_entry()
+  if m[1] ~= 'sent' or not f then return 0 end
+  local tried = (f.pl and f.pl ~= '') and (f.pl .. ',' .. (m[2] or 'default')) or (m[2] or 'default')
+  local out = {}
+  for i = 1, #flat, 2 do
+    if flat[i] ~= 'r' and flat[i] ~= 'pl' then
+      out[#out + 1] = flat[i]
+      out[#out + 1] = flat[i + 1]
+    end
+  end
+  out[#out + 1] = 'r'
+  out[#out + 1] = m[3] or '1'
+  out[#out + 1] = 'pl'
+  out[#out + 1] = tried
+  group()
+  redis.call('XADD', q, '*', unpack(out))
+  redis.call('HDEL', KEYS[2], 'en')
+  redis.call('HSET', KEYS[2], 's', 'queued', 'pv', ARGV[3], 'd', ARGV[5])
+  attempt(ARGV[4])
+  return 1
+end
+
 if op == 'depth' then
   return redis.call('XLEN', q) + redis.call('ZCARD', KEYS[2])
 end
@@ -324,6 +367,17 @@ if op == 'report' then
   -- 'queued' too: a retry may wait after a call whose verdict was lost
   -- (a timeout) but which the provider took; the report ends it unsent again.
   if s ~= 'queued' and s ~= 'sending' and s ~= 'sent' then return {0, ''} end
+  -- A failed report of a sent message with min_life_ms (ARGV[4]) of its
+  -- code's life left: {2, pv, to, pl}, nothing changed (the caller picks
+  -- the next provider and queues it there: again, or reports it failed).
+  local min_life = tonumber(ARGV[4] or '')
+  if ARGV[3] == 'failed' and s == 'sent' and min_life then
+    local f = kept_entry()
+    local t = redis.call('TIME')
+    if f and tonumber(f.e) - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) >= min_life then
+      return {2, redis.call('HGET', KEYS[2], 'pv') or '', f.to or '', f.pl or ''}
+    end
+  end
   redis.call('HSET', KEYS[2], 's', ARGV[3])
   return {1, redis.call('HGET', KEYS[2], 'pv') or ''}
 end

@@ -14,9 +14,10 @@ import signal
 import tempfile
 import time
 import unittest
+import urllib.parse
 
 from fleet import FleetTest, worst_window
-from harness import ROOT, Redis, code_of, wait_until
+from harness import ROOT, Redis, code_of, twilio_signature, wait_until
 
 AC = "AC0123456789abcdef0123456789abcdef"
 TOKEN = "twilio-auth-token-value"
@@ -254,6 +255,60 @@ class DoneRefundTest(RoutesTest):
         self.assertEqual(self.reserved(), ALPHA_PRICE)  # the timed-out call may be billed; nothing more
 
 
+class ReportFailoverTest(RoutesTest):
+    """A delivery report that says a message failed, while enough of its code's life is left
+    (failover.report_min_life), sends it again on the route's next provider with the same code; when that
+    provider refuses it too and none is left, it ends failed."""
+
+    def network(self):
+        return {"providers": {"alpha": twilio(self.fakes[0], ALPHA_PRICE, callback_url="http://" + self.listen),
+                              "beta": webhook(self.fakes[1], BETA_PRICE)},
+                "routes": [{"match": "*", "providers": ["alpha", "beta"]}]}
+
+    def configure(self, cfg, i):
+        self.listen = cfg["listen"]
+        return super().configure(cfg, i)
+
+    def report(self, req, status):
+        """A status callback to the URL otpd gave alpha, signed as Twilio signs it."""
+        url = req["form"]["StatusCallback"]
+        cb = urllib.parse.urlsplit(url)
+        params = [("MessageSid", "SM0123"), ("MessageStatus", status), ("AccountSid", AC)]
+        headers = {"Content-Type": "application/x-www-form-urlencoded",
+                   "X-Twilio-Signature": twilio_signature(TOKEN, url, params)}
+        return self.fleet[0].call("POST", cb.path + "?" + cb.query, raw=urllib.parse.urlencode(params).encode(),
+                                  auth=None, headers=headers)[0]
+
+    def test_an_undelivered_report_sends_the_code_again_on_the_next_provider(self):
+        m = self.issue_ok(IN_MOBILE % 90)
+        wait_until(lambda: self.state(m) == "sent", 10, what="sent by alpha")
+        req = [r for r in self.fakes[0].requests() if r.get("provider") == "twilio"][0]
+        self.assertEqual(self.report(req, "undelivered"), 200)
+        wait_until(lambda: len(self.got(1)) == 1, 10, what="the code again on beta")
+        self.assertEqual(code_of(self.got(1)[0][1]), code_of(req["form"]["Body"]))
+        wait_until(lambda: self.state(m) == "sent", 10, what="sent by beta")
+        st, _, view = self.fleet[0].call("GET", "/v1/otp/" + m)
+        self.assertEqual((view["provider"], [a["provider"] + ":" + a["cause"] for a in view["attempts"]]),
+                         ("beta", ["alpha:accepted", "alpha:undelivered", "beta:accepted"]))
+        text = self.metrics()
+        self.assertEqual(self.metric(text, "otpd_provider_failovers_total", provider="alpha", cause="report"), 1)
+        self.assertEqual(self.metric(text, "otpd_provider_reports_total", provider="alpha", state="failed"), 1)
+        self.assert_money_exact()
+        self.assertEqual(self.reserved(), ALPHA_PRICE + BETA_PRICE)  # both attempts reached a provider
+        st, _, body = self.fleet[0].verify(IN_MOBILE % 90, code_of(self.got(1)[0][1]))
+        self.assertEqual(st, 200, body)
+
+    def test_with_no_provider_left_a_failed_report_fails_it(self):
+        m = self.issue_ok(IN_MOBILE % 91)
+        wait_until(lambda: self.state(m) == "sent", 10, what="sent by alpha")
+        req = [r for r in self.fakes[0].requests() if r.get("provider") == "twilio"][0]
+        self.fakes[1].control(status=403)  # beta refuses for its account: no provider is left after it
+        self.assertEqual(self.report(req, "undelivered"), 200)
+        wait_until(lambda: self.state(m) == "failed", 10, what="refused by beta, then failed")
+        self.assertEqual(len(self.got(0)), 1)  # never back to alpha
+        self.assert_money_exact()
+
+
 class MaxProvidersTest(RoutesTest):
     """Three providers on the route, failover.max_providers 2: alpha and beta refuse (403: their accounts), so
     the message ends failed and gamma never sees it."""
@@ -358,6 +413,53 @@ class MoveScriptTest(unittest.TestCase):
         self.assertEqual(self.redis.cmd("EVAL", self.queue, 2, "otp:q:alpha", "otp:msg:m1", "own", "otpd0",
                                         self.eid), 1)
         self.assertEqual(self.msg()["o"], "otpd0")
+
+
+class ReportScriptTest(unittest.TestCase):
+    """queue.lua's end (a sent message keeps its entry), report (a failed one with life left is handed back, not
+    failed) and again (queued on the next provider's stream), run by a real Redis as otpd runs them."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="otpd-report-")
+        self.redis = Redis(self.tmp).start()
+        with open(os.path.join(ROOT, "src", "pacer", "queue.lua")) as f:
+            self.queue = f.read()
+        r = self.redis.cmd
+        self.now_ms = int(r("TIME")[0]) * 1000
+        r("XGROUP", "CREATE", "otp:q:alpha", "senders", "0", "MKSTREAM")
+        self.eid = r("XADD", "otp:q:alpha", "*", "id", "m1", "v", "v" * 32, "to", "+919700000001",
+                     "e", self.now_ms + 300000, "sc", "", "p", 7, "t", 0, "k", "", "pk", "", "x", "")
+        r("HSET", "otp:msg:m1", "s", "sending", "a", "login-web", "pv", "alpha", "r", 1)
+        r("XREADGROUP", "GROUP", "senders", "otpd0", "COUNT", 1, "STREAMS", "otp:q:alpha", ">")
+        self.assertEqual(r("EVAL", self.queue, 3, "otp:q:alpha", "otp:msg:m1", "otp:share", "end", "otpd0", self.eid,
+                           "sent", "", "SM1", "alpha:accepted"), 1)
+
+    def tearDown(self):
+        self.redis.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def report(self, min_life):
+        return self.redis.cmd("EVAL", self.queue, 2, "otp:q:alpha", "otp:msg:m1", "report", "otpd0", "failed",
+                              min_life)
+
+    def again(self):
+        return self.redis.cmd("EVAL", self.queue, 2, "otp:q:beta", "otp:msg:m1", "again", "otpd0", "beta",
+                              "alpha:undelivered", "report failed at alpha: again on beta")
+
+    def test_a_failed_report_with_life_left_queues_it_again(self):
+        self.assertEqual(self.report(60000), [2, "alpha", "+919700000001", ""])
+        self.assertEqual(self.redis.cmd("HGET", "otp:msg:m1", "s"), "sent")  # nothing changed yet
+        self.assertEqual(self.again(), 1)
+        entries = self.redis.cmd("XRANGE", "otp:q:beta", "-", "+")
+        f = dict(zip(entries[0][1][::2], entries[0][1][1::2]))
+        self.assertEqual((f["id"], f["v"], f["r"], f["pl"]), ("m1", "v" * 32, "1", "alpha"))
+        self.assertEqual(self.redis.cmd("HMGET", "otp:msg:m1", "s", "pv", "en"), ["queued", "beta", None])
+        self.assertEqual(self.again(), 0)  # once only
+
+    def test_too_little_life_left_fails_it(self):
+        self.assertEqual(self.report(400000)[0], 1)  # 5 min left, 6.7 min asked: failed as reported
+        self.assertEqual(self.redis.cmd("HGET", "otp:msg:m1", "s"), "failed")
+        self.assertEqual(self.again(), 0)
 
 
 class ReloadTest(RoutesTest):
