@@ -263,10 +263,10 @@ MUTANTS = [
          why="a Kannel refusal that quotes the message puts the code in the log and the ledger"),
     dict(name="edge-log-twilio-body-as-reason",
          file="src/provider/twilio.c",
-         old="    if (j != NULL && res->outcome != PROVIDER_SENT && json_is_integer(json_object_get(j, \"code\")))",
+         old="    if (res->outcome != PROVIDER_SENT && json_is_integer(code))",
          new="    if (res->outcome != PROVIDER_SENT)\n        snprintf(res->error, sizeof(res->error), \"HTTP %ld: %.*s\", "
              "status, (int)(len > 200 ? 200 : len), body);\n"
-             "    if (j != NULL && res->outcome != PROVIDER_SENT && json_is_integer(json_object_get(j, \"code\")))",
+             "    if (res->outcome != PROVIDER_SENT && json_is_integer(code))",
          test="test_ops_log_failures.TwilioFailureLogTest.test_a_quoted_message",
          why="Twilio's error body as the failure's reason: a body that quotes the message logs the code"),
     dict(name="edge-log-ledger-loss-silent",

@@ -54,9 +54,11 @@ MUTANTS = [
          why="the wrong-guess lock's window sent as its limit: a lock of milliseconds"),
     dict(name="args-issue-queue-and-holds-swapped",
          file=A,
-         old="    snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_QUEUE], sizeof(u->keys[0]), \"%s\", STORE_QUEUE_KEY);\n"
+         old="    snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_QUEUE], sizeof(u->keys[0]), \"%s\",\n"
+             "             rq->lane ? rq->lane->stream : STORE_QUEUE_KEY);\n"
              "    snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_HOLDS], sizeof(u->keys[0]), \"%s\", STORE_HOLDS_KEY);",
-         new="    snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_HOLDS], sizeof(u->keys[0]), \"%s\", STORE_QUEUE_KEY);\n"
+         new="    snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_HOLDS], sizeof(u->keys[0]), \"%s\",\n"
+             "             rq->lane ? rq->lane->stream : STORE_QUEUE_KEY);\n"
              "    snprintf(u->keys[u->nkeys + IK_TAIL - 1 - IK_QUEUE], sizeof(u->keys[0]), \"%s\", STORE_HOLDS_KEY);",
          test=U,
          why="the stream and the holds swapped in issue.lua's last KEYS: a hold would be added to the stream"),

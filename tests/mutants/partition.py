@@ -29,8 +29,8 @@ MUTANTS = [
               "late end: the new owner sends the code again")),
     dict(name="partition-end-records-no-ender",
          file="src/pacer/queue.lua",
-         old="  redis.call('HSET', KEYS[2], 'o', me)\n",
-         new="",
+         old="  redis.call('HSET', KEYS[2], 'o', me)\n  redis.call('PEXPIRE', KEYS[2], 86400000)\n  -- A sent message keeps",
+         new="  redis.call('PEXPIRE', KEYS[2], 86400000)\n  -- A sent message keeps",
          test="test_money.AttemptClassTest.test_400_is_not_billed_and_refunded",
          why=("the end does not record who ended the message: refund.lua finds no owner and keeps every "
               "reservation, even one that never reached the provider")),

@@ -126,8 +126,8 @@ MUTANTS = [
          why="a provider without prices bills a failed-over message at the price of the provider it came from"),
     dict(name="routes-breaker-failover-skips-the-checks",
          file="src/pacer/pacer_qthread.c",
-         old="        if (pacer_verdict(pc, it, qs.verdict)) {\n            it->fo_cause = PROVIDER_C_COUNT;",
-         new="        if (1) {\n            it->fo_cause = PROVIDER_C_COUNT;",
+         old="        if (pacer_verdict(pc, it, qs.verdict)) {\n            it->fo_cause = PACER_FO_BREAKER;",
+         new="        if (1) {\n            it->fo_cause = PACER_FO_BREAKER;",
          test="test_routes_attack.FailModeBypassTest",
          why="a message taken over while sending is failed over without slot.lua's word: on_restart_sending fail "
              "is bypassed and the code goes out on a second provider while the first call is open"),
