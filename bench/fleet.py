@@ -173,10 +173,11 @@ def restart_fleet(fleet, rate):
         inst.wait_up()
 
 
-def fill(fleet, n, prefix="+9195"):
-    """Issues n distinct phones round-robin over the fleet on keep-alive
-    connections; returns how many were accepted (202). Anything else is an
-    error here: the config lets every one of them through."""
+def fill(fleet, n, prefix="+9195", phones=None):
+    """Issues n distinct phones (prefix and a counter, or phones[:n] when
+    given) round-robin over the fleet on keep-alive connections; returns how
+    many were accepted (202). Anything else is an error here: the config
+    lets every one of them through."""
     headers = {"Authorization": "Bearer " + API_KEY, "Content-Type": "application/json"}
     clients = FILL_CLIENTS - FILL_CLIENTS % len(fleet) or len(fleet)
 
@@ -186,7 +187,8 @@ def fill(fleet, n, prefix="+9195"):
         ok, bad = 0, []
         try:
             for i in range(w, n, clients):
-                conn.request("POST", "/v1/otp", json.dumps({"phone": "%s%08d" % (prefix, i)}), headers)
+                phone = phones[i] if phones else "%s%08d" % (prefix, i)
+                conn.request("POST", "/v1/otp", json.dumps({"phone": phone}), headers)
                 r = conn.getresponse()
                 body = r.read()
                 if r.status == 202:

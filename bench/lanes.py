@@ -192,36 +192,6 @@ def file_adapters(net):
 
 # ---- drain -----------------------------------------------------------------
 
-def fill_phones(inst, phones):
-    """Issues every phone, as fleet.fill does (FILL_CLIENTS keep-alive
-    connections, anything but 202 an error); returns how many were accepted."""
-    headers = {"Authorization": "Bearer " + API_KEY, "Content-Type": "application/json"}
-    clients = fleet.FILL_CLIENTS
-
-    def client(w):
-        conn = http.client.HTTPConnection("127.0.0.1", inst.port, timeout=10)
-        ok, bad = 0, []
-        try:
-            for phone in phones[w::clients]:
-                conn.request("POST", "/v1/otp", json.dumps({"phone": phone}), headers)
-                r = conn.getresponse()
-                body = r.read()
-                if r.status == 202:
-                    ok += 1
-                else:
-                    bad.append((phone, r.status, body[:200]))
-        finally:
-            conn.close()
-        return ok, bad
-
-    with concurrent.futures.ThreadPoolExecutor(clients) as ex:
-        results = list(ex.map(client, range(clients)))
-    bad = [b for _, bs in results for b in bs]
-    if bad:
-        raise RuntimeError("%d of %d issues refused, first: %r" % (len(bad), len(phones), bad[0]))
-    return sum(ok for ok, _ in results)
-
-
 def drain(tmp, net, priced):
     """One drain of one instance: returns the figures per message sent."""
     n = max(50, int(RATE * SECONDS))
@@ -255,7 +225,7 @@ def drain(tmp, net, priced):
             except fleet.PortClash:
                 if attempt == 4:
                     raise
-        accepted = fill_phones(inst, phones)
+        accepted = fleet.fill([inst], len(phones), phones=phones)
         fleet.stop_fleet([inst])
         expected = accepted - sum(len(f.requests()) for f in fakes.values())
         for f in fakes.values():

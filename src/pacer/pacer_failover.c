@@ -17,25 +17,6 @@
 #include "../base/clock.h"
 #include "../base/log.h"
 
-enum breaker_event pacer_breaker_event(enum provider_cause c)
-{
-    switch (c) {
-    case PROVIDER_C_TIMEOUT:
-    case PROVIDER_C_BROKEN:
-    case PROVIDER_C_408:
-    case PROVIDER_C_5XX:
-    case PROVIDER_C_UNSENT:
-        return BREAKER_FAILURE; /* the provider, or the way to it, is failing */
-    case PROVIDER_C_ACCEPTED:
-    case PROVIDER_C_4XX:
-    case PROVIDER_C_ROUTE:
-    case PROVIDER_C_ODD_STATUS:
-        return BREAKER_SUCCESS; /* it answered, and meant it */
-    default:
-        return BREAKER_NEUTRAL; /* a 429, or nothing of its health */
-    }
-}
-
 /* "a,b,this": the providers it went to, this one last. */
 static void pacer_tried(const struct pacer *pc, const struct pacer_item *it, char *out, size_t cap)
 {
@@ -62,7 +43,7 @@ static int pacer_give_back(struct pacer *pc, struct pacer_item *it, int64_t *wai
     int owned = 0;
 
     *wait_ms = 0;
-    if (!(it->held && pacer_priced(pc, it) && it->e.price_minor > 0))
+    if (!pacer_unspent(pc, it))
         return 1;
     if (queue_own(pc->queue, &it->e, &owned, wait_ms, err) != OTP_OK) {
         pacer_redis(pc, OTP_ESTORE, "a failover", err);
@@ -169,7 +150,7 @@ void pacer_fail_over(struct pacer *pc, struct pacer_item *it)
      * left; a reservation it still holds unspent goes back (queue.lua made
      * this instance the one that may). */
     if (res == QUEUE_MOVE_ENDED) {
-        if (it->held && pacer_priced(pc, it) && it->e.price_minor > 0)
+        if (pacer_unspent(pc, it))
             pacer_refund(pc, it);
         pthread_mutex_lock(&pc->mu);
         if (pc->depth > 0)

@@ -232,6 +232,8 @@ void pacer_xfer_done(void *ctx, void *item, const struct xfer_result *r);
 /* pacer_money.c: on the queue thread, but pacer_priced and pacer_price. */
 int pacer_priced(const struct pacer *pc, const struct pacer_item *it);   /* its cost is tracked against caps */
 int64_t pacer_price(const struct pacer *pc, const struct pacer_item *it); /* what an attempt of it may cost */
+/* 1 when it holds a reservation no call spent that has money to give back. */
+int pacer_unspent(const struct pacer *pc, const struct pacer_item *it);
 /* Makes sure it holds an unspent reservation (PACER_RESERVE), or marks it
  * used (PACER_USE): 1 ready, 0 it ended (a cap has no room), -1 Redis
  * failed (it waits). */
@@ -247,7 +249,6 @@ struct pacer *pacer_failover_to(struct pacer *pc, const struct pacer_item *it);
 /* Moves it to the next provider (a PACER_JOB_FAILOVER): gives back the
  * reservation it holds unspent, then queue_move. */
 void pacer_fail_over(struct pacer *pc, struct pacer_item *it);
-/* The breaker's word on one call of cause c. */
-enum breaker_event pacer_breaker_event(enum provider_cause c);
+
 
 #endif

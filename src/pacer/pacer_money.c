@@ -36,6 +36,11 @@ int pacer_priced(const struct pacer *pc, const struct pacer_item *it)
     return pc->has_money && it->e.price_minor >= 0;
 }
 
+int pacer_unspent(const struct pacer *pc, const struct pacer_item *it)
+{
+    return it->held && pacer_priced(pc, it) && it->e.price_minor > 0;
+}
+
 /* A reservation's price on this provider: its own price for the
  * destination when it has prices; else, for a named provider, cost.prices
  * (a message failed over from a provider with other prices must not keep

@@ -215,7 +215,7 @@ static int pacer_verdict(struct pacer *pc, struct pacer_item *it, enum queue_ver
          * refund.lua keeps any another instance marked used. */
         if (pacer_move(pc, it, MSG_SENT) != 0)
             return 0;
-        it->refund = it->held && pacer_priced(pc, it) && it->e.price_minor > 0;
+        it->refund = pacer_unspent(pc, it);
         pacer_job(pc, it, PACER_JOB_END);
         return 0;
     case QUEUE_ENDED:
@@ -223,7 +223,7 @@ static int pacer_verdict(struct pacer *pc, struct pacer_item *it, enum queue_ver
          * holds never left, and refund.lua gives it back once at most. */
         if (pacer_move(pc, it, MSG_FAILED) != 0)
             return 0;
-        it->refund = it->held && pacer_priced(pc, it) && it->e.price_minor > 0;
+        it->refund = pacer_unspent(pc, it);
         pacer_job(pc, it, PACER_JOB_END);
         return 0;
     case QUEUE_LOST:

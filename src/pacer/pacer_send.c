@@ -180,7 +180,7 @@ static void pacer_settle(struct pacer *pc, const struct xfer_result *r, const st
  * was the probe (it frees the probe for the next). Counts each opening. */
 static void pacer_health(struct pacer *pc, struct pacer_item *it, enum provider_cause cause)
 {
-    enum breaker_event ev = cause < PROVIDER_C_COUNT ? pacer_breaker_event(cause) : BREAKER_NEUTRAL;
+    enum breaker_event ev = cause < PROVIDER_C_COUNT ? provider_cause_row(cause)->health : BREAKER_NEUTRAL;
     uint64_t now = clock_mono_ns();
     int was_open, open;
 

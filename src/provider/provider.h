@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/breaker.h"
 #include "../base/conf.h"
 #include "../base/rc.h"
 
@@ -86,6 +87,8 @@ struct provider_cause_info {
     int failover;                  /* 1: about this provider, or this destination on it, not about the number:
                                     * the message may go on to the route's next provider rather than retry
                                     * here or fail (the pacer decides, when there is a next one) */
+    enum breaker_event health;     /* the provider's breaker's word on it: failing (a timeout, a reset, 408,
+                                    * 5xx, unsent), answering and meaning it, or nothing of its health (429) */
 };
 
 struct provider_result {

@@ -666,19 +666,20 @@ static void test_cause_table(void **state)
         int retry;
         enum provider_outcome outcome;
         int failover;
+        enum breaker_event health;
     } rows[] = {
-        {PROVIDER_C_ACCEPTED, "accepted", PROVIDER_ACCEPTED, 0, PROVIDER_SENT, 0},
-        {PROVIDER_C_TIMEOUT, "timeout", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
-        {PROVIDER_C_BROKEN, "broken", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
-        {PROVIDER_C_408, "http_408", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
-        {PROVIDER_C_5XX, "http_5xx", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1},
-        {PROVIDER_C_ODD_STATUS, "http_other", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 0},
-        {PROVIDER_C_429, "http_429", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT, 0},
-        {PROVIDER_C_4XX, "http_4xx", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
-        {PROVIDER_C_UNSENT, "unsent", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT, 1},
-        {PROVIDER_C_LOCAL, "local", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
-        {PROVIDER_C_EXPIRED, "expired", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0},
-        {PROVIDER_C_ROUTE, "route", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 1},
+        {PROVIDER_C_ACCEPTED, "accepted", PROVIDER_ACCEPTED, 0, PROVIDER_SENT, 0, BREAKER_SUCCESS},
+        {PROVIDER_C_TIMEOUT, "timeout", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1, BREAKER_FAILURE},
+        {PROVIDER_C_BROKEN, "broken", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1, BREAKER_FAILURE},
+        {PROVIDER_C_408, "http_408", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1, BREAKER_FAILURE},
+        {PROVIDER_C_5XX, "http_5xx", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 1, BREAKER_FAILURE},
+        {PROVIDER_C_ODD_STATUS, "http_other", PROVIDER_UNKNOWN, 1, PROVIDER_TRANSIENT, 0, BREAKER_SUCCESS},
+        {PROVIDER_C_429, "http_429", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT, 0, BREAKER_NEUTRAL},
+        {PROVIDER_C_4XX, "http_4xx", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0, BREAKER_SUCCESS},
+        {PROVIDER_C_UNSENT, "unsent", PROVIDER_UNREACHED, 1, PROVIDER_TRANSIENT, 1, BREAKER_FAILURE},
+        {PROVIDER_C_LOCAL, "local", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0, BREAKER_NEUTRAL},
+        {PROVIDER_C_EXPIRED, "expired", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 0, BREAKER_NEUTRAL},
+        {PROVIDER_C_ROUTE, "route", PROVIDER_UNREACHED, 0, PROVIDER_PERMANENT, 1, BREAKER_SUCCESS},
     };
     const struct provider_cause_info *ci;
     struct provider_result res;
@@ -692,11 +693,12 @@ static void test_cause_table(void **state)
         ci = provider_cause_row(rows[i].c);
         assert_non_null(ci->name);
         if (strcmp(ci->name, rows[i].name) != 0 || ci->cls != rows[i].cls || ci->retry != rows[i].retry ||
-            ci->outcome != rows[i].outcome || ci->failover != rows[i].failover)
-            fail_msg("cause %s: {%s, class %d, retry %d, outcome %d, failover %d}, want {class %d, retry %d, "
-                     "outcome %d, failover %d}",
+            ci->outcome != rows[i].outcome || ci->failover != rows[i].failover || ci->health != rows[i].health)
+            fail_msg("cause %s: {%s, class %d, retry %d, outcome %d, failover %d, health %d}, want {class %d, "
+                     "retry %d, outcome %d, failover %d, health %d}",
                      rows[i].name, ci->name, (int)ci->cls, ci->retry, (int)ci->outcome, ci->failover,
-                     (int)rows[i].cls, rows[i].retry, (int)rows[i].outcome, rows[i].failover);
+                     (int)ci->health, (int)rows[i].cls, rows[i].retry, (int)rows[i].outcome, rows[i].failover,
+                     (int)rows[i].health);
         /* provider_set_cause takes the row's outcome. */
         memset(&res, 0, sizeof(res));
         provider_set_cause(&res, rows[i].c);
